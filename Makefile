@@ -1,0 +1,40 @@
+# The two commands of the README: `make run` and `make test`. Both set everything up first.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+CACHE ?= .cache
+KAFKA_JARS := $(CACHE)/kafka-jars
+
+.PHONY: setup run test lint bench clean
+
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "strait needs Python >= 3.11, found " + sys.version.split()[0])'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[dev,spark,ops]'
+	touch $@
+
+$(KAFKA_JARS)/.ok: .ci/fetch-kafka-jars | $(BIN)/python
+	.ci/fetch-kafka-jars $(KAFKA_JARS) $(BIN)/pip
+
+setup: $(VENV)/.installed
+	.ci/ensure-java
+
+run: setup
+	$(BIN)/strait log demo .strait-demo
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test: setup $(KAFKA_JARS)/.ok lint
+	STRAIT_KAFKA_JARS=$(abspath $(KAFKA_JARS)) $(BIN)/pytest
+
+bench: setup
+	$(BIN)/python -m bench.storage_bench --out bench/results
+
+clean:
+	rm -rf $(VENV) $(CACHE) .strait-demo

@@ -1,0 +1,1 @@
+"""Fault injection and verification suite (arrives with a later issue)."""

@@ -1,0 +1,1 @@
+"""The cross-site mirror service (arrives with a later issue)."""

@@ -1,0 +1,1 @@
+"""The broker node: Kafka wire protocol, replication, coordination (arrives with issue 3 onwards)."""

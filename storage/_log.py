@@ -1,0 +1,471 @@
+"""The partition log: an ordered list of segments with offsets, reads, truncation and retention.
+
+Invariants: segments are sorted by base offset and do not overlap; the last one is active
+(the only one appended to); ``log_start_offset <= high_watermark <= log_end_offset``;
+``recovery_point`` is the offset below which everything has been fsynced. Mutations are
+serialised by a lock so that a broker may call from worker threads; reads work on a
+snapshot of the segment list and never block appends.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import os
+import struct
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from ._config import LogConfig
+from ._errors import (
+    InvalidOffsetError,
+    LogDirOfflineError,
+    OffsetOutOfRangeError,
+    RecordFormatError,
+    RecordTooLargeError,
+)
+from ._faults import FaultPoints
+from ._files import TopicPartition
+from ._segment import FileSlice, LogSegment
+from .records import BatchHeader, check_batch, crc_of, read_header
+from .records._batch import ATTR_LOG_APPEND_TIME, CRC_POS, HEADER, LEADER_EPOCH, NO_PARTITION_LEADER_EPOCH
+
+Clock = Callable[[], int]  # milliseconds since the epoch
+_CRC = struct.Struct(">I")
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    base_offset: int
+    last_offset: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+
+
+class PartitionLog:
+    def __init__(
+        self,
+        directory: Path,
+        tp: TopicPartition,
+        config: LogConfig,
+        segments: list[LogSegment],
+        *,
+        log_start_offset: int,
+        recovery_point: int,
+        high_watermark: int,
+        faults: FaultPoints,
+        clock: Clock,
+        on_io_error: Callable[[OSError], None] | None = None,
+    ) -> None:
+        if not segments:
+            raise ValueError(f"{directory}: a log needs at least one segment")
+        self.dir = directory
+        self.tp = tp
+        self.config = config
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self._faults = faults
+        self._clock = clock
+        self._on_io_error = on_io_error
+        self._lock = threading.RLock()
+        self._offline: LogDirOfflineError | None = None
+        self._pending_deletes: list[tuple[int, LogSegment]] = []  # (due ms, segment)
+        self._unflushed_records = 0
+        self._first_unflushed_ms: int | None = None
+        self.log_start_offset = max(log_start_offset, segments[0].base_offset)
+        self.recovery_point = min(max(recovery_point, self.log_start_offset), self.log_end_offset)
+        self._high_watermark = self.log_start_offset
+        self.high_watermark = high_watermark
+
+    # -- state -----------------------------------------------------------------------------
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._segments)
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        """Set by the replica manager; clamped to ``[log_start_offset, log_end_offset]``."""
+        self._high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+
+    @property
+    def is_offline(self) -> bool:
+        return self._offline is not None
+
+    @contextlib.contextmanager
+    def _io(self) -> Iterator[None]:
+        """Run a storage operation; an OSError takes the log dir offline (once, via its owner)."""
+        if self._offline is not None:
+            raise self._offline
+        try:
+            yield
+        except OSError as exc:
+            self.mark_offline(exc)
+            assert self._offline is not None
+            raise self._offline from exc
+
+    def mark_offline(self, cause: BaseException | None = None) -> None:
+        """Refuse every further operation. Called by the log dir's owner, or on our own I/O error."""
+        if self._offline is not None:
+            return
+        self._offline = LogDirOfflineError(self.dir.parent, cause)
+        if isinstance(cause, OSError) and self._on_io_error is not None:
+            self._on_io_error(cause)
+
+    # -- appends ---------------------------------------------------------------------------
+
+    def append(
+        self,
+        batch: bytes | bytearray | memoryview,
+        *,
+        leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+        assign_offsets: bool = True,
+        validate: bool = True,
+    ) -> AppendInfo:
+        """Append one batch and return the offsets it got.
+
+        With ``assign_offsets`` (a leader) the batch is placed at the log end offset: only
+        baseOffset and partitionLeaderEpoch are rewritten, which the CRC does not cover
+        (LogAppendTime topics also set the timestamp and recompute the CRC, as Kafka does).
+        Without it (a follower or mirror) the batch keeps its offsets, which must start at
+        the log end offset, else InvalidOffsetError. ``validate`` checks length, magic and
+        CRC-32C first (CorruptBatchError); nothing is decompressed. Raises
+        RecordTooLargeError above ``max.message.bytes`` and LogDirOfflineError on I/O failure.
+        """
+        size = len(batch)
+        if size > self.config.max_message_bytes:
+            raise RecordTooLargeError(size, self.config.max_message_bytes)
+        header = check_batch(batch) if validate else read_header(batch)
+        if header.size != size:
+            raise RecordFormatError(f"expected one batch of {header.size} bytes, got {size} bytes")
+        with self._lock, self._io():
+            now = self._clock()
+            log_append_time = -1
+            leo = self.log_end_offset
+            data: bytes | bytearray | memoryview = batch
+            if assign_offsets:
+                buf = bytearray(batch)
+                HEADER.pack_into(buf, 0, leo, *header[1:2], leader_epoch, *header[3:])
+                if self.config.message_timestamp_type == "LogAppendTime":
+                    log_append_time = now
+                    _stamp_log_append_time(buf, header, now)
+                data = buf
+                header = read_header(buf)
+            elif header.base_offset != leo:
+                raise InvalidOffsetError(
+                    f"{self.tp}: batch starts at offset {header.base_offset} but the log ends at {leo}"
+                )
+            elif leader_epoch not in (NO_PARTITION_LEADER_EPOCH, header.partition_leader_epoch):
+                buf = bytearray(batch)
+                LEADER_EPOCH.pack_into(buf, 12, leader_epoch)
+                data = buf
+            segment = self._maybe_roll(header, now)
+            segment.append(data, header)
+            self._after_append(header.records_count, now)
+            return AppendInfo(header.base_offset, header.last_offset, log_append_time, self.log_start_offset)
+
+    def _maybe_roll(self, header: BatchHeader, now: int) -> LogSegment:
+        active = self._segments[-1]
+        if active.should_roll(header, now):
+            return self._roll(now)
+        return active
+
+    def roll(self) -> LogSegment:
+        """Start a new active segment at the log end offset (no-op if the active one is empty)."""
+        with self._lock, self._io():
+            if self._segments[-1].size == 0:
+                return self._segments[-1]
+            return self._roll(self._clock())
+
+    def _roll(self, now: int) -> LogSegment:
+        self._faults.hit("roll")
+        old = self._segments[-1]
+        old.on_roll()
+        new = LogSegment.create(self.dir, self.log_end_offset, self.config, self._faults, now)
+        self._segments.append(new)
+        self._bases.append(new.base_offset)
+        # Kafka flushes a rolled segment in the background; we do it here, off the append
+        # path of every other batch, so the recovery point moves to the new segment's base.
+        old.flush()
+        self.recovery_point = max(self.recovery_point, new.base_offset)
+        _fsync_dir(self.dir)
+        return new
+
+    def _after_append(self, records: int, now: int) -> None:
+        if self.config.fsync_every_append:
+            self._flush_locked(indexes=False)
+            return
+        self._unflushed_records += records
+        if self._first_unflushed_ms is None:
+            self._first_unflushed_ms = now
+        if self._unflushed_records >= self.config.flush_messages:
+            self._flush_locked()
+
+    def flush(self) -> None:
+        """fsync everything appended so far; the recovery point becomes the log end offset."""
+        with self._lock, self._io():
+            self._flush_locked()
+
+    def maybe_flush(self, now_ms: int) -> bool:
+        """Flush if the oldest unflushed append is older than ``flush.ms``; returns whether it did."""
+        with self._lock, self._io():
+            first = self._first_unflushed_ms
+            if first is None or now_ms - first < self.config.flush_ms:
+                return False
+            self._flush_locked()
+            return True
+
+    def _flush_locked(self, *, indexes: bool = True) -> None:
+        for segment in self._segments:
+            if segment.next_offset > self.recovery_point:
+                segment.flush(indexes=indexes)
+        self.recovery_point = self.log_end_offset
+        self._unflushed_records = 0
+        self._first_unflushed_ms = None
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def read(
+        self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one: bool = True
+    ) -> list[FileSlice]:
+        """Whole batches from the one that contains ``offset``, up to ``max_bytes`` in all.
+
+        ``max_offset`` (exclusive) bounds what is visible, e.g. the high watermark. Returns
+        an empty list at the log end. Raises OffsetOutOfRangeError outside
+        ``[log_start_offset, log_end_offset]``. Slices may span segments.
+        """
+        with self._io():
+            segments = self._segments[:]
+            start, end = self.log_start_offset, segments[-1].next_offset
+            if offset < start or offset > end:
+                raise OffsetOutOfRangeError(offset, start, end)
+            slices: list[FileSlice] = []
+            budget = max_bytes
+            i = max(0, bisect.bisect_right([s.base_offset for s in segments], offset) - 1)
+            for segment in segments[i:]:
+                if max_offset is not None and segment.base_offset >= max_offset:
+                    break
+                piece = segment.read(offset, budget, max_offset, min_one=min_one and not slices)
+                if piece is None:
+                    if segment.next_offset > offset and slices:
+                        break  # the next batch did not fit
+                    continue
+                slices.append(piece)
+                budget -= piece.length
+                offset = segment.next_offset
+                if budget <= 0:
+                    break
+            return slices
+
+    def read_bytes(self, offset: int, max_bytes: int, *, max_offset: int | None = None) -> bytes:
+        """``read`` joined into one bytes object (tools and tests)."""
+        return b"".join(s.read() for s in self.read(offset, max_bytes, max_offset=max_offset))
+
+    def find_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first record with a timestamp >= ``timestamp``, or None."""
+        with self._io():
+            for segment in self._segments[:]:
+                if segment.max_timestamp >= timestamp and segment.next_offset > self.log_start_offset:
+                    found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                    if found is not None:
+                        return found
+            return None
+
+    def batch_headers(self, offset: int = 0) -> Iterator[tuple[LogSegment, int, BatchHeader]]:
+        """Headers of the batches from the one containing ``offset`` (tools, tests, mirror)."""
+        for segment in self._segments[:]:
+            if segment.next_offset <= offset:
+                continue
+            found = segment.find_batch(offset)
+            if found is None:
+                continue
+            for pos, header in segment.headers(found[0]):
+                yield segment, pos, header
+
+    # -- truncation and deletion -----------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch whose last offset is >= ``offset``; returns bytes removed.
+
+        Truncation is by whole batches: an offset inside a batch removes that batch too, so
+        the new log end offset may be below ``offset``. An offset at or past the log end is a
+        no-op. Below the log start offset the log is emptied and restarts at ``offset``.
+        """
+        with self._lock, self._io():
+            if offset >= self.log_end_offset:
+                return 0
+            self._faults.hit("truncate")
+            if offset < self.log_start_offset:
+                return self._truncate_fully_locked(offset)
+            removed = 0
+            while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
+                seg = self._segments.pop()
+                self._bases.pop()
+                removed += seg.size
+                seg.delete_files()
+            removed += self._segments[-1].truncate_to(offset)
+            self._after_truncate()
+            return removed
+
+    def truncate_fully_and_start_at(self, offset: int) -> int:
+        """Delete every segment and restart the empty log at ``offset``; returns bytes removed."""
+        with self._lock, self._io():
+            self._faults.hit("truncate")
+            return self._truncate_fully_locked(offset)
+
+    def _truncate_fully_locked(self, offset: int) -> int:
+        removed = 0
+        for seg in self._segments:
+            removed += seg.size
+            seg.delete_files()
+        new = LogSegment.create(self.dir, offset, self.config, self._faults, self._clock())
+        self._segments = [new]
+        self._bases = [offset]
+        self.log_start_offset = offset
+        self._after_truncate()
+        return removed
+
+    def _after_truncate(self) -> None:
+        leo = self.log_end_offset
+        self.recovery_point = min(self.recovery_point, leo)
+        self._high_watermark = min(self._high_watermark, leo)
+        self.log_start_offset = min(self.log_start_offset, leo)
+
+    def delete_records_before(self, offset: int) -> int:
+        """Advance the log start offset to ``offset`` (DeleteRecords); returns the new start.
+
+        Whole segments below the new start are deleted (after file.delete.delay.ms). Raises
+        OffsetOutOfRangeError past the high watermark.
+        """
+        with self._lock, self._io():
+            if offset > self._high_watermark or offset < 0:
+                raise OffsetOutOfRangeError(offset, self.log_start_offset, self._high_watermark)
+            self.log_start_offset = max(self.log_start_offset, offset)
+            self._delete_segments_locked(lambda seg, nxt: nxt is not None and nxt.base_offset <= offset)
+            return self.log_start_offset
+
+    def apply_retention(self, now_ms: int) -> int:
+        """Delete whole segments past retention.ms / retention.bytes; returns how many.
+
+        The active segment is never deleted by size; by time it is rolled first, as Kafka
+        does, when all of it is past retention. The log start offset advances to the first
+        remaining segment.
+        """
+        with self._lock, self._io():
+            deleted = 0
+            retention_ms = self.config.retention_ms
+            if retention_ms >= 0:
+                active = self._segments[-1]
+                if active.size > 0 and now_ms - active.max_timestamp > retention_ms:
+                    self._roll(now_ms)
+                deleted += self._delete_segments_locked(
+                    lambda seg, nxt: nxt is not None and now_ms - seg.max_timestamp > retention_ms
+                )
+            limit = self.config.retention_bytes
+            if limit >= 0:
+                excess = self.size_bytes - limit
+
+                def over_size(seg: LogSegment, nxt: LogSegment | None) -> bool:
+                    nonlocal excess
+                    if nxt is None or excess < seg.size:
+                        return False
+                    excess -= seg.size
+                    return True
+
+                deleted += self._delete_segments_locked(over_size)
+            return deleted
+
+    def _delete_segments_locked(self, should_delete: Callable[[LogSegment, LogSegment | None], bool]) -> int:
+        """Delete the leading segments for which ``should_delete(segment, next)`` holds."""
+        count = 0
+        while len(self._segments) > 1 and should_delete(self._segments[0], self._segments[1]):
+            seg = self._segments.pop(0)
+            self._bases.pop(0)
+            seg.rename_to_deleted()
+            self._pending_deletes.append((self._clock() + self.config.file_delete_delay_ms, seg))
+            count += 1
+        if count:
+            self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
+            self._high_watermark = max(self._high_watermark, self.log_start_offset)
+            self.recovery_point = max(self.recovery_point, self.log_start_offset)
+        return count
+
+    def purge_deleted(self, now_ms: int, *, everything: bool = False) -> int:
+        """Unlink ``.deleted`` segments whose delay has passed; returns how many."""
+        with self._lock, self._io():
+            due = [(t, s) for t, s in self._pending_deletes if everything or t <= now_ms]
+            for _, seg in due:
+                seg.delete_files()
+            self._pending_deletes = [(t, s) for t, s in self._pending_deletes if not (everything or t <= now_ms)]
+            return len(due)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def update_config(self, config: LogConfig) -> None:
+        with self._lock:
+            self.config = config
+            for seg in self._segments:
+                seg.config = config
+
+    def close(self) -> None:
+        """Flush, then close every file (pending deletions are finished now)."""
+        with self._lock:
+            if self._offline is None:
+                with self._io():
+                    self._flush_locked()
+                    self.purge_deleted(0, everything=True)
+            for seg in self._segments:
+                seg.close()
+
+    def delete(self) -> None:
+        """Close and remove every file of this log, and its directory."""
+        with self._lock:
+            for seg in self._segments:
+                seg.delete_files()
+            for _, seg in self._pending_deletes:
+                seg.delete_files()
+            self._pending_deletes = []
+            for leftover in self.dir.iterdir():
+                leftover.unlink()
+            self.dir.rmdir()
+
+    def __repr__(self) -> str:
+        return (
+            f"PartitionLog({self.tp}, start={self.log_start_offset}, end={self.log_end_offset}, "
+            f"hw={self._high_watermark}, segments={len(self._segments)})"
+        )
+
+
+def _stamp_log_append_time(buf: bytearray, header: BatchHeader, now: int) -> None:
+    """Set the LogAppendTime attribute and maxTimestamp, then recompute the CRC (covers both)."""
+    fields = list(header)
+    fields[5] = header.attributes | ATTR_LOG_APPEND_TIME
+    fields[8] = now  # maxTimestamp
+    HEADER.pack_into(buf, 0, *fields)
+    _CRC.pack_into(buf, CRC_POS, crc_of(buf, 0, len(buf)))
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

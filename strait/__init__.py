@@ -1,0 +1,1 @@
+"""The strait product shell: the ``strait`` command and the local appliance launcher."""

@@ -1,0 +1,28 @@
+"""``strait``: the command router. Each area registers its own subcommands, imported lazily."""
+
+from __future__ import annotations
+
+import logging
+import signal
+
+import click
+
+from ._log_commands import log_group
+
+
+@click.group(
+    help="strait: Kafka-compatible brokers with cross-site mirroring and tested DR failover.",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+@click.option("-v", "--verbose", is_flag=True, help="Log at DEBUG level to stderr.")
+@click.version_option(package_name="strait")
+def main(verbose: bool) -> None:
+    # Behave like other Unix tools when piped into `head`: stop quietly.
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+main.add_command(log_group)
