@@ -307,13 +307,14 @@ class PartitionLog:
 
         Truncation is by whole batches: an offset inside a batch removes that batch too, so
         the new log end offset may be below ``offset``. An offset at or past the log end is a
-        no-op. Below the log start offset the log is emptied and restarts at ``offset``.
+        no-op. Below the first segment the log is emptied and restarts at ``offset``; the log
+        start offset never stays above the new log end offset.
         """
         with self._lock, self._io():
             if offset >= self.log_end_offset:
                 return 0
             self._faults.hit("truncate")
-            if offset < self.log_start_offset:
+            if offset < self._segments[0].base_offset:
                 return self._truncate_fully_locked(offset)
             removed = 0
             while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
