@@ -26,3 +26,7 @@ def main(verbose: bool) -> None:
 
 
 main.add_command(log_group)
+
+
+if __name__ == "__main__":
+    main()
