@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from storage import FaultPoints, LogConfig, PartitionLog, TopicPartition, create_log, load_log
+from storage import FaultPoints, LogConfig, PartitionLog, create_log, load_log
 from tests.storage.helpers import TP, FakeClock
 
 
@@ -31,8 +31,13 @@ def make_log(tmp_path: Path, clock: FakeClock, faults: FaultPoints) -> Callable[
 def reopen(tmp_path: Path, clock: FakeClock, faults: FaultPoints) -> Callable[..., PartitionLog]:
     def again(config: LogConfig | None = None, *, clean: bool = True, recovery_point: int = 0) -> PartitionLog:
         log, _ = load_log(
-            tmp_path / "t-0", TP, config or LogConfig(), clean_shutdown=clean, recovery_point=recovery_point,
-            faults=faults, clock=clock,
+            tmp_path / "t-0",
+            TP,
+            config or LogConfig(),
+            clean_shutdown=clean,
+            recovery_point=recovery_point,
+            faults=faults,
+            clock=clock,
         )
         return log
 

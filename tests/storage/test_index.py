@@ -26,7 +26,7 @@ def test_offset_index_file_is_kafka_format_and_reloads(tmp_path: Path) -> None:
     index.append(110, 400)
     index.append(120, 800)
     index.flush(fsync=True)
-    assert path.read_bytes() == bytes.fromhex("0000000a00000190" "0000001400000320")
+    assert path.read_bytes() == bytes.fromhex("0000000a000001900000001400000320")
     again = OffsetIndex(path, 100, 1024)
     again.load(log_size=1000)
     assert [again.lookup_entry(i) for i in range(len(again))] == [(110, 400), (120, 800)]
@@ -59,7 +59,7 @@ def test_trailing_zero_padding_is_ignored(tmp_path: Path) -> None:
     ("content", "reason"),
     [
         (bytes(7), "not a multiple"),
-        (bytes.fromhex("0000000500000100" "0000000400000200"), "not after"),
+        (bytes.fromhex("00000005000001000000000400000200"), "not after"),
         (bytes.fromhex("0000000500009999"), "outside the log"),
     ],
 )
@@ -95,9 +95,9 @@ def test_time_index_keeps_increasing_timestamps_only(tmp_path: Path) -> None:
     assert index.lookup(500) == (-1, 50)
     assert index.lookup(1500) == (1000, 55)
     index.flush(fsync=False)
-    assert path.read_bytes() == (1000).to_bytes(8, "big") + (5).to_bytes(4, "big") + (2000).to_bytes(
-        8, "big"
-    ) + (20).to_bytes(4, "big")
+    assert path.read_bytes() == (1000).to_bytes(8, "big") + (5).to_bytes(4, "big") + (2000).to_bytes(8, "big") + (
+        20
+    ).to_bytes(4, "big")
     index.truncate_to(60)
     assert len(index) == 1
     again = TimeIndex(path, 50, 1200)

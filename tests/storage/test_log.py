@@ -127,7 +127,7 @@ def test_log_append_time_stamps_the_batch_and_keeps_the_crc_valid(make_log: Make
 
 def test_bad_batches_are_refused_before_anything_is_written(make_log: MakeLog) -> None:
     log = make_log(LogConfig(max_message_bytes=200))
-    with pytest.raises(RecordTooLargeError, match="exceeds max.message.bytes=200"):
+    with pytest.raises(RecordTooLargeError, match=r"exceeds max\.message\.bytes=200"):
         log.append(batch(1, size=300))
     corrupt = bytearray(batch(1))
     corrupt[-1] ^= 1
@@ -180,8 +180,11 @@ def test_delete_records_advances_the_start_and_drops_whole_segments(make_log: Ma
         log.read(3, 100)
     assert offsets_in(log.read_bytes(5, 1 << 20))[0] == 4  # the batch holding 5 starts at 4
     deleted = sorted(p.name for p in log.dir.iterdir() if p.name.endswith(".deleted"))
-    assert deleted == ["00000000000000000000.index.deleted", "00000000000000000000.log.deleted",
-                       "00000000000000000000.timeindex.deleted"]
+    assert deleted == [
+        "00000000000000000000.index.deleted",
+        "00000000000000000000.log.deleted",
+        "00000000000000000000.timeindex.deleted",
+    ]
     assert log.purge_deleted(clock.now) == 0
     clock.now += 1000
     assert log.purge_deleted(clock.now) == 1

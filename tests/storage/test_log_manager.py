@@ -10,10 +10,12 @@ import pytest
 from storage import (
     FaultPoints,
     InconsistentMetaPropertiesError,
+    LogConfig,
     LogDirOfflineError,
     LogManager,
     StorageError,
     TopicPartition,
+    _log_manager,
     read_offsets,
 )
 from tests.storage.helpers import FakeClock, batch
@@ -34,8 +36,6 @@ def test_new_partitions_go_to_the_dir_with_the_fewest(tmp_path: Path) -> None:
 def test_ties_go_to_the_dir_with_the_most_free_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     m = manager(tmp_path, 2)
     free = {tmp_path / "d0": 10, tmp_path / "d1": 20}
-    from storage import _log_manager
-
     monkeypatch.setattr(_log_manager.LogDir, "free_bytes", lambda self: free[self.path])
     assert m.create_log(TopicPartition("t", 0)).dir.parent.name == "d1"
     assert m.create_log(TopicPartition("t", 1)).dir.parent.name == "d0"  # fewer partitions wins first
@@ -46,7 +46,9 @@ def test_meta_properties_are_written_and_checked(tmp_path: Path) -> None:
     meta = (tmp_path / "d0" / "meta.properties").read_text()
     assert "broker.id=1" in meta and "version=0" in meta
     other = LogManager([tmp_path / "d0"], broker_id=2)
-    with pytest.raises(InconsistentMetaPropertiesError, match=r"broker.id=1 but this node is configured with broker.id=2"):
+    with pytest.raises(
+        InconsistentMetaPropertiesError, match=r"broker.id=1 but this node is configured with broker.id=2"
+    ):
         other.startup()
 
 
@@ -126,11 +128,15 @@ def test_delete_log_removes_the_partition(tmp_path: Path) -> None:
 
 
 def test_maintenance_applies_retention_and_checkpoints(tmp_path: Path) -> None:
-    from storage import LogConfig
-
     clock = FakeClock()
-    m = LogManager([tmp_path / "d"], LogConfig(segment_bytes=len(batch(1)) * 2, retention_bytes=len(batch(1)) * 2,
-                   retention_ms=-1, file_delete_delay_ms=0), broker_id=1, clock=clock)
+    m = LogManager(
+        [tmp_path / "d"],
+        LogConfig(
+            segment_bytes=len(batch(1)) * 2, retention_bytes=len(batch(1)) * 2, retention_ms=-1, file_delete_delay_ms=0
+        ),
+        broker_id=1,
+        clock=clock,
+    )
     m.startup()
     log = m.create_log(TopicPartition("t", 0))
     for _ in range(8):

@@ -60,7 +60,9 @@ class LogModel(RuleBasedStateMachine):
     def read(self, data: st.DataObject) -> None:
         offset = data.draw(st.integers(self.start, self.end))
         raw = self.log.read_bytes(offset, 1 << 30)
-        got = [(r.offset, r.value) for pos, h in iter_batches(raw) for r in RecordBatch(raw[pos : pos + h.size]).records()]
+        got = [
+            (r.offset, r.value) for pos, h in iter_batches(raw) for r in RecordBatch(raw[pos : pos + h.size]).records()
+        ]
         assert got == self.records_from(offset)
 
     @precondition(lambda self: self.batches)
@@ -86,8 +88,15 @@ class LogModel(RuleBasedStateMachine):
 
     @rule(limit=st.integers(0, 3000))
     def retention(self, limit: int) -> None:
-        self.log.update_config(LogConfig(segment_bytes=600, index_interval_bytes=128, retention_bytes=limit,
-                                         retention_ms=-1, file_delete_delay_ms=0))
+        self.log.update_config(
+            LogConfig(
+                segment_bytes=600,
+                index_interval_bytes=128,
+                retention_bytes=limit,
+                retention_ms=-1,
+                file_delete_delay_ms=0,
+            )
+        )
         self.log.apply_retention(self.clock.now)
         self.log.update_config(CONFIG)
         segments = self.log.segments  # Kafka's rule: delete the oldest while the rest still holds >= limit
@@ -103,8 +112,16 @@ class LogModel(RuleBasedStateMachine):
         else:
             for seg in self.log.segments:  # a crash: files stay as they are, nothing is flushed
                 seg.close()
-        self.log, report = load_log(self.tmp / "t-0", TP, CONFIG, clean_shutdown=clean, log_start_offset=start,
-                                    high_watermark=hw, faults=FaultPoints(), clock=self.clock)
+        self.log, report = load_log(
+            self.tmp / "t-0",
+            TP,
+            CONFIG,
+            clean_shutdown=clean,
+            log_start_offset=start,
+            high_watermark=hw,
+            faults=FaultPoints(),
+            clock=self.clock,
+        )
         assert report.bytes_dropped == 0
 
     @invariant()

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from aiokafka.record.default_records import _DefaultRecordBatchBuilderPy, _DefaultRecordBatchPy
 from hypothesis import given
 from hypothesis import strategies as st
+from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from storage import CorruptBatchError, RecordFormatError
 from storage.records import (
@@ -149,22 +151,29 @@ def test_damaged_compressed_data_is_a_format_error() -> None:
 
 # -- other clients' record builders ------------------------------------------------------
 
-KAFKA_PYTHON_CODECS = {Compression.NONE: 0, Compression.GZIP: 1, Compression.SNAPPY: 2, Compression.LZ4: 3,
-                       Compression.ZSTD: 4}
+KAFKA_PYTHON_CODECS = {
+    Compression.NONE: 0,
+    Compression.GZIP: 1,
+    Compression.SNAPPY: 2,
+    Compression.LZ4: 3,
+    Compression.ZSTD: 4,
+}
 
 
 def _sample_records() -> list[tuple[int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]]:
     return [
-        (1_700_000_000_000 + i, None if i % 3 == 0 else f"key-{i}".encode(), None if i % 5 == 0 else b"v" * i,
-         [("h", b"x"), ("n", None)] if i % 2 else [])
+        (
+            1_700_000_000_000 + i,
+            None if i % 3 == 0 else f"key-{i}".encode(),
+            None if i % 5 == 0 else b"v" * i,
+            [("h", b"x"), ("n", None)] if i % 2 else [],
+        )
         for i in range(40)
     ]
 
 
 @pytest.mark.parametrize("codec", ALL_CODECS, ids=lambda c: c.name.lower())
 def test_kafka_python_reads_our_batches_and_we_read_theirs(codec: Compression) -> None:
-    from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
-
     records = _sample_records()
     ours = build_batch(records, compression=codec, producer_id=3, producer_epoch=1, base_sequence=0)
     theirs_view = DefaultRecordBatch(ours)
@@ -173,8 +182,13 @@ def test_kafka_python_reads_our_batches_and_we_read_theirs(codec: Compression) -
     assert got == [(i, ts, k, v, h) for i, (ts, k, v, h) in enumerate(records)]
 
     builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=KAFKA_PYTHON_CODECS[codec], is_transactional=False, producer_id=-1,
-        producer_epoch=-1, base_sequence=-1, batch_size=1 << 20,
+        magic=2,
+        compression_type=KAFKA_PYTHON_CODECS[codec],
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 20,
     )
     for i, (ts, k, v, h) in enumerate(records):
         builder.append(i, timestamp=ts, key=k, value=v, headers=h)
@@ -188,8 +202,6 @@ def test_kafka_python_reads_our_batches_and_we_read_theirs(codec: Compression) -
 
 @pytest.mark.parametrize("codec", ALL_CODECS, ids=lambda c: c.name.lower())
 def test_aiokafka_reads_our_batches_and_we_read_theirs(codec: Compression) -> None:
-    from aiokafka.record.default_records import _DefaultRecordBatchBuilderPy, _DefaultRecordBatchPy
-
     records = _sample_records()
     ours = build_batch(records, compression=codec)
     view = _DefaultRecordBatchPy(ours)
@@ -198,8 +210,13 @@ def test_aiokafka_reads_our_batches_and_we_read_theirs(codec: Compression) -> No
     assert got == [(i, ts, k, v, h) for i, (ts, k, v, h) in enumerate(records)]
 
     builder = _DefaultRecordBatchBuilderPy(
-        magic=2, compression_type=int(codec), is_transactional=False, producer_id=-1, producer_epoch=-1,
-        base_sequence=-1, batch_size=1 << 20,
+        magic=2,
+        compression_type=int(codec),
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 20,
     )
     for i, (ts, k, v, h) in enumerate(records):
         builder.append(i, timestamp=ts, key=k, value=v, headers=h)

@@ -22,8 +22,9 @@ def write_log(directory: Path, sizes: list[tuple[int, int]]) -> list[tuple[int, 
     layout = []
     codecs = list(Compression)
     for i, (n, size) in enumerate(sizes):
-        data = build_batch([(1000 + i, b"k%d" % j, bytes([i % 250]) * size) for j in range(n)],
-                           compression=codecs[i % len(codecs)])
+        data = build_batch(
+            [(1000 + i, b"k%d" % j, bytes([i % 250]) * size) for j in range(n)], compression=codecs[i % len(codecs)]
+        )
         info = log.append(data)
         seg = log.active_segment
         layout.append((seg.base_offset, seg.size - len(data), len(data), info.last_offset + 1))
@@ -95,8 +96,15 @@ def test_unclean_recovery_starts_at_the_segment_holding_the_recovery_point(tmp_p
     layout = write_log(directory, [(2, 100)] * 80)
     bases = sorted({b for b, *_ in layout})
     assert len(bases) >= 3
-    log, report = load_log(directory, TP, CONFIG, clean_shutdown=False, recovery_point=bases[-2] + 1,
-                           faults=FaultPoints(), clock=FakeClock())
+    log, report = load_log(
+        directory,
+        TP,
+        CONFIG,
+        clean_shutdown=False,
+        recovery_point=bases[-2] + 1,
+        faults=FaultPoints(),
+        clock=FakeClock(),
+    )
     assert report.segments_recovered == 2
     log.close()
 
@@ -121,7 +129,11 @@ def test_leftovers_of_interrupted_work_are_removed(tmp_path: Path) -> None:
     for name in ["00000000000000000007.log.deleted", "x.tmp", "00000000000000000009.index", "y.cleaned"]:
         (directory / name).write_bytes(b"junk")
     log, report = load_log(directory, TP, CONFIG, clean_shutdown=True, faults=FaultPoints(), clock=FakeClock())
-    assert sorted(report.leftovers_removed) == ["00000000000000000007.log.deleted", "00000000000000000009.index",
-                                                "x.tmp", "y.cleaned"]
+    assert sorted(report.leftovers_removed) == [
+        "00000000000000000007.log.deleted",
+        "00000000000000000009.index",
+        "x.tmp",
+        "y.cleaned",
+    ]
     assert sorted(p.name for p in directory.iterdir()) == [f"{0:020d}.index", f"{0:020d}.log", f"{0:020d}.timeindex"]
     log.close()

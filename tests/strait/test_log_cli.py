@@ -25,14 +25,24 @@ def strait(*args: str | Path) -> subprocess.CompletedProcess[str]:
 def partition(tmp_path: Path) -> Path:
     """A partition dir with two segments, every codec, binary and null keys/values, headers."""
     directory = tmp_path / "logs" / "orders-0"
-    log = create_log(directory, TopicPartition("orders", 0), LogConfig(segment_bytes=700, index_interval_bytes=100),
-                     faults=FaultPoints(), clock=FakeClock())
+    log = create_log(
+        directory,
+        TopicPartition("orders", 0),
+        LogConfig(segment_bytes=700, index_interval_bytes=100),
+        faults=FaultPoints(),
+        clock=FakeClock(),
+    )
     for i, codec in enumerate(list(Compression) * 2):
-        log.append(build_batch([
-            (1000 + i, f"key-{i}".encode(), f"value-{i}".encode(), [("trace", b"abc"), ("empty", None)]),
-            (1001 + i, None, b"\xff\xfe binary"),
-            (1002 + i, b"\x00\x9f", None),
-        ], compression=codec))
+        log.append(
+            build_batch(
+                [
+                    (1000 + i, f"key-{i}".encode(), f"value-{i}".encode(), [("trace", b"abc"), ("empty", None)]),
+                    (1001 + i, None, b"\xff\xfe binary"),
+                    (1002 + i, b"\x00\x9f", None),
+                ],
+                compression=codec,
+            )
+        )
     log.close()
     assert len(list(directory.glob("*.log"))) >= 2
     return directory
