@@ -164,11 +164,12 @@ class PartitionLog:
             if assign_offsets:
                 buf = bytearray(batch)
                 HEADER.pack_into(buf, 0, leo, *header[1:2], leader_epoch, *header[3:])
+                header = read_header(buf)
                 if self.config.message_timestamp_type == "LogAppendTime":
                     log_append_time = now
                     _stamp_log_append_time(buf, header, now)
+                    header = read_header(buf)
                 data = buf
-                header = read_header(buf)
             elif header.base_offset != leo:
                 raise InvalidOffsetError(
                     f"{self.tp}: batch starts at offset {header.base_offset} but the log ends at {leo}"
@@ -198,7 +199,7 @@ class PartitionLog:
     def _roll(self, now: int) -> LogSegment:
         self._faults.hit("roll")
         old = self._segments[-1]
-        old.on_roll()
+        old.seal_time_index()
         new = LogSegment.create(self.dir, self.log_end_offset, self.config, self._faults, now)
         self._segments.append(new)
         self._bases.append(new.base_offset)
@@ -431,6 +432,7 @@ class PartitionLog:
         with self._lock:
             if self._offline is None:
                 with self._io():
+                    self._segments[-1].seal_time_index()
                     self._flush_locked()
                     self.purge_deleted(0, everything=True)
             for seg in self._segments:

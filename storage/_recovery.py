@@ -10,7 +10,9 @@
    segment from the one holding the recovery point onwards is recovered: each batch's
    length, magic, CRC-32C and offsets are checked, the file is cut at the first invalid
    byte, and the indexes are rebuilt.
-4. Once a segment lost bytes, every later segment is deleted: it follows a hole.
+4. Once a segment lost bytes, every later segment is deleted: it follows a hole. A segment
+   that ends cleanly before the next one starts is kept; the gap is reported (compacted
+   Kafka logs have such gaps, and deleting data recovery cannot prove bad is worse).
 5. With no segment left, start an empty one at the log start offset.
 
 The result says how many bytes were dropped and where the first bad batch was.
@@ -52,6 +54,7 @@ class LoadReport:
     segments_deleted: int = 0
     indexes_rebuilt: int = 0
     first_error: str | None = None
+    gaps: list[tuple[int, int]] = field(default_factory=list)  # [from, to) offsets no segment holds
     leftovers_removed: list[str] = field(default_factory=list)
 
 
@@ -122,6 +125,16 @@ def load_log(
             raise StorageError(
                 f"{directory}: segment {seg.log_path.name} starts at offset {seg.base_offset}, inside the "
                 f"previous segment, which ends at {segments[-1].next_offset - 1}"
+            )
+        if segments and seg.base_offset > segments[-1].next_offset:
+            # Kafka allows holes (compaction empties segments); we keep the data and say so.
+            report.gaps.append((segments[-1].next_offset, seg.base_offset))
+            log.warning(
+                "%s: offsets %d..%d are missing before %s",
+                tp,
+                segments[-1].next_offset,
+                seg.base_offset - 1,
+                seg.log_path.name,
             )
         if loaded.recovered:
             if i >= first_to_recover:

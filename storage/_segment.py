@@ -176,8 +176,9 @@ class LogSegment:
             self.index.flush(fsync=True)
             self.time_index.flush(fsync=True)
 
-    def on_roll(self) -> None:
-        """This segment stops being active: record its final max timestamp in the time index."""
+    def seal_time_index(self) -> None:
+        """Record the segment's largest timestamp as the time index's last entry (on roll,
+        close and recovery, as Kafka does), so the last entry is the segment's maximum."""
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
 
@@ -289,6 +290,7 @@ class LogSegment:
                 valid_end = position + header.size
         except CorruptBatchError as exc:
             error = exc
+        self.seal_time_index()
         self.size = valid_end
         if valid_end < file_size:
             self._faults.hit("truncate")

@@ -42,6 +42,7 @@ class KafkaJava:
             "java",
             "-XX:TieredStopAtLevel=1",
             f"-Djava.io.tmpdir={self.tmpdir}",  # snappy and zstd unpack their native libraries here
+            "-Dslf4j.internal.verbosity=ERROR",  # no "no SLF4J providers" notice on stderr
             "-cp",
             self.classpath,
             main,
@@ -52,7 +53,9 @@ class KafkaJava:
         except subprocess.TimeoutExpired:
             pytest.fail(f"{main} did not finish within {RUN_TIMEOUT_S} s: {' '.join(cmd)}")
         if expect_ok and proc.returncode != 0:
-            pytest.fail(f"{main} exited {proc.returncode}\nstdout:\n{proc.stdout[-2000:]}\nstderr:\n{proc.stderr[-4000:]}")
+            pytest.fail(
+                f"{main} exited {proc.returncode}\nstdout:\n{proc.stdout[-2000:]}\nstderr:\n{proc.stderr[-4000:]}"
+            )
         return proc
 
 

@@ -48,13 +48,23 @@ def test_a_cut_at_any_byte_keeps_exactly_the_complete_batches_before_it(sizes: l
 
         log, report = load_log(directory, TP, CONFIG, clean_shutdown=False, faults=FaultPoints(), clock=FakeClock())
 
-        kept = [b for b in layout if b[0] < victim or (b[0] == victim and b[1] + b[2] <= cut)]
-        expected_end = kept[-1][3] if kept else 0
-        later_bytes = sum(size for base, _, size, _ in layout if base > victim)
-        kept_in_victim = sum(size for base, pos, size, _ in layout if base == victim and pos + size <= cut)
-        assert log.log_end_offset == expected_end
+        in_victim = [b for b in layout if b[0] == victim]
+        kept_in_victim = sum(size for _, pos, size, _ in in_victim if pos + size <= cut)
+        torn = cut != kept_in_victim  # the cut falls inside a batch
+        kept = [
+            b
+            for b in layout
+            if b[0] < victim or (b[0] == victim and b[1] + b[2] <= cut) or (b[0] > victim and not torn)
+        ]
+        later_bytes = sum(size for base, _, size, _ in layout if base > victim) if torn else 0
+        assert log.log_end_offset == (kept[-1][3] if kept else 0)
         assert report.bytes_dropped == (cut - kept_in_victim) + later_bytes
-        assert all(s.base_offset <= victim for s in log.segments)
+        if torn:  # everything after the torn batch follows a hole: deleted
+            assert all(s.base_offset <= victim for s in log.segments)
+        elif victim != layout[-1][0] and cut < sum(size for *_, size, _ in in_victim):
+            # a clean cut at a batch boundary before later segments leaves a gap: kept, and reported
+            victim_end = max((n for _, pos, size, n in in_victim if pos + size <= cut), default=victim)
+            assert report.gaps[0][0] == victim_end
         assert log.read_bytes(log.log_start_offset, 1 << 30) == b"".join(
             (directory / f"{b:020d}.log").read_bytes()[p : p + s] for b, p, s, _ in kept
         )
