@@ -30,10 +30,11 @@ from ._faults import FaultPoints
 from ._files import TopicPartition
 from ._segment import FileSlice, LogSegment
 from .records import BatchHeader, check_batch, crc_of, read_header
-from .records._batch import ATTR_LOG_APPEND_TIME, CRC_POS, HEADER, LEADER_EPOCH, NO_PARTITION_LEADER_EPOCH
+from .records._batch import ATTR_LOG_APPEND_TIME, CRC_POS, HEADER, NO_PARTITION_LEADER_EPOCH
 
 Clock = Callable[[], int]  # milliseconds since the epoch
 _CRC = struct.Struct(">I")
+_PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch: not under the CRC
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,26 +161,27 @@ class PartitionLog:
             now = self._clock()
             log_append_time = -1
             leo = self.log_end_offset
-            data: bytes | bytearray | memoryview = batch
-            if assign_offsets:
+            epoch = leader_epoch
+            if assign_offsets and self.config.message_timestamp_type == "LogAppendTime":
+                # The timestamp is under the CRC: this path must copy and re-checksum.
                 buf = bytearray(batch)
-                HEADER.pack_into(buf, 0, leo, *header[1:2], leader_epoch, *header[3:])
-                header = read_header(buf)
-                if self.config.message_timestamp_type == "LogAppendTime":
-                    log_append_time = now
-                    _stamp_log_append_time(buf, header, now)
-                    header = read_header(buf)
-                data = buf
-            elif header.base_offset != leo:
-                raise InvalidOffsetError(
-                    f"{self.tp}: batch starts at offset {header.base_offset} but the log ends at {leo}"
-                )
-            elif leader_epoch not in (NO_PARTITION_LEADER_EPOCH, header.partition_leader_epoch):
-                buf = bytearray(batch)
-                LEADER_EPOCH.pack_into(buf, 12, leader_epoch)
-                data = buf
+                _stamp_log_append_time(buf, header, now)
+                log_append_time = now
+                batch, header = buf, read_header(buf)
+            elif not assign_offsets:
+                if header.base_offset != leo:
+                    raise InvalidOffsetError(
+                        f"{self.tp}: batch starts at offset {header.base_offset} but the log ends at {leo}"
+                    )
+                if leader_epoch == NO_PARTITION_LEADER_EPOCH:
+                    epoch = header.partition_leader_epoch
+            # Only the 16-byte prefix (baseOffset, batchLength, partitionLeaderEpoch) changes, and
+            # the CRC does not cover it: write a new prefix and the producer's bytes as they are.
+            base = leo if assign_offsets else header.base_offset
+            prefix = _PREFIX.pack(base, header.batch_length, epoch)
+            header = header._replace(base_offset=base, partition_leader_epoch=epoch)
             segment = self._maybe_roll(header, now)
-            segment.append(data, header)
+            segment.append(prefix, memoryview(batch)[_PREFIX.size :], header)
             self._after_append(header.records_count, now)
             return AppendInfo(header.base_offset, header.last_offset, log_append_time, self.log_start_offset)
 

@@ -9,6 +9,7 @@ descriptor for appends (``O_APPEND``) and positional reads, which fetches hand t
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -146,14 +147,19 @@ class LogSegment:
         waited = header.max_timestamp - self._rolling_ts if self._rolling_ts >= 0 else now_ms - self.created_ms
         return waited > self.config.segment_ms
 
-    def append(self, batch: bytes | bytearray | memoryview, header: BatchHeader) -> int:
-        """Append one batch whose ``header`` carries its final offsets; returns its position."""
+    def append(self, prefix: bytes, rest: bytes | memoryview, header: BatchHeader) -> int:
+        """Append one batch, given as its rewritten 16-byte prefix and the bytes after it, in one
+        ``writev``; ``header`` carries its final offsets. Returns the batch's position.
+
+        A short write raises OSError (the bytes written are a torn tail that recovery removes).
+        """
         self._faults.hit("append")
         position = self.size
-        view = memoryview(batch)
-        written = 0
-        while written < len(view):
-            written += os.write(self._fd, view[written:])
+        expected = len(prefix) + len(rest)
+        written = os.writev(self._fd, (prefix, rest))
+        if written != expected:
+            self.size = os.fstat(self._fd).st_size
+            raise OSError(errno.EIO, f"{self.log_path}: short write of {written} of {expected} bytes at {position}")
         self.size += written
         if header.max_timestamp > self.max_timestamp:
             self.max_timestamp = header.max_timestamp

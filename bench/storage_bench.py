@@ -1,0 +1,1070 @@
+"""Storage benchmark: strait's storage engine side by side with plain files, in one run.
+
+Run from the repository root::
+
+    .venv/bin/python -m bench.storage_bench --out bench/results
+
+It measures, for batches of 16 KiB and of 1 MiB (built once with ``build_batch``; every
+append is of the same bytes):
+
+1. append: ``PartitionLog.append`` (a LogManager with one log dir, default LogConfig)
+   against ``os.write`` of the same bytes to a plain file in the same directory;
+2. read: the whole log through ``PartitionLog.read`` slices and ``os.sendfile`` into a sink
+   (a socketpair drained by a thread, and ``/dev/null``), against a read/write copy loop
+   and a raw ``os.sendfile`` loop over the same segment files into the same sink;
+3. recovery: ``load_log(clean_shutdown=False, recovery_point=0)`` of that log, with a warm
+   and a cold page cache, against a plain ``pread`` + CRC-32C pass over the same files;
+
+then samples the 16 KiB append loop with py-spy (pyinstrument if py-spy cannot run) and
+lists the hot spots. Each figure is the best of ``--repeats`` runs whose order alternates;
+files are deleted and the page cache settled (``fsync`` + ``sync``, untimed) between runs.
+It prints a table and writes ``storage-<date>.md`` and ``.json`` to ``--out``. Throughputs
+are in MB/s, 1 MB = 10^6 bytes. The goals are in bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import gc
+import json
+import linecache
+import os
+import platform
+import shlex
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import crc32c
+
+from storage import FaultPoints, LogConfig, LogManager, PartitionLog, TopicPartition, load_log, wall_clock_ms
+from storage.records import build_batch
+
+KiB = 1024
+MiB = 1024 * KiB
+MB = 1_000_000
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TP = TopicPartition("bench", 0)
+BASE_TIMESTAMP = 1_700_000_000_000
+VALUE_BYTES = 1000  # record value size; the last record of a batch is sized to hit the batch size exactly
+SCAN_CHUNK = 8 * MiB  # the recovery baseline reads like storage._scan does
+SOCKET_BUFFER = 4 * MiB
+GOAL_APPEND_RATIO = 0.9
+GOAL_RECOVERY_MBPS = 300.0
+LOOP_FUNCTION = "_strait_append_loop"  # the profiler keeps only samples inside this function
+TOP_N = 12
+
+
+# -- settings and inputs -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Settings:
+    out: Path
+    base_dir: Path
+    append_small_mib: int
+    append_large_mib: int
+    log_mib: int
+    repeats: int
+    fetch_bytes: int
+    fsync: bool
+    cold: bool
+    profiler: str
+    profile_seconds: float
+    quick: bool
+
+
+@dataclass(frozen=True)
+class Batch:
+    label: str  # "16 KiB"
+    data: bytes
+    records: int
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+
+def make_batch(size: int, label: str) -> Batch:
+    """An uncompressed batch of exactly ``size`` bytes of ~1 KB random values, offsets from 0."""
+    count = max(1, size // (VALUE_BYTES + 32))
+    payload = os.urandom(size)
+    last = VALUE_BYTES
+    for _ in range(8):  # the varint lengths move by a byte or two; converge on the exact size
+        records: list[tuple[int, bytes | None, bytes | None]] = [
+            (BASE_TIMESTAMP + i, None, payload[i * VALUE_BYTES : (i + 1) * VALUE_BYTES]) for i in range(count - 1)
+        ]
+        start = (count - 1) * VALUE_BYTES
+        records.append((BASE_TIMESTAMP + count - 1, None, payload[start : start + last]))
+        data = build_batch(records)
+        if len(data) == size:
+            return Batch(label, data, count)
+        last += size - len(data)
+    raise ValueError(f"cannot build a batch of exactly {size} bytes")
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def mbps(nbytes: int, seconds: float) -> float:
+    return nbytes / MB / seconds
+
+
+def settle() -> None:
+    """Write back everything dirty so that the next run starts from the same state."""
+    os.sync()
+    gc.collect()
+
+
+def write_all(fd: int, data: bytes | memoryview) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def sendfile_all(out_fd: int, in_fd: int, position: int, length: int) -> None:
+    while length > 0:
+        sent = os.sendfile(out_fd, in_fd, position, length)
+        if sent == 0:
+            raise OSError(f"sendfile made no progress at {position}")
+        position += sent
+        length -= sent
+
+
+def evict(paths: list[Path]) -> None:
+    """Drop the (clean) cached pages of ``paths``: the next read goes to the device."""
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def new_manager(log_dir: Path) -> tuple[LogManager, PartitionLog]:
+    manager = LogManager([log_dir], broker_id=0)
+    manager.startup()
+    return manager, manager.create_log(TP)
+
+
+@dataclass
+class Comparison:
+    """Timed runs of strait and of one baseline over the same bytes."""
+
+    name: str
+    nbytes: int
+    batches: int  # batches appended, delivered or scanned per run
+    baseline: str  # short name of the baseline
+    baseline_detail: str
+    goal: str = ""
+    strait_s: list[float] = field(default_factory=list)
+    baseline_s: list[float] = field(default_factory=list)
+    passed: bool | None = None
+
+    @property
+    def strait_mbps(self) -> float:
+        return mbps(self.nbytes, min(self.strait_s))
+
+    @property
+    def baseline_mbps(self) -> float:
+        return mbps(self.nbytes, min(self.baseline_s))
+
+    @property
+    def strait_us_per_batch(self) -> float:
+        return min(self.strait_s) / self.batches * 1e6
+
+    @property
+    def baseline_us_per_batch(self) -> float:
+        return min(self.baseline_s) / self.batches * 1e6
+
+    @property
+    def ratio(self) -> float:
+        return self.strait_mbps / self.baseline_mbps
+
+    @property
+    def median_ratio(self) -> float:
+        return statistics.median(self.baseline_s) / statistics.median(self.strait_s)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "bytes": self.nbytes,
+            "batches": self.batches,
+            "baseline": self.baseline,
+            "baseline_detail": self.baseline_detail,
+            "strait_seconds": self.strait_s,
+            "baseline_seconds": self.baseline_s,
+            "strait_mbps_best": self.strait_mbps,
+            "baseline_mbps_best": self.baseline_mbps,
+            "strait_mbps_all": [mbps(self.nbytes, s) for s in self.strait_s],
+            "baseline_mbps_all": [mbps(self.nbytes, s) for s in self.baseline_s],
+            "strait_us_per_batch_best": self.strait_us_per_batch,
+            "baseline_us_per_batch_best": self.baseline_us_per_batch,
+            "ratio_best": self.ratio,
+            "ratio_median": self.median_ratio,
+            "goal": self.goal,
+            "passed": self.passed,
+        }
+
+
+def alternate(repeats: int, runs: list[Callable[[], None]]) -> None:
+    """Call every run ``repeats`` times, rotating which goes first so cache effects even out."""
+    for rep in range(repeats):
+        shift = rep % len(runs)
+        for run in runs[shift:] + runs[:shift]:
+            run()
+
+
+# -- 1. append -----------------------------------------------------------------------------
+
+
+def _strait_append_loop(log: PartitionLog, data: bytes, count: int, fsync: bool) -> float:
+    append = log.append
+    start = time.perf_counter()
+    for _ in range(count):
+        append(data)
+    if fsync:
+        log.flush()
+    return time.perf_counter() - start
+
+
+def _plain_write_loop(fd: int, data: bytes, count: int, fsync: bool, crc: bool) -> float:
+    write = os.write
+    size = len(data)
+    checksum = crc32c.crc32c
+    body = memoryview(data)[21:]  # what a batch's CRC-32C covers
+    start = time.perf_counter()
+    for _ in range(count):
+        if crc:
+            checksum(body)
+        written = write(fd, data)
+        if written != size:
+            write_all(fd, memoryview(data)[written:])
+    if fsync:
+        os.fsync(fd)
+    return time.perf_counter() - start
+
+
+def strait_append_run(workdir: Path, batch: Batch, count: int, fsync: bool) -> float:
+    log_dir = workdir / "append-strait"
+    manager, log = new_manager(log_dir)
+    gc.collect()
+    elapsed = _strait_append_loop(log, batch.data, count, fsync)
+    if log.log_end_offset != count * batch.records:
+        raise AssertionError(f"log ends at {log.log_end_offset}, expected {count * batch.records}")
+    manager.shutdown()  # fsyncs, untimed
+    shutil.rmtree(log_dir)
+    settle()
+    return elapsed
+
+
+def plain_append_run(workdir: Path, batch: Batch, count: int, fsync: bool, *, crc: bool = False) -> float:
+    path = workdir / "append-plain.bin"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)  # as a segment's fd
+    try:
+        gc.collect()
+        elapsed = _plain_write_loop(fd, batch.data, count, fsync, crc)
+        os.fsync(fd)  # untimed, as strait's shutdown
+    finally:
+        os.close(fd)
+    path.unlink()
+    settle()
+    return elapsed
+
+
+def bench_append(settings: Settings, workdir: Path, batch: Batch, total_mib: int) -> list[Comparison]:
+    count = max(1, total_mib * MiB // batch.size)
+    name = f"append {batch.label}"
+    result = Comparison(
+        name,
+        count * batch.size,
+        count,
+        "os.write",
+        "os.write (O_APPEND) of the same bytes to a file in the same directory",
+        goal=f"ratio >= {GOAL_APPEND_RATIO}",
+    )
+    floor = Comparison(
+        name,
+        count * batch.size,
+        count,
+        "os.write+CRC",
+        "os.write of the same bytes plus a CRC-32C of each batch (the check a validating broker makes)",
+    )
+
+    def strait() -> None:
+        elapsed = strait_append_run(workdir, batch, count, settings.fsync)
+        result.strait_s.append(elapsed)
+        floor.strait_s.append(elapsed)
+
+    def plain() -> None:
+        result.baseline_s.append(plain_append_run(workdir, batch, count, settings.fsync))
+
+    def plain_crc() -> None:
+        floor.baseline_s.append(plain_append_run(workdir, batch, count, settings.fsync, crc=True))
+
+    alternate(settings.repeats, [plain, strait, plain_crc])
+    result.passed = result.ratio >= GOAL_APPEND_RATIO
+    return [result, floor]
+
+
+# -- shared log for reads and recovery -----------------------------------------------------
+
+
+def build_log(log_dir: Path, batch: Batch, total_mib: int) -> Path:
+    """Write a log of ``total_mib`` with strait, stop it cleanly; returns the partition dir."""
+    manager, log = new_manager(log_dir)
+    for _ in range(max(1, total_mib * MiB // batch.size)):
+        log.append(batch.data)
+    manager.shutdown()
+    return log_dir / TP.dir_name
+
+
+def segment_logs(partition_dir: Path) -> list[Path]:
+    return sorted(partition_dir.glob("*.log"))
+
+
+def open_log(partition_dir: Path, *, clean: bool) -> tuple[PartitionLog, float, int]:
+    """``load_log`` the partition; returns the log, the seconds it took and segments recovered."""
+    start = time.perf_counter()
+    log, report = load_log(
+        partition_dir,
+        TP,
+        LogConfig(),
+        clean_shutdown=clean,
+        recovery_point=0,
+        faults=FaultPoints(),
+        clock=wall_clock_ms,
+    )
+    elapsed = time.perf_counter() - start
+    if report.bytes_dropped or report.first_error:
+        raise AssertionError(f"recovery dropped {report.bytes_dropped} bytes: {report.first_error}")
+    return log, elapsed, report.segments_recovered
+
+
+# -- 2. read -------------------------------------------------------------------------------
+
+
+class Sink(Protocol):
+    name: str
+
+    @property
+    def fd(self) -> int: ...
+
+    def start(self, total: int) -> None: ...
+
+    def finish(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class SocketSink:
+    """A socketpair; a thread drains the far end. ``finish`` waits until every byte arrived."""
+
+    name = "socketpair"
+
+    def __init__(self) -> None:
+        self._near, self._far = socket.socketpair()
+        self._near.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER)
+        self._far.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SOCKET_BUFFER)
+        self._thread: threading.Thread | None = None
+        self._received = 0
+        self._expected = 0
+
+    @property
+    def fd(self) -> int:
+        return self._near.fileno()
+
+    def start(self, total: int) -> None:
+        self._expected, self._received = total, 0
+        self._thread = threading.Thread(target=self._drain, args=(total,), daemon=True)
+        self._thread.start()
+
+    def _drain(self, total: int) -> None:
+        buf = memoryview(bytearray(MiB))
+        while self._received < total:
+            n = self._far.recv_into(buf, min(len(buf), total - self._received))
+            if n == 0:
+                return
+            self._received += n
+
+    def finish(self) -> None:
+        assert self._thread is not None
+        self._thread.join()
+        if self._received != self._expected:
+            raise AssertionError(f"sink got {self._received} bytes, expected {self._expected}")
+
+    def close(self) -> None:
+        self._near.close()
+        self._far.close()
+
+
+class NullSink:
+    """``/dev/null``: sendfile into it moves no data, so this isolates the per-fetch bookkeeping."""
+
+    name = "/dev/null"
+
+    def __init__(self) -> None:
+        self._fd = os.open(os.devnull, os.O_WRONLY)
+
+    @property
+    def fd(self) -> int:
+        return self._fd
+
+    def start(self, total: int) -> None:
+        pass
+
+    def finish(self) -> None:
+        pass
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+def strait_read_run(log: PartitionLog, batch: Batch, sink: Sink, fetch_bytes: int) -> float:
+    """Fetch the whole log as a consumer would: ``read`` from the next offset, sendfile the slices."""
+    sink.start(log.size_bytes)
+    start = time.perf_counter()
+    offset, end = log.log_start_offset, log.log_end_offset
+    while offset < end:
+        slices = log.read(offset, fetch_bytes)
+        if not slices:
+            raise AssertionError(f"read({offset}) returned nothing before the log end {end}")
+        for piece in slices:
+            sendfile_all(sink.fd, piece.fd, piece.position, piece.length)
+            # Every batch is the same size, so the consumer's next offset follows from the length.
+            offset += piece.length // batch.size * batch.records
+    sink.finish()
+    return time.perf_counter() - start
+
+
+def copy_read_run(paths: list[Path], sink: Sink, fetch_bytes: int) -> float:
+    """The same files through user space: read into one reused buffer, written to the sink."""
+    fds = [os.open(p, os.O_RDONLY) for p in paths]
+    buf = memoryview(bytearray(fetch_bytes))
+    try:
+        sink.start(sum(os.fstat(fd).st_size for fd in fds))
+        start = time.perf_counter()
+        for fd in fds:
+            while n := os.readv(fd, [buf]):
+                write_all(sink.fd, buf[:n])
+        sink.finish()
+        return time.perf_counter() - start
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def sendfile_read_run(paths: list[Path], sink: Sink, fetch_bytes: int) -> float:
+    """The same files with ``os.sendfile`` in fetch-sized pieces and no bookkeeping: the ceiling."""
+    fds = [os.open(p, os.O_RDONLY) for p in paths]
+    try:
+        sizes = [os.fstat(fd).st_size for fd in fds]
+        sink.start(sum(sizes))
+        start = time.perf_counter()
+        for fd, size in zip(fds, sizes, strict=True):
+            for pos in range(0, size, fetch_bytes):
+                sendfile_all(sink.fd, fd, pos, min(fetch_bytes, size - pos))
+        sink.finish()
+        return time.perf_counter() - start
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def bench_read(settings: Settings, partition_dir: Path, batch: Batch) -> list[Comparison]:
+    log, _, _ = open_log(partition_dir, clean=True)
+    paths = segment_logs(partition_dir)
+    results: list[Comparison] = []
+    try:
+        for sink in (SocketSink(), NullSink()):
+            try:
+                name = f"read {batch.label} -> {sink.name}"
+                vs_copy = Comparison(
+                    name,
+                    log.size_bytes,
+                    log.size_bytes // batch.size,
+                    "read/write copy",
+                    f"os.readv of the segment files into a {settings.fetch_bytes} B buffer, written to the same sink",
+                )
+                vs_sendfile = Comparison(
+                    name,
+                    log.size_bytes,
+                    log.size_bytes // batch.size,
+                    "raw sendfile",
+                    f"os.sendfile of the segment files in {settings.fetch_bytes} B pieces, no offset bookkeeping",
+                )
+
+                def strait(sink: Sink = sink, a: Comparison = vs_copy, b: Comparison = vs_sendfile) -> None:
+                    elapsed = strait_read_run(log, batch, sink, settings.fetch_bytes)
+                    a.strait_s.append(elapsed)
+                    b.strait_s.append(elapsed)
+
+                def copy(sink: Sink = sink, c: Comparison = vs_copy) -> None:
+                    c.baseline_s.append(copy_read_run(paths, sink, settings.fetch_bytes))
+
+                def raw(sink: Sink = sink, c: Comparison = vs_sendfile) -> None:
+                    c.baseline_s.append(sendfile_read_run(paths, sink, settings.fetch_bytes))
+
+                alternate(settings.repeats, [copy, strait, raw])
+                results += [vs_copy, vs_sendfile]
+            finally:
+                sink.close()
+    finally:
+        log.close()
+    return results
+
+
+# -- 3. recovery ---------------------------------------------------------------------------
+
+
+def strait_recovery_run(partition_dir: Path, cold: bool) -> float:
+    if cold:
+        evict(list(partition_dir.iterdir()))
+    gc.collect()
+    log, elapsed, recovered = open_log(partition_dir, clean=False)
+    expected = len(segment_logs(partition_dir))
+    log.close()  # fsyncs the rebuilt indexes, untimed
+    if recovered != expected:
+        raise AssertionError(f"{recovered} segments recovered, expected {expected}")
+    return elapsed
+
+
+def scan_run(paths: list[Path], cold: bool) -> float:
+    """The floor of a recovery scan: read the files in 8 MiB chunks and CRC-32C each chunk."""
+    if cold:
+        evict(paths)
+    fds = [os.open(p, os.O_RDONLY) for p in paths]
+    try:
+        start = time.perf_counter()
+        for fd in fds:
+            pos = 0
+            while chunk := os.pread(fd, SCAN_CHUNK, pos):
+                crc32c.crc32c(chunk)
+                pos += len(chunk)
+        return time.perf_counter() - start
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def bench_recovery(settings: Settings, partition_dir: Path, batch: Batch) -> list[Comparison]:
+    paths = segment_logs(partition_dir)
+    nbytes = sum(p.stat().st_size for p in paths)
+    results = []
+    for cold in (False, True) if settings.cold else (False,):
+        cache = "cold" if cold else "warm"
+        result = Comparison(
+            f"recovery {batch.label} {cache}",
+            nbytes,
+            nbytes // batch.size,
+            "pread+CRC",
+            "pread of the segment files in 8 MiB chunks + CRC-32C of each chunk",
+            goal=f">= {GOAL_RECOVERY_MBPS:.0f} MB/s",
+        )
+
+        def strait(cold: bool = cold, r: Comparison = result) -> None:
+            r.strait_s.append(strait_recovery_run(partition_dir, cold))
+
+        def scan(cold: bool = cold, r: Comparison = result) -> None:
+            r.baseline_s.append(scan_run(paths, cold))
+
+        alternate(settings.repeats, [scan, strait])
+        result.passed = result.strait_mbps >= GOAL_RECOVERY_MBPS
+        results.append(result)
+    return results
+
+
+# -- profile of the 16 KiB append path -----------------------------------------------------
+
+
+@dataclass
+class Profile:
+    tool: str
+    samples: int  # samples inside the append loop
+    rate_hz: int
+    seconds: float
+    functions: list[dict[str, Any]]  # {"function", "file", "self_pct", "total_pct"}
+    lines: list[dict[str, Any]]  # {"function", "file", "line", "code", "self_pct"}
+    note: str = ""  # why a fallback was used
+
+
+def profile_child(workdir: Path, seconds: float, total_mib: int) -> None:
+    """The process py-spy samples: fresh 16 KiB append runs for about ``seconds``."""
+    batch = make_batch(16 * KiB, "16 KiB")
+    count = max(1, total_mib * MiB // batch.size)
+    spent = 0.0
+    while spent < seconds:
+        spent += strait_append_run(workdir, batch, count, fsync=False)
+
+
+def _split_frame(frame: str) -> tuple[str, str, int]:
+    """``"append (storage/_segment.py:161)"`` -> ``("append", "storage/_segment.py", 161)``."""
+    func, _, where = frame.rpartition(" (")
+    file, _, line = where.rstrip(")").rpartition(":")
+    return func, file, int(line) if line.isdigit() else 0
+
+
+def _summarise(
+    stacks: list[tuple[list[tuple[str, str, int]], int]],
+) -> tuple[int, list[dict[str, Any]], list[dict[str, Any]]]:
+    """Self and inclusive shares per function, and self share per line, of the loop's samples."""
+    self_fn: Counter[tuple[str, str]] = Counter()
+    total_fn: Counter[tuple[str, str]] = Counter()
+    self_line: Counter[tuple[str, str, int]] = Counter()
+    samples = 0
+    for frames, count in stacks:
+        names = [f[0] for f in frames]
+        if LOOP_FUNCTION not in names:
+            continue
+        sub = frames[names.index(LOOP_FUNCTION) :]
+        samples += count
+        leaf = sub[-1]
+        self_fn[leaf[:2]] += count
+        self_line[leaf] += count
+        for key in {f[:2] for f in sub}:
+            total_fn[key] += count
+    if samples == 0:
+        return 0, [], []
+    functions = [
+        {"function": fn, "file": file, "self_pct": 100 * n / samples, "total_pct": 100 * total_fn[fn, file] / samples}
+        for (fn, file), n in self_fn.most_common()
+    ]
+    lines = [
+        {
+            "function": fn,
+            "file": file,
+            "line": line,
+            "code": linecache.getline(str(REPO_ROOT / file), line).strip() or linecache.getline(file, line).strip(),
+            "self_pct": 100 * n / samples,
+        }
+        for (fn, file, line), n in self_line.most_common(TOP_N)
+    ]
+    return samples, functions, lines
+
+
+def profile_with_py_spy(settings: Settings, workdir: Path) -> Profile:
+    py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    rate = 1000
+    raw = workdir / "py-spy.txt"
+    child = [
+        sys.executable,
+        "-m",
+        "bench.storage_bench",
+        "--profile-child",
+        "--dir",
+        str(workdir),
+        "--profile-seconds",
+        str(settings.profile_seconds),
+        "--append-16k-mib",
+        str(settings.append_small_mib),
+    ]
+    # --nonblocking: pausing the process for each sample (the default) inflates the share of
+    # the line in a system call (os.write: ~58 % instead of the ~43 % a direct measurement gives).
+    flags = ["--rate", str(rate), "--idle", "--nonblocking", "--format", "raw", "--output", str(raw)]
+    cmd = [py_spy, "record", *flags, "--", *child]
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0 or not raw.exists():
+        raise RuntimeError(f"py-spy failed ({proc.returncode}): {proc.stderr.strip()[-500:]}")
+    stacks = []
+    for text in raw.read_text().splitlines():
+        frames, _, count = text.rpartition(" ")
+        stacks.append(([_split_frame(f) for f in frames.split(";")], int(count)))
+    raw.unlink()
+    samples, functions, lines = _summarise(stacks)
+    return Profile("py-spy record --idle --nonblocking", samples, rate, elapsed, functions, lines)
+
+
+def profile_with_pyinstrument(settings: Settings, workdir: Path) -> Profile:
+    from pyinstrument import Profiler  # noqa: PLC0415  (only when py-spy cannot run)
+    from pyinstrument.frame import Frame  # noqa: PLC0415
+
+    interval = 0.001
+    profiler = Profiler(interval=interval)
+    start = time.perf_counter()
+    with profiler:
+        profile_child(workdir, settings.profile_seconds, settings.append_small_mib)
+    elapsed = time.perf_counter() - start
+    session = profiler.last_session
+    assert session is not None
+    stacks: list[tuple[list[tuple[str, str, int]], int]] = []
+
+    def walk(frame: Frame, path: list[tuple[str, str, int]]) -> None:
+        if frame.is_synthetic_leaf:  # pyinstrument's "[self]": the parent's own time
+            stacks.append((path, round(frame.time / interval)))
+            return
+        name = f"{frame.class_name}.{frame.function}" if frame.class_name else frame.function
+        here = [*path, (name, frame.file_path_short or "", frame.line_no or 0)]
+        own = frame.time - sum(c.time for c in frame.children)
+        if own > 0:
+            stacks.append((here, round(own / interval)))
+        for child in frame.children:
+            walk(child, here)
+
+    root = session.root_frame()
+    if root is not None:
+        walk(root, [])
+    samples, functions, lines = _summarise(stacks)
+    note = "pyinstrument records a function's first line, not the sampled line: read the line table as functions."
+    return Profile("pyinstrument", samples, round(1 / interval), elapsed, functions, lines, note)
+
+
+def run_profile(settings: Settings, workdir: Path) -> Profile | None:
+    if settings.profiler == "none":
+        return None
+    if settings.profiler == "py-spy":
+        try:
+            return profile_with_py_spy(settings, workdir)
+        except (OSError, RuntimeError) as exc:
+            note = f"py-spy could not run ({exc}); pyinstrument was used instead."
+            print(note, file=sys.stderr)
+            return dataclasses.replace(profile_with_pyinstrument(settings, workdir), note=note)
+    return profile_with_pyinstrument(settings, workdir)
+
+
+# -- machine -------------------------------------------------------------------------------
+
+
+def _first_field(path: str, key: str) -> str:
+    try:
+        for text in Path(path).read_text().splitlines():
+            name, sep, value = text.partition(":")
+            if sep and name.strip() == key:
+                return value.strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
+def _mount_of(path: Path) -> dict[str, str]:
+    best: dict[str, str] = {}
+    try:
+        for text in Path("/proc/mounts").read_text().splitlines():
+            device, mount, fstype, options, *_ = text.split()
+            if (path == Path(mount) or Path(mount) in path.parents) and len(mount) >= len(best.get("mount", "")):
+                best = {"device": device, "mount": mount, "fstype": fstype, "options": options}
+    except OSError:
+        pass
+    return best
+
+
+def machine_info(target: Path) -> dict[str, Any]:
+    stat_f = subprocess.run(["stat", "-f", "-c", "%T", str(target)], capture_output=True, text=True, check=False)
+    os_release = "unknown"
+    with_release = Path("/etc/os-release")
+    if with_release.exists():
+        for text in with_release.read_text().splitlines():
+            if text.startswith("PRETTY_NAME="):
+                os_release = text.split("=", 1)[1].strip('"')
+    mem_kib = _first_field("/proc/meminfo", "MemTotal").split()[0]
+    mount = _mount_of(target.resolve())
+    return {
+        "cpu_model": _first_field("/proc/cpuinfo", "model name"),
+        "cores": os.cpu_count(),
+        "usable_cores": len(os.sched_getaffinity(0)),
+        "ram_gib": round(int(mem_kib) / MiB, 1) if mem_kib.isdigit() else None,
+        "kernel": platform.release(),
+        "os": os_release,
+        "target_dir": str(target),
+        "fs_type_stat": stat_f.stdout.strip() or "unknown",
+        "fs_type_mounts": mount.get("fstype", "unknown"),
+        "mount": mount,
+        "python": sys.version.split()[0],
+        "python_build": platform.python_implementation() + " " + " ".join(platform.python_build()),
+    }
+
+
+# -- output --------------------------------------------------------------------------------
+
+
+def command_line() -> str:
+    exe = Path(sys.executable)
+    with_cwd = os.path.relpath(exe, Path.cwd()) if exe.is_relative_to(Path.cwd()) else str(exe)
+    return shlex.join([with_cwd, "-m", "bench.storage_bench", *sys.argv[1:]])
+
+
+def rows(results: list[Comparison]) -> list[list[str]]:
+    table = []
+    for r in results:
+        verdict = "" if r.passed is None else ("PASS" if r.passed else "FAIL")
+        goal = f"{r.goal} {verdict}".strip()
+        table.append(
+            [
+                r.name,
+                r.baseline,
+                f"{r.strait_mbps:,.0f}",
+                f"{r.baseline_mbps:,.0f}",
+                f"{r.ratio:.2f}",
+                f"{r.strait_us_per_batch:,.1f}",
+                f"{r.baseline_us_per_batch:,.1f}",
+                goal or "-",
+            ]
+        )
+    return table
+
+
+HEADERS = ["benchmark", "baseline", "strait MB/s", "base MB/s", "ratio", "strait us/batch", "base us/batch", "goal"]
+
+
+def text_table(table: list[list[str]]) -> str:
+    shown = [HEADERS, *table]
+    widths = [max(len(row[i]) for row in shown) for i in range(len(shown[0]))]
+    out = []
+    for n, row in enumerate(shown):
+        cells = [c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))]
+        out.append("  ".join(cells))
+        if n == 0:
+            out.append("  ".join("-" * w for w in widths))
+    return "\n".join(out)
+
+
+def markdown_table(headers: list[str], table: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in table]
+    return "\n".join(lines)
+
+
+def _display(function: str) -> str:
+    return "__init__ of a dataclass (AppendInfo)" if function.startswith("__create_fn__") else function
+
+
+def goal_summary(results: list[Comparison]) -> str:
+    parts = []
+    for kind, goal in (("append", f"ratio >= {GOAL_APPEND_RATIO}"), ("recovery", f">= {GOAL_RECOVERY_MBPS:.0f} MB/s")):
+        gated = [r for r in results if r.passed is not None and r.name.startswith(kind)]
+        if not gated:
+            continue
+        figures = ", ".join(
+            f"{r.name.removeprefix(kind).strip()}: {r.ratio:.3f}"
+            if kind == "append"
+            else f"{r.name.removeprefix(kind).strip()}: {r.strait_mbps:,.0f} MB/s"
+            for r in gated
+        )
+        verdict = "met" if all(r.passed for r in gated) else "NOT met"
+        parts.append(f"{kind} goal ({goal}) {verdict} ({figures})")
+    return "; ".join(parts) + "."
+
+
+def profile_markdown(profile: Profile | None) -> str:
+    if profile is None:
+        return "Not run (`--profiler none`).\n"
+    if not profile.samples:
+        return f"{profile.tool}: no samples inside the append loop.\n"
+    if profile.tool.startswith("py-spy"):
+        where = "a child process"
+        c_calls = "C calls such as `os.write` or `crc32c` count as their caller's self time (see the line table)"
+    else:
+        where = "the benchmark process"
+        c_calls = "built-in calls are rows of their own; the profiling hook slows Python code, overstating its share"
+    head = (
+        (f"{profile.note}\n\n" if profile.note else "")
+        + f"`{profile.tool}` at {profile.rate_hz} Hz on {where} repeating 16 KiB append runs "
+        f"({profile.seconds:.1f} s in all, setup included); {profile.samples} samples inside "
+        f"`{LOOP_FUNCTION}` (= 100 %). *Self* is time with the function on top of the stack; "
+        f"{c_calls}; *total* includes callees.\n\n"
+    )
+    fn_rows = [
+        [f"`{_display(f['function'])}`", f["file"], f"{f['self_pct']:.1f}", f"{f['total_pct']:.1f}"]
+        for f in profile.functions[:TOP_N]
+    ]
+    line_rows = [
+        [f"{x['file']}:{x['line']}", f"`{x['function']}`", f"`{x['code']}`", f"{x['self_pct']:.1f}"]
+        for x in profile.lines
+    ]
+    return (
+        head
+        + "By function (self time):\n\n"
+        + markdown_table(["function", "file", "self %", "total %"], fn_rows)
+        + "\n\nBy line (self time):\n\n"
+        + markdown_table(["line", "function", "code", "self %"], line_rows)
+        + "\n"
+    )
+
+
+def write_report(
+    settings: Settings,
+    machine: dict[str, Any],
+    batches: list[Batch],
+    results: list[Comparison],
+    profile: Profile | None,
+    started: datetime.datetime,
+    elapsed: float,
+) -> tuple[Path, Path]:
+    settings.out.mkdir(parents=True, exist_ok=True)
+    stem = settings.out / f"storage-{started.date().isoformat()}"
+    cmd = command_line()
+    data = {
+        "started": started.isoformat(timespec="seconds"),
+        "duration_s": elapsed,
+        "command": cmd,
+        "cwd": str(Path.cwd()),
+        "settings": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(settings).items()},
+        "machine": machine,
+        "batches": [{"label": b.label, "bytes": b.size, "records": b.records} for b in batches],
+        "results": [r.to_json() for r in results],
+        "profile": None if profile is None else asdict(profile),
+    }
+    json_path = stem.with_suffix(".json")
+    json_path.write_text(json.dumps(data, indent=2) + "\n")
+    m = machine
+    mount = m["mount"]
+    md = [
+        f"# Storage benchmark, {started.date().isoformat()}",
+        "",
+        f"Command (from `{Path.cwd()}`): `{cmd}`  ",
+        f"Started {data['started']}, took {elapsed:.0f} s. Raw numbers: [{json_path.name}]({json_path.name}). "
+        "What each line measures: [bench/README.md](../README.md).",
+        "",
+        "## Machine",
+        "",
+        f"- CPU: {m['cpu_model']}, {m['cores']} cores ({m['usable_cores']} usable)",
+        f"- RAM: {m['ram_gib']} GiB",
+        f"- Kernel: {m['kernel']} ({m['os']})",
+        f"- Target dir: `{m['target_dir']}`, filesystem `{m['fs_type_stat']}` by `stat -f -c %T` (one name for "
+        "the ext2/3/4 magic), "
+        f"`{m['fs_type_mounts']}` in /proc/mounts (`{mount.get('device', '?')}` on `{mount.get('mount', '?')}`, "
+        f"`{mount.get('options', '?')}`)",
+        f"- Python: {m['python']} ({m['python_build']})",
+        "",
+        "## Settings",
+        "",
+        f"- Batches: {', '.join(f'{b.label} = {b.size} B, {b.records} records' for b in batches)}; "
+        "uncompressed, ~1 KB random values, built once, every append of the same bytes",
+        f"- Append: {settings.append_small_mib} MiB of 16 KiB batches and {settings.append_large_mib} MiB of "
+        f"1 MiB batches per run; fsync in the timed part: {'yes' if settings.fsync else 'no (page cache)'}",
+        f"- Read and recovery: a log of {settings.log_mib} MiB per batch size; fetches of {settings.fetch_bytes} bytes",
+        f"- Best of {settings.repeats} runs each, alternating order; MB/s with 1 MB = 10^6 bytes",
+        "- Recovery *warm*: the log is in the page cache; *cold*: its pages were dropped first "
+        "(`posix_fadvise(DONTNEED)` after fsync)",
+        "",
+        "## Results",
+        "",
+        goal_summary(results),
+        "",
+        markdown_table(HEADERS, rows(results)),
+        "",
+        "Ratio = strait MB/s / baseline MB/s, of the best runs (median-run ratios are in the JSON, "
+        "`ratio_median`); us/batch = microseconds per batch appended, delivered or scanned. Baselines:",
+        "",
+        *sorted({f"- {r.baseline}: {r.baseline_detail}" for r in results}),
+        "",
+        "## Hot spots of the 16 KiB append path",
+        "",
+        profile_markdown(profile),
+    ]
+    md_path = stem.with_suffix(".md")
+    md_path.write_text("\n".join(md))
+    return md_path, json_path
+
+
+# -- main ----------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None) -> tuple[Settings, argparse.Namespace]:
+    p = argparse.ArgumentParser(prog="python -m bench.storage_bench", description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", type=Path, default=Path("bench/results"), help="where the .md and .json go")
+    p.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()), help="scratch files go under this dir")
+    p.add_argument("--append-16k-mib", type=int, default=256, help="data appended per run, 16 KiB batches")
+    p.add_argument("--append-1m-mib", type=int, default=512, help="data appended per run, 1 MiB batches")
+    p.add_argument("--log-mib", type=int, default=512, help="size of the log read and recovered, per batch size")
+    p.add_argument("--repeats", type=int, default=5, help="runs per measurement; the best one counts")
+    p.add_argument("--fetch-bytes", type=int, default=MiB, help="max bytes per PartitionLog.read (a fetch)")
+    p.add_argument("--fsync", action="store_true", help="include an fsync at the end of each append run")
+    p.add_argument("--no-cold", action="store_true", help="skip the cold-cache recovery runs")
+    p.add_argument("--profiler", choices=["py-spy", "pyinstrument", "none"], default="py-spy")
+    p.add_argument("--profile-seconds", type=float, default=5.0, help="seconds of 16 KiB appends to sample")
+    p.add_argument("--quick", action="store_true", help="small sizes and 2 repeats: a smoke test, not a result")
+    p.add_argument("--profile-child", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.quick:
+        args.append_16k_mib, args.append_1m_mib, args.log_mib = 16, 32, 32
+        args.repeats, args.profile_seconds = 2, 1.0
+    if min(args.append_16k_mib, args.append_1m_mib, args.log_mib, args.repeats, args.fetch_bytes) < 1:
+        p.error("sizes, --repeats and --fetch-bytes must be positive")
+    settings = Settings(
+        out=args.out,
+        base_dir=args.dir,
+        append_small_mib=args.append_16k_mib,
+        append_large_mib=args.append_1m_mib,
+        log_mib=args.log_mib,
+        repeats=args.repeats,
+        fetch_bytes=args.fetch_bytes,
+        fsync=args.fsync,
+        cold=not args.no_cold,
+        profiler=args.profiler,
+        profile_seconds=args.profile_seconds,
+        quick=args.quick,
+    )
+    return settings, args
+
+
+@contextmanager
+def scratch_dir(base: Path) -> Iterator[Path]:
+    base.mkdir(parents=True, exist_ok=True)
+    path = Path(tempfile.mkdtemp(prefix="strait-bench-", dir=base))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    settings, args = parse_args(argv)
+    if args.profile_child:
+        profile_child(settings.base_dir, settings.profile_seconds, settings.append_small_mib)
+        return 0
+    started = datetime.datetime.now().astimezone()
+    t0 = time.perf_counter()
+    small, large = make_batch(16 * KiB, "16 KiB"), make_batch(MiB, "1 MiB")
+    results: list[Comparison] = []
+
+    def step(text: str) -> None:
+        print(f"[{time.perf_counter() - t0:6.1f}s] {text}", file=sys.stderr, flush=True)
+
+    with scratch_dir(settings.base_dir) as workdir:
+        machine = machine_info(workdir)
+        for batch, mib in ((small, settings.append_small_mib), (large, settings.append_large_mib)):
+            step(f"append, {batch.label} batches, {mib} MiB x {settings.repeats} x 3")
+            results += bench_append(settings, workdir, batch, mib)
+        for batch in (small, large):
+            step(f"writing a {settings.log_mib} MiB log of {batch.label} batches")
+            partition_dir = build_log(workdir / f"log-{batch.size}", batch, settings.log_mib)
+            settle()
+            step(f"read, {batch.label} batches")
+            results += bench_read(settings, partition_dir, batch)
+            step(f"recovery, {batch.label} batches")
+            results += bench_recovery(settings, partition_dir, batch)
+            shutil.rmtree(partition_dir.parent)
+            settle()
+        step(f"profiling the 16 KiB append path with {settings.profiler}")
+        profile = run_profile(settings, workdir)
+    elapsed = time.perf_counter() - t0
+    order = ["append", "read", "recovery"]
+    results.sort(key=lambda r: order.index(r.name.split()[0]))  # stable: batch sizes stay in order
+    md_path, json_path = write_report(settings, machine, [small, large], results, profile, started, elapsed)
+    print(text_table(rows(results)))
+    if profile is not None and profile.samples:
+        print(f"\nHot spots, 16 KiB appends ({profile.tool}, {profile.samples} samples), self % / total %:")
+        for f in profile.functions[:TOP_N]:
+            print(f"  {f['self_pct']:5.1f} / {f['total_pct']:5.1f}  {f['function']} ({f['file']})")
+    print(f"\nwrote {md_path} and {json_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
