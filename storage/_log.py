@@ -66,7 +66,6 @@ class PartitionLog:
         self.tp = tp
         self.config = config
         self._segments = segments
-        self._bases = [s.base_offset for s in segments]
         self._faults = faults
         self._clock = clock
         self._on_io_error = on_io_error
@@ -204,7 +203,6 @@ class PartitionLog:
         old.seal_time_index()
         new = LogSegment.create(self.dir, self.log_end_offset, self.config, self._faults, now)
         self._segments.append(new)
-        self._bases.append(new.base_offset)
         # Kafka flushes a rolled segment in the background; we do it here, off the append
         # path of every other batch, so the recovery point moves to the new segment's base.
         old.flush()
@@ -322,7 +320,6 @@ class PartitionLog:
             removed = 0
             while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
                 seg = self._segments.pop()
-                self._bases.pop()
                 removed += seg.size
                 seg.delete_files()
             removed += self._segments[-1].truncate_to(offset)
@@ -342,7 +339,6 @@ class PartitionLog:
             seg.delete_files()
         new = LogSegment.create(self.dir, offset, self.config, self._faults, self._clock())
         self._segments = [new]
-        self._bases = [offset]
         self.log_start_offset = offset
         self._after_truncate()
         return removed
@@ -402,7 +398,6 @@ class PartitionLog:
         count = 0
         while len(self._segments) > 1 and should_delete(self._segments[0], self._segments[1]):
             seg = self._segments.pop(0)
-            self._bases.pop(0)
             seg.rename_to_deleted()
             self._pending_deletes.append((self._clock() + self.config.file_delete_delay_ms, seg))
             count += 1

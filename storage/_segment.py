@@ -62,7 +62,6 @@ class LogSegment:
         self._bytes_since_index = 0
         self._rolling_ts = -1  # maxTimestamp of the first batch: segment.ms counts from it
         self.created_ms = now_ms
-        self.deleted = False
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -119,7 +118,6 @@ class LogSegment:
         for path in (self.log_path, self.index.path, self.time_index.path):
             with contextlib.suppress(FileNotFoundError):
                 path.rename(path.with_name(path.name + DELETED_SUFFIX))
-        self.deleted = True
 
     def delete_files(self) -> None:
         """Close and unlink the segment's files (renamed or not)."""
@@ -161,17 +159,7 @@ class LogSegment:
             self.size = os.fstat(self._fd).st_size
             raise OSError(errno.EIO, f"{self.log_path}: short write of {written} of {expected} bytes at {position}")
         self.size += written
-        if header.max_timestamp > self.max_timestamp:
-            self.max_timestamp = header.max_timestamp
-            self.offset_of_max_timestamp = header.last_offset
-        if self._bytes_since_index > self.config.index_interval_bytes:
-            self.index.append(header.last_offset, position)
-            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-            self._bytes_since_index = 0
-        self._bytes_since_index += written
-        if position == 0:
-            self._rolling_ts = header.max_timestamp
-        self.next_offset = header.last_offset + 1
+        self._track(header, position)
         return position
 
     def flush(self, *, indexes: bool = True) -> None:
@@ -292,7 +280,7 @@ class LogSegment:
         error: CorruptBatchError | None = None
         try:
             for position, header in scan_batches(self._fd, file_size, path=self.log_path, base_offset=self.base_offset):
-                self._track_recovered(header, position)
+                self._track(header, position)
                 valid_end = position + header.size
         except CorruptBatchError as exc:
             error = exc
@@ -305,7 +293,10 @@ class LogSegment:
         self.time_index.flush(fsync=False)
         return file_size - valid_end, error
 
-    def _track_recovered(self, header: BatchHeader, position: int) -> None:
+    def _track(self, header: BatchHeader, position: int) -> None:
+        """Account for the batch at ``position``: max timestamp, sparse index entries (Kafka's
+        rule: an entry once more than index.interval.bytes were written since the last), next
+        offset. Appends and recovery share it, so both build the same indexes."""
         if header.max_timestamp > self.max_timestamp:
             self.max_timestamp = header.max_timestamp
             self.offset_of_max_timestamp = header.last_offset
