@@ -8,6 +8,9 @@ import signal
 import click
 
 from ._log_commands import log_group
+from ._node_commands import node_group
+from ._topics_commands import topics_group
+from ._zookeeper_commands import zookeeper
 
 
 @click.group(
@@ -26,6 +29,9 @@ def main(verbose: bool) -> None:
 
 
 main.add_command(log_group)
+main.add_command(node_group)
+main.add_command(topics_group)
+main.add_command(zookeeper)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+pytest_plugins = ["tests.zk_fixtures"]
+
 TIERS = ("unit", "integration", "chaos", "spark", "ansible")
 
 

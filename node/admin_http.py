@@ -1,0 +1,452 @@
+"""The node's admin HTTP API: health, Prometheus metrics and read-only JSON state, with its OpenAPI document.
+
+Routes (``GET``, and ``HEAD`` as HTTP requires; any other method gets 405 with an ``Allow`` header)::
+
+    /health             200 when the view reports status "ok", else 503; JSON body from AdminView.health()
+    /metrics            Prometheus text format from NodeMetrics.render()
+    /v1/topics          JSON list from AdminView.topics()
+    /v1/topics/{name}   one topic, or 404 naming it
+    /v1/log-dirs        JSON list from AdminView.log_dirs()
+    /openapi.json       the OpenAPI 3.1 document below, describing every route and schema
+
+Every response except ``/metrics`` is JSON; errors are ``{"error": <code>, "detail": <message>}``.
+Unknown paths get 404, a ``GET`` carrying a body gets 413 (the body is never read) and a failing
+view gets 500. Nothing here changes state, so no credentials are asked for; endpoints that change
+state will require them.
+
+``create_app`` builds the ASGI app; ``serve_admin`` binds the listening socket itself (so port 0
+works and the real port is reported through ``task_status``) and runs the app under hypercorn on
+trio until cancelled, then shuts down gracefully within a deadline.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from http import HTTPStatus
+from typing import Protocol, cast
+
+import trio
+from hypercorn.app_wrappers import ASGIWrapper
+from hypercorn.config import Config, Sockets
+from hypercorn.trio.run import worker_serve
+from hypercorn.typing import ASGIFramework
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from node.metrics import MetricsView, NodeMetrics
+
+__all__ = ["AdminView", "create_app", "openapi_document", "serve_admin"]
+
+_log = logging.getLogger(__name__)
+
+#: Seconds added to the graceful timeout before the remaining connections are cut off: hypercorn
+#: itself waits ``graceful_timeout`` for requests in flight, then runs the app's lifespan shutdown.
+_SHUTDOWN_MARGIN = 1.0
+
+#: Bytes of an incomplete request head hypercorn buffers before answering 431 and closing the connection.
+_MAX_REQUEST_HEAD_BYTES = 16 * 1024
+
+_HEALTH_STATUSES = ("ok", "degraded", "starting")
+
+
+class AdminView(MetricsView, Protocol):
+    """The broker state the admin API shows. Implemented by the node; a fake in tests.
+
+    Methods are called on the trio thread, must not block, and return JSON-serialisable data
+    (str, int, float, bool, None, lists and dicts). Keys beyond those listed are passed through.
+    """
+
+    def health(self) -> dict[str, object]:
+        """``{"status": "ok" | "degraded" | "starting", "broker_id": int, ...}``; only "ok" is healthy."""
+        ...
+
+    def topics(self) -> list[dict[str, object]]:
+        """The topics this node knows, each::
+
+            {"name": str, "topic_id": str, "configs": {key: str | None},
+             "partitions": [{"partition": int, "leader": int (-1: none), "replicas": [int], "isr": [int],
+                             "log_start_offset": int | None, "high_watermark": int | None,
+                             "log_end_offset": int | None, "size_bytes": int | None,
+                             "log_dir": str | None, "online": bool}]}
+
+        Offsets, size and log dir are None when this node holds no readable replica of the
+        partition; ``online`` is false when the partition cannot be served (no leader, or this
+        node's replica sits on an offline log dir).
+        """
+        ...
+
+    def log_dirs(self) -> list[dict[str, object]]:
+        """This node's log dirs, each ``{"path": str, "online": bool, "bytes": int | None, "partitions": int}``.
+
+        ``bytes`` is None when the dir is offline; ``partitions`` counts the partitions placed in it.
+        """
+        ...
+
+
+# -- the app ------------------------------------------------------------------------------------
+
+
+def create_app(view: AdminView, metrics: NodeMetrics) -> Starlette:
+    """The admin API as an ASGI app over ``view`` and ``metrics``.
+
+    Attaches ``view`` to ``metrics`` so that scrapes of ``/metrics`` include the state gauges.
+    The app holds no state of its own; every request reads the view afresh.
+    """
+    metrics.attach_view(view)
+
+    async def health(request: Request) -> Response:
+        body = view.health()
+        status = HTTPStatus.OK if body.get("status") == "ok" else HTTPStatus.SERVICE_UNAVAILABLE
+        return JSONResponse(body, status_code=status)
+
+    async def prometheus(request: Request) -> Response:
+        return Response(metrics.render(), media_type=metrics.content_type)
+
+    async def topics(request: Request) -> Response:
+        return JSONResponse(view.topics())
+
+    async def topic(request: Request) -> Response:
+        name = request.path_params["name"]
+        for entry in view.topics():
+            if entry.get("name") == name:
+                return JSONResponse(entry)
+        return _error(HTTPStatus.NOT_FOUND, "topic_not_found", f"no topic named {name!r} on this node")
+
+    async def log_dirs(request: Request) -> Response:
+        return JSONResponse(view.log_dirs())
+
+    async def openapi(request: Request) -> Response:
+        return JSONResponse(openapi_document())
+
+    routes = [
+        Route("/health", health, methods=["GET"]),
+        Route("/metrics", prometheus, methods=["GET"]),
+        Route("/v1/topics", topics, methods=["GET"]),
+        Route("/v1/topics/{name}", topic, methods=["GET"]),
+        Route("/v1/log-dirs", log_dirs, methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"]),
+    ]
+    return Starlette(
+        routes=routes,
+        middleware=[Middleware(_RefuseBodies)],
+        exception_handlers={HTTPException: _http_error, Exception: _internal_error},
+    )
+
+
+def _error(status: HTTPStatus, code: str, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": code, "detail": detail}, status_code=status, headers=headers)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """Routing errors (404 unknown path, 405 method) as JSON, keeping headers such as ``Allow``."""
+    if not isinstance(exc, HTTPException):
+        raise TypeError(f"_http_error handles HTTPException only, got {exc!r}")
+    headers = dict(exc.headers) if exc.headers else None
+    if exc.status_code == HTTPStatus.NOT_FOUND:
+        return _error(HTTPStatus.NOT_FOUND, "not_found", f"no route for path {request.url.path!r}", headers)
+    if exc.status_code == HTTPStatus.METHOD_NOT_ALLOWED:
+        # Starlette joins a set, so the order would change from run to run.
+        allowed = ", ".join(sorted(m.strip() for m in (headers or {}).get("Allow", "").split(",") if m.strip()))
+        headers = {**(headers or {}), "Allow": allowed}
+        detail = f"method {request.method} not allowed on {request.url.path!r}; allowed: {allowed}"
+        return _error(HTTPStatus.METHOD_NOT_ALLOWED, "method_not_allowed", detail, headers)
+    status = HTTPStatus(exc.status_code)
+    return _error(status, status.phrase.lower().replace(" ", "_"), exc.detail, headers)
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    """An exception from the view or the metrics: 500 as JSON (Starlette re-raises it for hypercorn to log)."""
+    detail = f"{request.url.path!r} failed: {type(exc).__name__}: {exc}"
+    return _error(HTTPStatus.INTERNAL_SERVER_ERROR, "internal_error", detail)
+
+
+class _RefuseBodies:
+    """Answers 413 to any ``GET``/``HEAD`` that announces a body, without reading it.
+
+    Other methods pass on to routing, which answers 404 or 405 without reading the body either.
+    Hypercorn buffers at most a few chunks of an unread body (its per-request queue is bounded):
+    it discards a small one to keep the connection alive and closes the connection on a large one.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self._app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] in ("GET", "HEAD"):
+            for key, value in scope["headers"]:
+                if (key == b"content-length" and value.strip() != b"0") or key == b"transfer-encoding":
+                    response = _error(
+                        HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                        "body_not_accepted",
+                        f"{scope['method']} {scope['path']!r} takes no request body; got {key.decode()}: "
+                        f"{value.decode('latin-1')}",
+                        {"Connection": "close"},
+                    )
+                    await response(scope, receive, send)
+                    return
+        await self._app(scope, receive, send)
+
+
+# -- serving ------------------------------------------------------------------------------------
+
+
+async def serve_admin(
+    app: ASGIApp,
+    host: str,
+    port: int,
+    *,
+    graceful_timeout: float = 3.0,
+    task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve ``app`` over plain HTTP (HTTP/1.1, or h2c) on ``host:port`` until cancelled.
+
+    ``port`` 0 binds any free port; ``task_status.started`` reports the port actually bound, once
+    the socket listens (so connections made after ``nursery.start`` returns are served).
+    On cancellation the listener closes at once, requests in flight get ``graceful_timeout``
+    seconds to finish, then everything is cut off; the cancellation then propagates.
+    Access logs go to the ``node.admin_http.access`` logger, server messages to ``node.admin_http``.
+
+    Raises ValueError naming ``port`` or ``graceful_timeout`` if out of range, and OSError naming
+    ``host:port`` if it cannot be resolved or bound.
+    """
+    if not 0 <= port <= 65535:
+        raise ValueError(f"admin HTTP port must be in 0..65535, got {port}")
+    if graceful_timeout <= 0:
+        raise ValueError(f"graceful_timeout must be positive, got {graceful_timeout}")
+    listener = await _bind(host, port)
+    # hypercorn wraps this very socket object and closes it when it stops; closing it again here
+    # is a no-op, and closes it if hypercorn never got that far. (An ``fd://`` bind would give
+    # hypercorn a second owner of the same descriptor.)
+    with listener:
+        bound_port: int = listener.getsockname()[1]
+        config = _hypercorn_config(graceful_timeout)
+        shutdown = trio.Event()
+        # Hypercorn's graceful shutdown has to run while this task is being cancelled, so it runs
+        # shielded; the shield gets a deadline the moment the shutdown starts.
+        drain = trio.CancelScope(shield=True)
+
+        async def run_hypercorn(*, task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
+            with drain:
+                await worker_serve(
+                    # Starlette types the ASGI scope as a mapping, hypercorn as TypedDicts: same protocol.
+                    ASGIWrapper(cast(ASGIFramework, app)),
+                    config,
+                    sockets=Sockets(secure_sockets=[], insecure_sockets=[listener], quic_sockets=[]),
+                    shutdown_trigger=shutdown.wait,
+                    task_status=task_status,
+                )
+
+        async with trio.open_nursery() as nursery:
+            try:
+                await nursery.start(run_hypercorn)
+                task_status.started(bound_port)
+                await trio.sleep_forever()
+            finally:
+                shutdown.set()
+                drain.deadline = trio.current_time() + graceful_timeout + _SHUTDOWN_MARGIN
+
+
+async def _bind(host: str, port: int) -> socket.socket:
+    """A non-blocking TCP socket bound to ``host:port`` and listening. Raises OSError naming both."""
+    try:
+        addresses = await trio.socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot resolve admin HTTP host {host!r}: {exc.strerror}") from exc
+    family, kind, proto, _, address = addresses[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind(address)
+        sock.listen(socket.SOMAXCONN)
+        sock.setblocking(False)
+    except OSError as exc:
+        sock.close()
+        raise OSError(exc.errno, f"cannot bind admin HTTP server to {host}:{port}: {exc.strerror}") from exc
+    return sock
+
+
+def _hypercorn_config(graceful_timeout: float) -> Config:
+    config = Config()
+    config.accesslog = logging.getLogger(f"{__name__}.access")
+    config.errorlog = _log
+    config.graceful_timeout = graceful_timeout
+    config.h11_max_incomplete_size = _MAX_REQUEST_HEAD_BYTES
+    config.include_server_header = False
+    return config
+
+
+# -- the OpenAPI document -----------------------------------------------------------------------
+
+
+def _json(schema: dict[str, object], description: str) -> dict[str, object]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _ref(name: str) -> dict[str, object]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def openapi_document() -> dict[str, object]:
+    """The OpenAPI 3.1 description of every route ``create_app`` serves (a fresh dict each call)."""
+    error_response = _json(
+        _ref("Error"), "An error: unknown path (404), method (405), request body (413), failure (500)."
+    )
+    nullable_int: dict[str, object] = {"type": ["integer", "null"]}
+    schemas: dict[str, object] = {
+        "Error": {
+            "type": "object",
+            "required": ["error", "detail"],
+            "properties": {
+                "error": {"type": "string", "description": "Machine-readable code, e.g. not_found."},
+                "detail": {"type": "string", "description": "What went wrong, naming the value involved."},
+            },
+        },
+        "Health": {
+            "type": "object",
+            "required": ["status", "broker_id"],
+            "properties": {
+                "status": {"enum": list(_HEALTH_STATUSES), "description": "Only ok answers 200."},
+                "broker_id": {"type": "integer"},
+            },
+            "additionalProperties": True,
+        },
+        "Partition": {
+            "type": "object",
+            "required": [
+                "partition",
+                "leader",
+                "replicas",
+                "isr",
+                "log_start_offset",
+                "high_watermark",
+                "log_end_offset",
+                "size_bytes",
+                "log_dir",
+                "online",
+            ],
+            "properties": {
+                "partition": {"type": "integer", "minimum": 0},
+                "leader": {"type": "integer", "description": "Broker id of the leader; -1 when there is none."},
+                "replicas": {"type": "array", "items": {"type": "integer"}},
+                "isr": {"type": "array", "items": {"type": "integer"}, "description": "In-sync replicas."},
+                "log_start_offset": nullable_int,
+                "high_watermark": nullable_int,
+                "log_end_offset": nullable_int,
+                "size_bytes": nullable_int,
+                "log_dir": {"type": ["string", "null"], "description": "Null when no replica is on this node."},
+                "online": {"type": "boolean", "description": "False when the partition cannot be served."},
+            },
+        },
+        "Topic": {
+            "type": "object",
+            "required": ["name", "topic_id", "partitions", "configs"],
+            "properties": {
+                "name": {"type": "string"},
+                "topic_id": {"type": "string"},
+                "partitions": {"type": "array", "items": _ref("Partition")},
+                "configs": {
+                    "type": "object",
+                    "additionalProperties": {"type": ["string", "null"]},
+                    "description": "Topic configs by Kafka key; null for sensitive values.",
+                },
+            },
+        },
+        "LogDir": {
+            "type": "object",
+            "required": ["path", "online", "bytes", "partitions"],
+            "properties": {
+                "path": {"type": "string"},
+                "online": {"type": "boolean"},
+                "bytes": {"type": ["integer", "null"], "description": "Bytes of segments; null while offline."},
+                "partitions": {"type": "integer", "minimum": 0, "description": "Partitions placed in this dir."},
+            },
+        },
+    }
+    paths: dict[str, object] = {
+        "/health": {
+            "get": {
+                "summary": "Node health",
+                "operationId": "getHealth",
+                "responses": {
+                    "200": _json(_ref("Health"), "Status ok."),
+                    "503": _json(_ref("Health"), "Status degraded or starting."),
+                    "default": error_response,
+                },
+            }
+        },
+        "/metrics": {
+            "get": {
+                "summary": "Prometheus metrics",
+                "operationId": "getMetrics",
+                "responses": {
+                    "200": {
+                        "description": "Prometheus text exposition format; metric names start with strait_.",
+                        "content": {"text/plain": {"schema": {"type": "string"}}},
+                    },
+                    "default": error_response,
+                },
+            }
+        },
+        "/v1/topics": {
+            "get": {
+                "summary": "Topics this node knows",
+                "operationId": "listTopics",
+                "responses": {
+                    "200": _json({"type": "array", "items": _ref("Topic")}, "All topics."),
+                    "default": error_response,
+                },
+            }
+        },
+        "/v1/topics/{name}": {
+            "get": {
+                "summary": "One topic",
+                "operationId": "getTopic",
+                "parameters": [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
+                "responses": {
+                    "200": _json(_ref("Topic"), "The topic."),
+                    "404": _json(_ref("Error"), "No topic of that name; the detail names it."),
+                    "default": error_response,
+                },
+            }
+        },
+        "/v1/log-dirs": {
+            "get": {
+                "summary": "This node's log dirs",
+                "operationId": "listLogDirs",
+                "responses": {
+                    "200": _json({"type": "array", "items": _ref("LogDir")}, "All log dirs."),
+                    "default": error_response,
+                },
+            }
+        },
+        "/openapi.json": {
+            "get": {
+                "summary": "This document",
+                "operationId": "getOpenApi",
+                "responses": {
+                    "200": _json({"type": "object"}, "The OpenAPI 3.1 document."),
+                    "default": error_response,
+                },
+            }
+        },
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "strait node admin API",
+            "version": "1",
+            "description": (
+                "Read-only health, metrics and state of one strait broker node. Nothing here changes "
+                "state, so no credentials are required; endpoints that change state will require them."
+            ),
+        },
+        "paths": paths,
+        "components": {"schemas": schemas},
+    }

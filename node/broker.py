@@ -1,0 +1,221 @@
+"""One broker node: ZooKeeper registration, the log dirs, the Kafka listener and the admin API.
+
+``Broker.run`` is the whole life of a node. Startup: connect to ZooKeeper, read (or create)
+the cluster id, load every log dir (recovering after an unclean stop), reconcile with the
+topics in ZooKeeper, bind the listener, register ``/brokers/ids/<id>``, start the admin HTTP
+API, then report ready. Shutdown (cancellation): stop accepting, deregister, then flush and
+close every log, write checkpoints and the clean-shutdown marker, within a deadline.
+
+Requests are dispatched by API key to the handler modules in ``node.handlers``; a handler
+raises ``BrokerError`` for per-partition failures and never lets another exception reach the
+connection (an unexpected one is logged and closes that connection only).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from node.admin_http import create_app, serve_admin
+from node.broker_view import BrokerView
+from node.cluster import ClusterState
+from node.config import NodeConfig
+from node.coordination import BrokerRegistration, ZkState
+from node.handlers.configs import handle_alter_configs, handle_describe_configs, handle_incremental_alter_configs
+from node.handlers.fetch import handle_fetch
+from node.handlers.metadata import handle_api_versions, handle_metadata
+from node.handlers.offsets import handle_delete_records, handle_list_offsets
+from node.handlers.produce import handle_produce
+from node.handlers.producer_id import handle_init_producer_id
+from node.handlers.topics import handle_create_partitions, handle_create_topics, handle_delete_topics
+from node.metrics import NodeMetrics
+from node.producer_ids import ProducerIdAllocator
+from node.protocol import ApiKey, RequestHeader, Struct, advertised_ranges
+from node.server import CloseConnection, ConnectionInfo, KafkaServer, ServerLimits, api_name, bind_listener
+from storage import LogManager
+
+log = logging.getLogger("strait.node")
+
+Handler = Callable[["Broker", RequestHeader, Struct], Awaitable[Any]]
+
+HANDLERS: dict[int, Handler] = {
+    ApiKey.PRODUCE: handle_produce,
+    ApiKey.FETCH: handle_fetch,
+    ApiKey.LIST_OFFSETS: handle_list_offsets,
+    ApiKey.METADATA: handle_metadata,
+    ApiKey.API_VERSIONS: handle_api_versions,
+    ApiKey.CREATE_TOPICS: handle_create_topics,
+    ApiKey.DELETE_TOPICS: handle_delete_topics,
+    ApiKey.DELETE_RECORDS: handle_delete_records,
+    ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
+    ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
+    ApiKey.ALTER_CONFIGS: handle_alter_configs,
+    ApiKey.CREATE_PARTITIONS: handle_create_partitions,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
+}
+
+SHUTDOWN_DEADLINE_S = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class ReadyInfo:
+    broker_id: int
+    bootstrap: str  # host:port of the first advertised listener
+    admin_url: str
+    cluster_id: str
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "broker_id": self.broker_id,
+                "bootstrap": self.bootstrap,
+                "admin_url": self.admin_url,
+                "cluster_id": self.cluster_id,
+                "pid": os.getpid(),
+            }
+        )
+
+
+class Broker:
+    def __init__(self, config: NodeConfig) -> None:
+        self.config = config
+        self.metrics = NodeMetrics()
+        self.zk = ZkState(
+            config.zookeeper_connect,
+            session_timeout_ms=config.zookeeper_session_timeout_ms,
+            connection_timeout_ms=config.zookeeper_connection_timeout_ms,
+        )
+        self.api_ranges: Mapping[int, tuple[int, int]] = advertised_ranges(HANDLERS)
+        self.cluster_id = ""
+        self._cluster: ClusterState | None = None
+        self.producer_ids = ProducerIdAllocator(config.broker_id, self.zk.claim_producer_id_block)
+        self.status = "starting"
+
+    @property
+    def cluster(self) -> ClusterState:
+        if self._cluster is None:
+            raise RuntimeError("the broker has not started")
+        return self._cluster
+
+    # -- the RequestHandler the server calls ----------------------------------------------
+
+    async def handle(self, header: RequestHeader, request: Struct, conn: ConnectionInfo) -> Any:
+        handler = HANDLERS[header.api_key]
+        try:
+            return await handler(self, header, request)
+        except (CloseConnection, trio.Cancelled):
+            raise
+        except Exception:
+            log.exception(
+                "%s v%d from %s (correlation id %d) failed",
+                api_name(header.api_key),
+                header.api_version,
+                conn.peer,
+                header.correlation_id,
+            )
+            raise CloseConnection("internal error while handling the request") from None
+
+    # -- life -----------------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[ReadyInfo] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run the node until cancelled; ``task_status.started(ReadyInfo)`` once it serves."""
+        config = self.config
+        await self.zk.start()
+        logs: LogManager | None = None
+        try:
+            self.cluster_id = await self.zk.cluster_id()
+            logs = LogManager(
+                config.log_dirs, config.log_config(), broker_id=config.broker_id, cluster_id=self.cluster_id
+            )
+            reports = await trio.to_thread.run_sync(logs.startup)
+            for report in reports:
+                if report.bytes_dropped or report.first_error:
+                    log.warning("recovered %s: %s", report.tp, report)
+            self._cluster = ClusterState(config, self.zk, logs)
+            await self._cluster.refresh()
+            listener_cfg = config.listeners[0]
+            listener = await bind_listener(listener_cfg.host, listener_cfg.port)
+            with listener:
+                port = listener.getsockname()[1]
+                adv = config.advertised_listeners[0]
+                adv_port = port if adv.port == 0 else adv.port
+                await self.zk.register_broker(
+                    BrokerRegistration(
+                        broker_id=config.broker_id,
+                        host=adv.host,
+                        port=adv_port,
+                        endpoints=(f"{adv.name}://{adv.host}:{adv_port}",),
+                        rack=config.broker_rack,
+                    )
+                )
+                await self._cluster.refresh()
+                server = KafkaServer(
+                    self,
+                    self.metrics,
+                    ServerLimits(config.socket_request_max_bytes, config.connections_max_idle_ms / 1000),
+                    listener_name=listener_cfg.name,
+                )
+                async with trio.open_nursery() as nursery:
+                    await nursery.start(server.serve, listener)
+                    admin_host, admin_port = config.admin_listener
+                    actual_admin = await nursery.start(
+                        serve_admin, create_app(BrokerView(self), self.metrics), admin_host, admin_port
+                    )
+                    nursery.start_soon(self._follow_zookeeper)
+                    nursery.start_soon(self._maintenance, logs)
+                    self.status = "ok"
+                    info = ReadyInfo(
+                        config.broker_id,
+                        f"{adv.host}:{adv_port}",
+                        f"http://{admin_host}:{actual_admin}",
+                        self.cluster_id,
+                    )
+                    log.info(
+                        "broker %d serving on %s (admin %s, cluster %s)",
+                        config.broker_id,
+                        info.bootstrap,
+                        info.admin_url,
+                        self.cluster_id,
+                    )
+                    task_status.started(info)
+        finally:
+            self.status = "stopping"
+            with trio.CancelScope(shield=True), trio.move_on_after(SHUTDOWN_DEADLINE_S):
+                await self.zk.close()
+                if logs is not None:
+                    await trio.to_thread.run_sync(logs.shutdown)
+                log.info("broker %d stopped cleanly", config.broker_id)
+
+    async def _follow_zookeeper(self) -> None:
+        """Re-read ZooKeeper whenever a watch fires (events are coalesced hints)."""
+        events = self.zk.events()
+        async for event in events:
+            try:
+                await self.cluster.refresh()
+            except Exception:
+                log.exception("refreshing cluster state after %r failed; retrying in 1 s", event)
+                await trio.sleep(1)
+
+    async def _maintenance(self, logs: LogManager) -> None:
+        interval = min(self.config.log_retention_check_interval_ms, self.config.log_flush_scheduler_interval_ms)
+        interval_s = max(interval, 100) / 1000
+        while True:
+            await trio.sleep(interval_s)
+            try:
+                await trio.to_thread.run_sync(logs.maintenance)
+            except Exception:
+                log.exception("log maintenance failed")
+
+
+def write_ready_file(path: Path, info: ReadyInfo) -> None:
+    """Atomically publish the node's addresses (tests and tools wait for this file)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(info.to_json() + "\n")
+    tmp.replace(path)

@@ -1,0 +1,6 @@
+"""strait's own trio client for talking Kafka to nodes (admin commands, mirror, failover)."""
+
+from ._admin import AdminClient as AdminClient
+from ._admin import TopicDescription as TopicDescription
+from ._connection import ClientError as ClientError
+from ._connection import NodeConnection as NodeConnection

@@ -1,0 +1,23 @@
+"""Coordination through ZooKeeper: Kafka's classic znode layout over kazoo, for trio; and an
+embedded ZooKeeper server for local clusters and tests.
+
+``node.coordination`` imports only the stdlib, kazoo and trio.
+"""
+
+from ._embedded import EmbeddedZooKeeper as EmbeddedZooKeeper
+from ._embedded import check_zookeeper_jars as check_zookeeper_jars
+from ._embedded import find_zookeeper_jars as find_zookeeper_jars
+from ._embedded import server_status as server_status
+from ._errors import BrokerIdInUse as BrokerIdInUse
+from ._errors import CoordinationError as CoordinationError
+from ._errors import MalformedZnode as MalformedZnode
+from ._errors import StaleState as StaleState
+from ._errors import TopicExists as TopicExists
+from ._errors import UnknownTopic as UnknownTopic
+from ._errors import ZooKeeperError as ZooKeeperError
+from ._layout import BrokerRegistration as BrokerRegistration
+from ._layout import PartitionState as PartitionState
+from ._layout import TopicAssignment as TopicAssignment
+from ._layout import validate_topic_name as validate_topic_name
+from ._zk_state import ZkState as ZkState
+from ._zk_state import split_connect as split_connect

@@ -1,0 +1,442 @@
+"""Kafka's classic ZooKeeper layout: znode paths, their JSON, and encode/decode for each.
+
+The JSON is what Kafka 3.x brokers write and read (``kafka.zk.ZkData``), so Kafka's own
+tools and ZooKeeper browsers read strait's state unchanged. Every path is relative to the
+chroot of ``zookeeper.connect`` (``127.0.0.1:2181/site-east`` keeps everything under
+``/site-east``).
+
+================================================  =====  ==========================================================
+znode                                             kind   data (JSON)
+================================================  =====  ==========================================================
+``/cluster/id``                                   P      ``{"version":"1","id":"<22-char base64url uuid>"}``
+``/brokers/ids/<id>``                             E      ``{"listener_security_protocol_map":{"PLAINTEXT":
+                                                         "PLAINTEXT"},"endpoints":["PLAINTEXT://host:9092"],
+                                                         "jmx_port":-1,"features":{},"host":"host","port":9092,
+                                                         "timestamp":"<ms since epoch>","rack":null,"version":5}``
+``/brokers/topics/<topic>``                       P      ``{"version":3,"topic_id":"<22-char base64url uuid>",
+                                                         "partitions":{"0":[1,2]},"adding_replicas":{},
+                                                         "removing_replicas":{}}`` (replica lists: broker ids,
+                                                         the first is the preferred leader)
+``/brokers/topics/<topic>/partitions/<p>/state``  P      ``{"controller_epoch":3,"leader":1,"version":1,
+                                                         "leader_epoch":7,"isr":[1,2]}``; written with
+                                                         compare-and-set on the znode version
+``/config/topics/<topic>``                        P      ``{"version":1,"config":{"retention.ms":"86400000"}}``
+                                                         (values are strings; absent keys take broker defaults)
+``/config/changes/config_change_<seq>``           PS     ``{"version":2,"entity_path":"topics/<topic>"}``, one per
+                                                         config update, telling brokers to re-read that config
+``/latest_producer_id_block``                     P      ``{"version":1,"broker":2,"block_start":"1000",
+                                                         "block_end":"1999"}``: the last block of producer ids
+                                                         claimed (empty before the first); compare-and-set
+================================================  =====  ==========================================================
+
+Kinds: P persistent, E ephemeral (vanishes with the session that created it), PS persistent
+sequential (ZooKeeper appends a 10-digit counter). The empty persistent parents Kafka
+creates at startup are listed in :data:`PERSISTENT_PATHS`.
+
+Decoders are lenient where Kafka is (missing optional keys, older versions) and raise
+:class:`MalformedZnode` naming the path for anything else.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ._errors import MalformedZnode
+
+CLUSTER_ID = "/cluster/id"
+BROKER_IDS = "/brokers/ids"
+TOPICS = "/brokers/topics"
+CONFIG_TOPICS = "/config/topics"
+CONFIG_CHANGES = "/config/changes"
+CONFIG_CHANGE_PREFIX = f"{CONFIG_CHANGES}/config_change_"
+DELETE_TOPICS = "/admin/delete_topics"
+PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+
+#: Persistent paths Kafka brokers create at startup (``ZkData.PersistentZkPaths``).
+PERSISTENT_PATHS: tuple[str, ...] = (
+    "/consumers",
+    BROKER_IDS,
+    TOPICS,
+    CONFIG_CHANGES,
+    DELETE_TOPICS,
+    "/brokers/seqid",
+    "/isr_change_notification",
+    PRODUCER_ID_BLOCK,
+    "/log_dir_event_notification",
+    CONFIG_TOPICS,
+    "/config/clients",
+    "/config/users",
+    "/config/brokers",
+    "/config/ips",
+)
+
+BROKER_REGISTRATION_VERSION = 5
+TOPIC_ASSIGNMENT_VERSION = 3
+PARTITION_STATE_VERSION = 1
+ENTITY_CONFIG_VERSION = 1
+CONFIG_CHANGE_VERSION = 2
+PRODUCER_ID_BLOCK_VERSION = 1
+
+# Kafka's security protocols; a listener named after one of them uses it.
+_SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
+_ENDPOINT = re.compile(r"^(?P<listener>[A-Za-z0-9_]+)://(?P<host>\[[^\]]*\]|[^:/]*):(?P<port>\d+)$")
+_TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+
+
+def broker_path(broker_id: int) -> str:
+    return f"{BROKER_IDS}/{broker_id}"
+
+
+def topic_path(topic: str) -> str:
+    return f"{TOPICS}/{topic}"
+
+
+def partitions_path(topic: str) -> str:
+    return f"{TOPICS}/{topic}/partitions"
+
+
+def partition_path(topic: str, partition: int) -> str:
+    return f"{TOPICS}/{topic}/partitions/{partition}"
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    return f"{TOPICS}/{topic}/partitions/{partition}/state"
+
+
+def topic_config_path(topic: str) -> str:
+    return f"{CONFIG_TOPICS}/{topic}"
+
+
+def delete_topic_path(topic: str) -> str:
+    return f"{DELETE_TOPICS}/{topic}"
+
+
+def validate_topic_name(topic: str) -> str:
+    """Return ``topic`` if Kafka accepts it as a topic name (so it is also a safe znode name).
+
+    Raises:
+        ValueError: naming the topic: empty, ``.``/``..``, longer than 249 characters, or
+            holding characters other than ASCII letters, digits, ``.``, ``_`` and ``-``.
+    """
+    if topic in (".", "..") or not _TOPIC_NAME.match(topic):
+        raise ValueError(f"invalid topic name {topic!r}: use 1-249 characters from [A-Za-z0-9._-], and not '.' or '..'")
+    return topic
+
+
+def new_uuid() -> str:
+    """A random Kafka ``Uuid`` in its string form: 16 bytes, base64url, no padding (22 characters).
+
+    Like Kafka's ``Uuid.randomUuid`` it never starts with ``-`` (command lines would read an option).
+    """
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+        if not text.startswith("-"):
+            return text
+
+
+@dataclass(frozen=True)
+class BrokerRegistration:
+    """A live broker as registered in ``/brokers/ids/<broker_id>``.
+
+    ``endpoints`` are ``LISTENER://host:port`` strings (``PLAINTEXT://127.0.0.1:9092``); an empty
+    tuple registers ``PLAINTEXT://host:port``. ``host``/``port`` are the top-level fields older
+    clients read.
+    """
+
+    broker_id: int
+    host: str
+    port: int
+    endpoints: tuple[str, ...] = ()
+    rack: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.broker_id < 0:
+            raise ValueError(f"broker id {self.broker_id} is negative")
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"broker {self.broker_id}: port {self.port} is out of range 0..65535")
+        for endpoint in self.endpoints:
+            if not _ENDPOINT.match(endpoint):
+                raise ValueError(f"broker {self.broker_id}: endpoint {endpoint!r} is not LISTENER://host:port")
+
+    @property
+    def advertised_endpoints(self) -> tuple[str, ...]:
+        """``endpoints``, or ``PLAINTEXT://host:port`` when none were given."""
+        return self.endpoints or (f"PLAINTEXT://{self.host}:{self.port}",)
+
+
+@dataclass(frozen=True)
+class TopicAssignment:
+    """A topic's replica assignment (``/brokers/topics/<name>``) and that znode's version.
+
+    ``partitions`` maps partition id to replica broker ids, preferred leader first.
+    """
+
+    name: str
+    topic_id: str
+    partitions: dict[int, tuple[int, ...]]
+    version: int
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    """Leader and ISR of one partition (``.../partitions/<p>/state``).
+
+    ``version`` is the znode version it was read at: pass it back unchanged to a compare-and-set
+    write; ``-1`` means "the znode must not exist yet".
+    """
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+    version: int = -1
+
+
+# -- JSON helpers -----------------------------------------------------------------------------
+
+
+def _dump(value: Mapping[str, Any]) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode("utf-8")
+
+
+def _load(data: bytes | None, path: str) -> dict[str, Any]:
+    if not data:
+        raise MalformedZnode(path, "it holds no data")
+    try:
+        value = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise MalformedZnode(path, f"not JSON ({exc}): {data[:200]!r}") from exc
+    if not isinstance(value, dict):
+        raise MalformedZnode(path, f"expected a JSON object, got {data[:200]!r}")
+    return value
+
+
+def _int(obj: Mapping[str, Any], key: str, path: str) -> int:
+    value = obj.get(key)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise MalformedZnode(path, f"{key!r} must be an integer, got {value!r}")
+    return value
+
+
+def _int_list(value: Any, what: str, path: str) -> tuple[int, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise MalformedZnode(path, f"{what} must be a list of integers, got {value!r}")
+    return tuple(value)
+
+
+# -- /cluster/id ------------------------------------------------------------------------------
+
+
+def encode_cluster_id(cluster_id: str) -> bytes:
+    return _dump({"version": "1", "id": cluster_id})
+
+
+def decode_cluster_id(data: bytes | None) -> str:
+    value = _load(data, CLUSTER_ID).get("id")
+    if not isinstance(value, str) or not value:
+        raise MalformedZnode(CLUSTER_ID, f"'id' must be a non-empty string, got {value!r}")
+    return value
+
+
+# -- /brokers/ids/<id> ------------------------------------------------------------------------
+
+
+def encode_broker(reg: BrokerRegistration, timestamp_ms: int) -> bytes:
+    """Version 5 broker registration, as Kafka 2.7+ writes it (no supported features)."""
+    endpoints = reg.advertised_endpoints
+    protocols = {}
+    for endpoint in endpoints:
+        listener = endpoint.split("://", 1)[0]
+        protocols[listener] = listener if listener in _SECURITY_PROTOCOLS else "PLAINTEXT"
+    return _dump(
+        {
+            "listener_security_protocol_map": protocols,
+            "endpoints": list(endpoints),
+            "jmx_port": -1,
+            "features": {},
+            "host": reg.host,
+            "port": reg.port,
+            "timestamp": str(timestamp_ms),
+            "rack": reg.rack,
+            "version": BROKER_REGISTRATION_VERSION,
+        }
+    )
+
+
+def decode_broker(broker_id: int, data: bytes | None) -> BrokerRegistration:
+    """Decode any registration version >= 1; ``host``/``port`` fall back to the first endpoint."""
+    path = broker_path(broker_id)
+    obj = _load(data, path)
+    raw_endpoints = obj.get("endpoints", [])
+    if not isinstance(raw_endpoints, list) or not all(isinstance(e, str) for e in raw_endpoints):
+        raise MalformedZnode(path, f"'endpoints' must be a list of strings, got {raw_endpoints!r}")
+    host, port = obj.get("host"), obj.get("port")
+    if (not isinstance(host, str) or not isinstance(port, int) or port < 0) and raw_endpoints:
+        match = _ENDPOINT.match(raw_endpoints[0])
+        if match is None:
+            raise MalformedZnode(path, f"endpoint {raw_endpoints[0]!r} is not LISTENER://host:port")
+        host, port = match["host"], int(match["port"])
+    if not isinstance(host, str) or not isinstance(port, int):
+        raise MalformedZnode(path, "no host/port and no endpoints")
+    rack = obj.get("rack")
+    try:
+        return BrokerRegistration(
+            broker_id=broker_id,
+            host=host,
+            port=port,
+            endpoints=tuple(raw_endpoints),
+            rack=rack if isinstance(rack, str) else None,
+        )
+    except ValueError as exc:
+        raise MalformedZnode(path, str(exc)) from exc
+
+
+# -- /brokers/topics/<topic> ------------------------------------------------------------------
+
+
+def encode_topic(
+    topic_id: str, partitions: Mapping[int, tuple[int, ...]], extra: Mapping[str, Any] | None = None
+) -> bytes:
+    """Version 3 assignment. ``extra`` carries keys read from an existing znode that we keep as they
+    were (``adding_replicas``/``removing_replicas`` of an ongoing reassignment)."""
+    value: dict[str, Any] = {"adding_replicas": {}, "removing_replicas": {}}
+    value.update(extra or {})
+    value["version"] = TOPIC_ASSIGNMENT_VERSION
+    value["topic_id"] = topic_id
+    value["partitions"] = {str(p): list(replicas) for p, replicas in sorted(partitions.items())}
+    return _dump(value)
+
+
+def decode_topic_raw(topic: str, data: bytes | None) -> dict[str, Any]:
+    """The assignment znode as a JSON object (for read-modify-write that keeps unknown keys)."""
+    return _load(data, topic_path(topic))
+
+
+def decode_topic(topic: str, data: bytes | None, version: int) -> TopicAssignment:
+    """Decode an assignment (versions 1-3). A missing ``topic_id`` (pre-2.8 Kafka) decodes as ``""``."""
+    path = topic_path(topic)
+    obj = _load(data, path)
+    raw_partitions = obj.get("partitions", {})
+    if not isinstance(raw_partitions, dict):
+        raise MalformedZnode(path, f"'partitions' must be an object, got {raw_partitions!r}")
+    partitions: dict[int, tuple[int, ...]] = {}
+    for key, replicas in raw_partitions.items():
+        if not key.isdigit():
+            raise MalformedZnode(path, f"partition id {key!r} is not a non-negative integer")
+        partitions[int(key)] = _int_list(replicas, f"replicas of partition {key}", path)
+    topic_id = obj.get("topic_id", "")
+    if not isinstance(topic_id, str):
+        raise MalformedZnode(path, f"'topic_id' must be a string, got {topic_id!r}")
+    return TopicAssignment(name=topic, topic_id=topic_id, partitions=dict(sorted(partitions.items())), version=version)
+
+
+# -- /brokers/topics/<topic>/partitions/<p>/state ---------------------------------------------
+
+
+def encode_partition_state(state: PartitionState) -> bytes:
+    return _dump(
+        {
+            "controller_epoch": state.controller_epoch,
+            "leader": state.leader,
+            "version": PARTITION_STATE_VERSION,
+            "leader_epoch": state.leader_epoch,
+            "isr": list(state.isr),
+        }
+    )
+
+
+def decode_partition_state(topic: str, partition: int, data: bytes | None, version: int) -> PartitionState:
+    path = partition_state_path(topic, partition)
+    obj = _load(data, path)
+    return PartitionState(
+        leader=_int(obj, "leader", path),
+        leader_epoch=_int(obj, "leader_epoch", path),
+        isr=_int_list(obj.get("isr"), "'isr'", path),
+        controller_epoch=_int(obj, "controller_epoch", path),
+        version=version,
+    )
+
+
+# -- /config/topics/<topic> and /config/changes -----------------------------------------------
+
+
+def encode_topic_config(config: Mapping[str, str]) -> bytes:
+    return _dump({"version": ENTITY_CONFIG_VERSION, "config": dict(sorted(config.items()))})
+
+
+def decode_topic_config(topic: str, data: bytes | None) -> dict[str, str]:
+    """The config map; an empty znode (Kafka tolerates it) decodes as ``{}``."""
+    if not data:
+        return {}
+    path = topic_config_path(topic)
+    config = _load(data, path).get("config", {})
+    if not isinstance(config, dict) or not all(isinstance(v, str) for v in config.values()):
+        raise MalformedZnode(path, f"'config' must map names to strings, got {config!r}")
+    return dict(config)
+
+
+def encode_config_change(topic: str) -> bytes:
+    return _dump({"version": CONFIG_CHANGE_VERSION, "entity_path": f"topics/{topic}"})
+
+
+# -- /latest_producer_id_block ----------------------------------------------------------------
+
+
+def encode_producer_id_block(broker_id: int, first: int, last: int) -> bytes:
+    """Kafka writes the block bounds as strings (they are 64-bit)."""
+    return _dump(
+        {"version": PRODUCER_ID_BLOCK_VERSION, "broker": broker_id, "block_start": str(first), "block_end": str(last)}
+    )
+
+
+def decode_producer_id_block_end(data: bytes | None) -> int | None:
+    """The last producer id claimed so far, or None when no block was ever claimed (empty znode)."""
+    if not data:
+        return None
+    end = _load(data, PRODUCER_ID_BLOCK).get("block_end")
+    if not isinstance(end, str) or not end.isdigit():
+        raise MalformedZnode(PRODUCER_ID_BLOCK, f"'block_end' must be a decimal string, got {end!r}")
+    return int(end)
+
+
+# -- argument checks (ValueError naming the value) ---------------------------------------------
+
+
+def validate_partition(topic: str, partition: int) -> None:
+    if partition < 0:
+        raise ValueError(f"topic {topic!r}: partition {partition} is negative")
+
+
+def validate_assignment(topic: str, partitions: Mapping[int, tuple[int, ...]], *, first: int) -> None:
+    expected = list(range(first, first + len(partitions)))
+    if not partitions or sorted(partitions) != expected:
+        raise ValueError(
+            f"topic {topic!r}: partitions {sorted(partitions)} must be numbered {first}..{first + len(partitions) - 1}"
+            + (" (at least one)" if not partitions else "")
+        )
+    for partition, replicas in partitions.items():
+        if not replicas or len(set(replicas)) != len(replicas) or any(r < 0 for r in replicas):
+            raise ValueError(
+                f"topic {topic!r} partition {partition}: replicas {list(replicas)} must be distinct "
+                "non-negative broker ids, at least one"
+            )
+
+
+def validate_states(
+    topic: str, states: Mapping[int, PartitionState], partitions: Mapping[int, tuple[int, ...]]
+) -> None:
+    for partition in states:
+        if partition not in partitions:
+            raise ValueError(f"topic {topic!r}: state for partition {partition}, which is not being created")
+
+
+def validate_config(topic: str, config: Mapping[str, str]) -> None:
+    for key, value in config.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise ValueError(f"topic {topic!r}: config {key!r}={value!r} must map strings to strings")

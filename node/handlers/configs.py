@@ -1,0 +1,130 @@
+"""DescribeConfigs (32), AlterConfigs (33) and IncrementalAlterConfigs (44).
+
+Topic configs live in ZooKeeper (``/config/topics/<t>``) as overrides of the broker's
+defaults. AlterConfigs replaces a topic's whole override set; IncrementalAlterConfigs
+applies SET / DELETE / APPEND / SUBTRACT to it. Broker configs can be described but are
+static in strait (edit server.properties and restart).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from node.errors import BrokerError
+from node.protocol import ErrorCode, RequestHeader, Struct
+from node.topic_config import ConfigEntry, ConfigError, apply_incremental, describe_broker_config, describe_topic_config
+
+if TYPE_CHECKING:
+    from node.broker import Broker
+
+TOPIC = 2
+BROKER = 4
+
+
+def _entry(e: ConfigEntry, *, synonyms: bool, version: int) -> dict[str, Any]:
+    return {
+        "name": e.name,
+        "value": e.value,
+        "read_only": e.read_only,
+        "config_source": int(e.source),
+        "is_default": e.is_default,
+        "is_sensitive": e.is_sensitive,
+        "synonyms": [{"name": n, "value": v, "source": int(s)} for n, v, s in e.synonyms] if synonyms else [],
+        "config_type": 0,
+        "documentation": None,
+    }
+
+
+def _describe(broker: Broker, res: Struct) -> list[ConfigEntry]:
+    if res.resource_type == TOPIC:
+        topic = broker.cluster.topics.get(res.resource_name)
+        if topic is None:
+            raise BrokerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {res.resource_name!r} does not exist")
+        return describe_topic_config(broker.config, topic.overrides)
+    if res.resource_type == BROKER:
+        if res.resource_name not in ("", str(broker.config.broker_id)):
+            raise BrokerError(
+                ErrorCode.INVALID_REQUEST,
+                f"broker {res.resource_name!r}: send DescribeConfigs for a broker to that broker "
+                f"(this is broker {broker.config.broker_id})",
+            )
+        return describe_broker_config(broker.config)
+    raise BrokerError(ErrorCode.INVALID_REQUEST, f"resource type {res.resource_type} is not supported")
+
+
+async def handle_describe_configs(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any]:
+    results = []
+    synonyms = header.api_version >= 1 and req.include_synonyms
+    for res in req.resources:
+        result: dict[str, Any] = {
+            "error_code": 0,
+            "error_message": None,
+            "resource_type": res.resource_type,
+            "resource_name": res.resource_name,
+            "configs": [],
+        }
+        try:
+            entries = _describe(broker, res)
+            wanted = None if res.configuration_keys is None else set(res.configuration_keys)
+            result["configs"] = [
+                _entry(e, synonyms=synonyms, version=header.api_version)
+                for e in entries
+                if wanted is None or e.name in wanted
+            ]
+        except BrokerError as exc:
+            result["error_code"] = exc.code
+            result["error_message"] = exc.message
+        results.append(result)
+    return {"throttle_time_ms": 0, "results": results}
+
+
+def _alter_result(res: Struct, code: int = 0, message: str | None = None) -> dict[str, Any]:
+    return {
+        "error_code": code,
+        "error_message": message,
+        "resource_type": res.resource_type,
+        "resource_name": res.resource_name,
+    }
+
+
+def _check_topic_resource(res: Struct) -> None:
+    if res.resource_type == BROKER:
+        raise BrokerError(
+            ErrorCode.INVALID_REQUEST, "broker configs are static in strait: edit server.properties and restart"
+        )
+    if res.resource_type != TOPIC:
+        raise BrokerError(ErrorCode.INVALID_REQUEST, f"resource type {res.resource_type} is not supported")
+
+
+async def handle_alter_configs(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any]:
+    responses = []
+    for res in req.resources:
+        try:
+            _check_topic_resource(res)
+            overrides = {c.name: c.value for c in res.configs if c.value is not None}
+            await broker.cluster.set_topic_config(res.resource_name, overrides, validate_only=req.validate_only)
+            responses.append(_alter_result(res))
+        except BrokerError as exc:
+            responses.append(_alter_result(res, exc.code, exc.message))
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
+async def handle_incremental_alter_configs(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any]:
+    responses = []
+    for res in req.resources:
+        try:
+            _check_topic_resource(res)
+            topic = broker.cluster.topics.get(res.resource_name)
+            if topic is None:
+                raise BrokerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {res.resource_name!r} does not exist")
+            try:
+                updated = apply_incremental(
+                    topic.overrides, [(c.name, c.config_operation, c.value) for c in res.configs]
+                )
+            except (ConfigError, ValueError) as exc:
+                raise BrokerError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+            await broker.cluster.set_topic_config(res.resource_name, updated, validate_only=req.validate_only)
+            responses.append(_alter_result(res))
+        except BrokerError as exc:
+            responses.append(_alter_result(res, exc.code, exc.message))
+    return {"throttle_time_ms": 0, "responses": responses}

@@ -1,0 +1,118 @@
+"""Fetch (API 1): whole batches by sendfile, long polling on ``max_wait_ms`` / ``min_bytes``.
+
+Per partition the read starts at the batch that contains ``fetch_offset`` (clients skip the
+records before it) and stops at the high watermark, at ``partition_max_bytes`` and at what is
+left of the response's ``max_bytes``; the first batch of the first non-empty partition is
+returned even when it is larger than those limits, so a consumer can always make progress
+(Kafka's rule). Fetch sessions (KIP-227) are answered with session id 0: every fetch is a full
+fetch, which every client supports.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from node.errors import BrokerError
+from node.partition import Partition
+from node.protocol import ErrorCode, RequestHeader, Struct
+from storage import FileSlice, LogDirOfflineError, OffsetOutOfRangeError
+
+if TYPE_CHECKING:
+    from node.broker import Broker
+
+INT32_MAX = 2**31 - 1
+MAX_WAIT_CAP_MS = 300_000
+
+
+def _partition_entry(index: int, code: int = 0) -> dict[str, Any]:
+    return {
+        "partition_index": index,
+        "error_code": code,
+        "high_watermark": -1,
+        "last_stable_offset": -1,
+        "log_start_offset": -1,
+        "aborted_transactions": None,
+        "preferred_read_replica": -1,
+        "records": b"",
+    }
+
+
+def _read_once(broker: Broker, req: Struct, max_bytes: int) -> tuple[list[dict[str, Any]], int, bool, list[Partition]]:
+    """One pass over the requested partitions: (responses, bytes, any error, partitions read)."""
+    responses = []
+    budget = max_bytes
+    total = 0
+    errors = False
+    seen: list[Partition] = []
+    for topic in req.topics:
+        partitions = []
+        for fp in topic.partitions:
+            entry = _partition_entry(fp.partition)
+            try:
+                partition = broker.cluster.partition(topic.topic, fp.partition)
+            except BrokerError as exc:
+                entry["error_code"] = exc.code
+                errors = True
+                partitions.append(entry)
+                continue
+            seen.append(partition)
+            plog = partition.log
+            hw = plog.high_watermark
+            entry["high_watermark"] = hw
+            entry["last_stable_offset"] = hw
+            entry["log_start_offset"] = plog.log_start_offset
+            limit = min(fp.partition_max_bytes, budget)
+            if fp.fetch_offset < hw and (limit > 0 or total == 0):
+                try:
+                    slices: list[FileSlice] = plog.read(
+                        fp.fetch_offset, max(limit, 0), max_offset=hw, min_one=total == 0
+                    )
+                except OffsetOutOfRangeError:
+                    entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+                    errors = True
+                    slices = []
+                except LogDirOfflineError:
+                    entry["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+                    errors = True
+                    slices = []
+                size = sum(s.length for s in slices)
+                if slices:
+                    entry["records"] = list(slices)
+                    total += size
+                    budget -= size
+            elif fp.fetch_offset > plog.log_end_offset or fp.fetch_offset < plog.log_start_offset:
+                entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+                errors = True
+            partitions.append(entry)
+        responses.append({"topic": topic.topic, "partitions": partitions})
+    return responses, total, errors, seen
+
+
+async def handle_fetch(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any]:
+    started = time.perf_counter()
+    body: dict[str, Any] = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": []}
+    if req.session_id != 0:
+        body["error_code"] = ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+        return body
+    max_bytes = req.max_bytes if header.api_version >= 3 else INT32_MAX
+    max_wait = min(max(req.max_wait_ms, 0), MAX_WAIT_CAP_MS) / 1000
+    deadline = trio.current_time() + max_wait
+    while True:
+        responses, total, errors, seen = _read_once(broker, req, max_bytes)
+        if total >= req.min_bytes or errors or not seen or trio.current_time() >= deadline:
+            break
+        arrived = trio.Event()
+        for p in seen:
+            p.add_waiter(arrived)
+        try:
+            with trio.move_on_at(deadline):
+                await arrived.wait()
+        finally:
+            for p in seen:
+                p.discard_waiter(arrived)
+    body["responses"] = responses
+    broker.metrics.observe_fetch(time.perf_counter() - started)
+    return body

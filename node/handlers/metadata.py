@@ -1,0 +1,103 @@
+"""ApiVersions (18) and Metadata (3), with ``auto.create.topics.enable``."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from node.errors import BrokerError
+from node.protocol import ErrorCode, RequestHeader, Struct
+
+if TYPE_CHECKING:
+    from node.broker import Broker
+
+log = logging.getLogger("strait.node.metadata")
+
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)  # Kafka: "not requested"
+
+
+async def handle_api_versions(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any]:
+    return {
+        "error_code": 0,
+        "api_keys": [
+            {"api_key": key, "min_version": lo, "max_version": hi}
+            for key, (lo, hi) in sorted(broker.api_ranges.items())
+        ],
+        "throttle_time_ms": 0,
+    }
+
+
+async def handle_metadata(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any]:
+    cluster = broker.cluster
+    version = header.api_version
+    if req.topics is None or (version == 0 and not req.topics):
+        names = sorted(cluster.topics)
+        requested_all = True
+    else:
+        names = [t.name for t in req.topics]
+        requested_all = False
+    auto_create = broker.config.auto_create_topics_enable and (version < 4 or req.allow_auto_topic_creation)
+    topics = []
+    for name in names:
+        code = ErrorCode.NONE
+        if name not in cluster.topics and not requested_all:
+            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if auto_create:
+                code = await _auto_create(broker, name)
+        state = cluster.topics.get(name)
+        partitions = []
+        if state is not None and code == ErrorCode.NONE:
+            for p in sorted(state.assignment):
+                replicas = list(state.assignment[p])
+                part_state = state.states.get(p)
+                isr = list(part_state.isr) if part_state is not None else replicas
+                leader = cluster.leader_of(state, p)
+                offline = [b for b in replicas if b not in cluster.brokers and b != cluster.broker_id]
+                partitions.append(
+                    {
+                        "error_code": ErrorCode.LEADER_NOT_AVAILABLE if leader in offline else 0,
+                        "partition_index": p,
+                        "leader_id": leader,
+                        # -1: clients then skip OffsetForLeaderEpoch validation (not served yet).
+                        "leader_epoch": -1,
+                        "replica_nodes": replicas,
+                        "isr_nodes": isr,
+                        "offline_replicas": offline,
+                    }
+                )
+        topics.append(
+            {
+                "error_code": code,
+                "name": name,
+                "is_internal": False,
+                "partitions": partitions,
+                "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+            }
+        )
+    brokers = [
+        {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
+        for b in sorted(cluster.brokers.values(), key=lambda b: b.broker_id)
+    ]
+    return {
+        "throttle_time_ms": 0,
+        "brokers": brokers,
+        "cluster_id": broker.cluster_id,
+        "controller_id": cluster.live_broker_ids()[0],
+        "topics": topics,
+        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+    }
+
+
+async def _auto_create(broker: Broker, name: str) -> ErrorCode:
+    cluster = broker.cluster
+    config = broker.config
+    try:
+        assignment = cluster.plan_assignment(config.num_partitions, config.default_replication_factor)
+        await cluster.create_topic(name, assignment, {}, validate_only=False)
+    except BrokerError as exc:
+        if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:
+            return ErrorCode.NONE
+        log.info("auto-creating topic %r failed: %s", name, exc.message)
+        return exc.code
+    log.info("auto-created topic %s (%d partitions)", name, config.num_partitions)
+    return ErrorCode.NONE

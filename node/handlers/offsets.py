@@ -1,0 +1,87 @@
+"""ListOffsets (2) and DeleteRecords (21)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from node.errors import BrokerError
+from node.protocol import ErrorCode, RequestHeader, Struct
+from storage import LogDirOfflineError
+
+if TYPE_CHECKING:
+    from node.broker import Broker
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+
+
+async def handle_list_offsets(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any]:
+    topics = []
+    for topic in req.topics:
+        partitions = []
+        for lp in topic.partitions:
+            entry: dict[str, Any] = {
+                "partition_index": lp.partition_index,
+                "error_code": 0,
+                "old_style_offsets": [],
+                "timestamp": -1,
+                "offset": -1,
+                "leader_epoch": -1,
+            }
+            try:
+                partition = broker.cluster.partition(topic.name, lp.partition_index)
+                plog = partition.log
+                ts = lp.timestamp
+                if ts == EARLIEST:
+                    offset, found_ts = plog.log_start_offset, -1
+                elif ts == LATEST:
+                    offset, found_ts = plog.high_watermark, -1
+                elif ts <= MAX_TIMESTAMP:
+                    raise BrokerError(ErrorCode.INVALID_REQUEST, f"timestamp {ts} is not a valid ListOffsets target")
+                else:
+                    found = plog.find_offset_by_timestamp(ts)
+                    offset, found_ts = found if found is not None else (-1, -1)
+                    if offset >= plog.high_watermark:
+                        offset, found_ts = -1, -1
+                if header.api_version == 0:
+                    entry["old_style_offsets"] = [offset] if offset >= 0 and lp.max_num_offsets > 0 else []
+                entry["offset"] = offset
+                entry["timestamp"] = found_ts
+                if offset >= 0:
+                    entry["leader_epoch"] = partition.leader_epoch
+            except BrokerError as exc:
+                entry["error_code"] = exc.code
+            except LogDirOfflineError:
+                entry["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+            partitions.append(entry)
+        topics.append({"name": topic.name, "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+async def handle_delete_records(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any]:
+    topics = []
+    for topic in req.topics:
+        partitions = []
+        for dp in topic.partitions:
+            entry = {"partition_index": dp.partition_index, "low_watermark": -1, "error_code": 0}
+            try:
+                partition = broker.cluster.partition(topic.name, dp.partition_index)
+                plog = partition.log
+                hw = plog.high_watermark
+                target = hw if dp.offset == -1 else dp.offset
+                if target < 0 or target > hw:
+                    raise BrokerError(
+                        ErrorCode.OFFSET_OUT_OF_RANGE,
+                        f"{topic.name}-{dp.partition_index}: cannot delete before {target}, high watermark is {hw}",
+                    )
+                if target > plog.log_start_offset:
+                    plog.delete_records_before(target)
+                entry["low_watermark"] = plog.log_start_offset
+            except BrokerError as exc:
+                entry["error_code"] = exc.code
+            except LogDirOfflineError:
+                entry["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+            partitions.append(entry)
+        topics.append({"name": topic.name, "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": topics}

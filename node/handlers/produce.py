@@ -1,0 +1,69 @@
+"""Produce (API 0): validate and append each partition's batch; acks=0 gets no response."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from node.errors import BrokerError
+from node.protocol import ErrorCode, RequestHeader, Struct
+from node.server import CloseConnection
+
+if TYPE_CHECKING:
+    from node.broker import Broker
+
+log = logging.getLogger("strait.node.produce")
+
+VALID_ACKS = (-1, 0, 1)
+ZSTD_MIN_VERSION = 7
+
+
+async def handle_produce(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any] | None:
+    started = time.perf_counter()
+    acks = req.acks
+    if req.transactional_id is not None:
+        code: ErrorCode | None = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        message = "transactions are not supported by strait yet"
+    elif acks not in VALID_ACKS:
+        code, message = ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} must be -1, 0 or 1"
+    else:
+        code, message = None, None
+    allow_zstd = header.api_version >= ZSTD_MIN_VERSION
+    responses = []
+    failed = False
+    for topic in req.topic_data:
+        partitions = []
+        for pd in topic.partition_data:
+            entry = {
+                "index": pd.index,
+                "error_code": 0,
+                "base_offset": -1,
+                "log_append_time_ms": -1,
+                "log_start_offset": -1,
+                "record_errors": [],
+                "error_message": None,
+            }
+            try:
+                if code is not None:
+                    raise BrokerError(code, message or "")
+                partition = broker.cluster.partition(topic.name, pd.index)
+                result = partition.append_produced(pd.records, allow_zstd=allow_zstd)
+                entry["base_offset"] = result.base_offset
+                entry["log_append_time_ms"] = result.log_append_time
+                entry["log_start_offset"] = result.log_start_offset
+            except BrokerError as exc:
+                failed = True
+                entry["error_code"] = exc.code
+                entry["error_message"] = exc.message
+                broker.metrics.record_error("Produce", exc.code.name)
+                log.info("produce to %s-%d rejected: %s", topic.name, pd.index, exc.message)
+            partitions.append(entry)
+        responses.append({"name": topic.name, "partition_responses": partitions})
+    broker.metrics.observe_produce(time.perf_counter() - started)
+    if acks == 0:
+        if failed:
+            # Kafka closes the connection so that an acks=0 producer notices something went wrong.
+            raise CloseConnection("acks=0 produce failed")
+        return None
+    return {"responses": responses, "throttle_time_ms": 0}

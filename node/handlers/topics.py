@@ -1,0 +1,87 @@
+"""CreateTopics (19), DeleteTopics (20) and CreatePartitions (37)."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from node.cluster import check_topic_name
+from node.errors import BrokerError
+from node.protocol import ErrorCode, RequestHeader, Struct
+
+if TYPE_CHECKING:
+    from node.broker import Broker
+
+log = logging.getLogger("strait.node.topics")
+
+
+def _result(name: str, code: int = 0, message: str | None = None) -> dict[str, Any]:
+    return {"name": name, "error_code": code, "error_message": message}
+
+
+async def handle_create_topics(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any]:
+    cluster = broker.cluster
+    config = broker.config
+    counts = Counter(t.name for t in req.topics)
+    results = []
+    for topic in req.topics:
+        name = topic.name
+        try:
+            if counts[name] > 1:
+                raise BrokerError(ErrorCode.INVALID_REQUEST, f"topic {name!r} appears more than once in the request")
+            check_topic_name(name)
+            if topic.assignments:
+                if topic.num_partitions != -1 or topic.replication_factor != -1:
+                    raise BrokerError(
+                        ErrorCode.INVALID_REQUEST,
+                        "give either replica assignments or num_partitions/replication_factor, not both",
+                    )
+                assignment = {a.partition_index: tuple(a.broker_ids) for a in topic.assignments}
+                if sorted(assignment) != list(range(len(assignment))):
+                    raise BrokerError(
+                        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                        f"assigned partitions {sorted(assignment)} must be 0..{len(assignment) - 1}",
+                    )
+            else:
+                partitions = config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
+                rf = config.default_replication_factor if topic.replication_factor == -1 else topic.replication_factor
+                if partitions < 1:
+                    raise BrokerError(ErrorCode.INVALID_PARTITIONS, f"number of partitions {partitions} must be >= 1")
+                if rf < 1:
+                    raise BrokerError(ErrorCode.INVALID_REPLICATION_FACTOR, f"replication factor {rf} must be >= 1")
+                assignment = cluster.plan_assignment(partitions, rf)
+            configs = cluster.validate_configs({c.name: c.value for c in topic.configs})
+            await cluster.create_topic(name, assignment, configs, validate_only=req.validate_only)
+            results.append(_result(name))
+        except BrokerError as exc:
+            log.info("CreateTopics %r: %s", name, exc.message)
+            results.append(_result(name, exc.code, exc.message))
+    return {"throttle_time_ms": 0, "topics": results}
+
+
+async def handle_delete_topics(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any]:
+    responses = []
+    for name in req.topic_names:
+        entry: dict[str, Any] = {"name": name, "error_code": 0, "error_message": None}
+        try:
+            await broker.cluster.delete_topic(name)
+        except BrokerError as exc:
+            entry["error_code"] = exc.code
+            entry["error_message"] = exc.message
+        responses.append(entry)
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
+async def handle_create_partitions(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any]:
+    results = []
+    for topic in req.topics:
+        try:
+            assignments = None
+            if topic.assignments is not None:
+                assignments = [tuple(a.broker_ids) for a in topic.assignments]
+            await broker.cluster.add_partitions(topic.name, topic.count, assignments, validate_only=req.validate_only)
+            results.append(_result(topic.name))
+        except BrokerError as exc:
+            results.append(_result(topic.name, exc.code, exc.message))
+    return {"throttle_time_ms": 0, "results": results}

@@ -1,0 +1,346 @@
+"""Prometheus metrics of one broker node.
+
+``NodeMetrics`` owns a private :class:`prometheus_client.CollectorRegistry`, never the global
+one, so several nodes can live in one process (tests, the local appliance). Two kinds of
+metrics live in it:
+
+* **Pushed** by the request path: request, byte and error counters per Kafka API, latency
+  histograms, open connections and why connections closed. The hot-path methods look up each
+  label set once and cache the child series, so a call costs a dict lookup plus the increments.
+* **Pulled** at scrape time from a :class:`MetricsView` (the broker's state): partition counts,
+  log dir sizes and health, and per-partition offsets. Nothing is copied or cached between
+  scrapes, so a scrape always shows the state at that moment.
+
+Metric names (all prefixed ``strait_``)::
+
+    strait_requests_total{api}                     counter
+    strait_request_bytes_total{api}                counter
+    strait_response_bytes_total{api}               counter
+    strait_request_errors_total{api,error}         counter    error = Kafka error name
+    strait_request_latency_seconds{api}            histogram
+    strait_produce_latency_seconds                 histogram
+    strait_fetch_latency_seconds                   histogram
+    strait_connections                             gauge
+    strait_connections_closed_total{reason}        counter    malformed, oversized, idle, eof, ...
+    strait_partitions                              gauge      from the view
+    strait_partitions_offline                      gauge      from the view
+    strait_log_dir_bytes{dir}                      gauge      from the view
+    strait_log_dir_online{dir}                     gauge      1 or 0, from the view
+    strait_log_start_offset{topic,partition}       gauge      from the view
+    strait_high_watermark{topic,partition}         gauge      from the view
+    strait_log_end_offset{topic,partition}         gauge      from the view
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Protocol
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+
+__all__ = ["LATENCY_BUCKETS", "MetricsView", "NodeMetrics"]
+
+#: Histogram buckets in seconds: 0.1 ms to 10 s in 1-2.5-5 steps (+Inf is added by prometheus_client).
+LATENCY_BUCKETS: tuple[float, ...] = (
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+)
+
+
+class MetricsView(Protocol):
+    """The part of the broker's state that metrics read at scrape time.
+
+    Both methods are called on the thread that renders the metrics (the trio thread when served
+    by ``node.admin_http``), must not block, and return plain JSON-like data. The shapes are those
+    of ``node.admin_http.AdminView``; the keys read here are:
+
+    * ``topics()``: ``[{"name": str, "partitions": [{"partition": int, "online": bool,
+      "log_start_offset": int | None, "high_watermark": int | None, "log_end_offset": int | None}]}]``
+      (an offset is ``None`` when this node cannot read that partition's log);
+    * ``log_dirs()``: ``[{"path": str, "online": bool, "bytes": int | None}]``.
+    """
+
+    def topics(self) -> list[dict[str, object]]:
+        """The topics this node knows, with their partitions."""
+        ...
+
+    def log_dirs(self) -> list[dict[str, object]]:
+        """This node's log dirs."""
+        ...
+
+
+class _ApiSeries:
+    """The cached child series of one Kafka API, so the hot path never calls ``labels()``."""
+
+    __slots__ = ("latency", "request_bytes", "requests", "response_bytes")
+
+    def __init__(self, requests: Counter, request_bytes: Counter, response_bytes: Counter, latency: Histogram) -> None:
+        self.requests = requests
+        self.request_bytes = request_bytes
+        self.response_bytes = response_bytes
+        self.latency = latency
+
+
+class NodeMetrics:
+    """All metrics of one node, in a registry of its own.
+
+    The recording methods are thread-safe (prometheus_client locks each value) and never block.
+    """
+
+    def __init__(self) -> None:
+        self._registry = CollectorRegistry(auto_describe=False)
+        registry = self._registry
+        self._requests = Counter("strait_requests", "Kafka requests answered, by API.", ["api"], registry=registry)
+        self._request_bytes = Counter(
+            "strait_request_bytes", "Bytes of Kafka requests received, by API.", ["api"], registry=registry
+        )
+        self._response_bytes = Counter(
+            "strait_response_bytes", "Bytes of Kafka responses sent, by API.", ["api"], registry=registry
+        )
+        self._request_errors = Counter(
+            "strait_request_errors",
+            "Kafka error codes returned, by API and Kafka error name.",
+            ["api", "error"],
+            registry=registry,
+        )
+        self._request_latency = Histogram(
+            "strait_request_latency_seconds",
+            "Time from reading a Kafka request to writing its response, by API.",
+            ["api"],
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self._produce_latency = Histogram(
+            "strait_produce_latency_seconds",
+            "Time to complete a produce request, including waiting for acks.",
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self._fetch_latency = Histogram(
+            "strait_fetch_latency_seconds",
+            "Time to complete a fetch request, including waiting for fetch.min.bytes.",
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self._connections = Gauge("strait_connections", "Open Kafka client connections.", registry=registry)
+        self._connections_closed = Counter(
+            "strait_connections_closed",
+            "Kafka client connections closed, by reason (malformed, oversized, idle, eof, ...).",
+            ["reason"],
+            registry=registry,
+        )
+        self._view_collector = _ViewCollector()
+        registry.register(self._view_collector)
+
+        self._api_series: dict[str, _ApiSeries] = {}
+        self._error_series: dict[tuple[str, str], Counter] = {}
+        self._closed_series: dict[str, Counter] = {}
+
+    # -- pushed by the request path -------------------------------------------------------------
+
+    def record_request(self, api: str, request_bytes: int, response_bytes: int, seconds: float) -> None:
+        """Count one answered request of ``api`` with its sizes and latency.
+
+        Raises ValueError, naming the value, if a size or the latency is negative.
+        """
+        if request_bytes < 0 or response_bytes < 0 or seconds < 0:
+            raise ValueError(
+                f"negative request measurement for api {api!r}: request_bytes={request_bytes}, "
+                f"response_bytes={response_bytes}, seconds={seconds}"
+            )
+        series = self._api_series.get(api)
+        if series is None:
+            series = self._api_series[api] = _ApiSeries(
+                self._requests.labels(api=api),
+                self._request_bytes.labels(api=api),
+                self._response_bytes.labels(api=api),
+                self._request_latency.labels(api=api),
+            )
+        series.requests.inc()
+        series.request_bytes.inc(request_bytes)
+        series.response_bytes.inc(response_bytes)
+        series.latency.observe(seconds)
+
+    def record_error(self, api: str, error: str) -> None:
+        """Count one Kafka error (by its protocol name, e.g. ``NOT_LEADER_OR_FOLLOWER``) returned by ``api``."""
+        key = (api, error)
+        child = self._error_series.get(key)
+        if child is None:
+            child = self._error_series[key] = self._request_errors.labels(api=api, error=error)
+        child.inc()
+
+    def connection_opened(self) -> None:
+        """Count a newly accepted client connection as open."""
+        self._connections.inc()
+
+    def connection_closed(self, reason: str) -> None:
+        """Count an open connection as closed for ``reason`` (``malformed``, ``oversized``, ``idle``, ``eof``...)."""
+        child = self._closed_series.get(reason)
+        if child is None:
+            child = self._closed_series[reason] = self._connections_closed.labels(reason=reason)
+        self._connections.dec()
+        child.inc()
+
+    def observe_produce(self, seconds: float) -> None:
+        """Record the latency of one produce request. Raises ValueError, naming it, if negative."""
+        if seconds < 0:
+            raise ValueError(f"negative produce latency: {seconds} s")
+        self._produce_latency.observe(seconds)
+
+    def observe_fetch(self, seconds: float) -> None:
+        """Record the latency of one fetch request. Raises ValueError, naming it, if negative."""
+        if seconds < 0:
+            raise ValueError(f"negative fetch latency: {seconds} s")
+        self._fetch_latency.observe(seconds)
+
+    # -- pulled at scrape time ------------------------------------------------------------------
+
+    def attach_view(self, view: MetricsView) -> None:
+        """Read partition and log dir gauges from ``view`` at every scrape (replacing any earlier view)."""
+        self._view_collector.view = view
+
+    # -- exposition -----------------------------------------------------------------------------
+
+    def render(self) -> bytes:
+        """Every metric in the Prometheus text exposition format (see :attr:`content_type`).
+
+        Calls the attached view. Raises TypeError, naming the key and value, if the view returns
+        data of the wrong shape; exceptions raised by the view propagate.
+        """
+        return generate_latest(self._registry)
+
+    @property
+    def content_type(self) -> str:
+        """The HTTP ``Content-Type`` of :meth:`render`'s output."""
+        return CONTENT_TYPE_LATEST
+
+
+class _ViewCollector:
+    """A prometheus_client collector that turns a :class:`MetricsView` into gauges at scrape time."""
+
+    def __init__(self) -> None:
+        self.view: MetricsView | None = None
+
+    def describe(self) -> Iterable[Metric]:
+        """The families this collector produces (so the registry can detect name clashes)."""
+        return _Families().all()
+
+    def collect(self) -> Iterable[Metric]:
+        """One family per metric, filled from the view; nothing while no view is attached."""
+        view = self.view
+        if view is None:
+            return []
+        families = _Families()
+        partitions = offline = 0
+        for topic in view.topics():
+            name = _str(topic, "name", "topic")
+            for partition in _records(topic, "partitions", f"topic {name!r}"):
+                where = f"topic {name!r} partition"
+                index = _int(partition, "partition", where)
+                if index is None:
+                    raise TypeError(f"{where} has no 'partition' number: {partition!r}")
+                where = f"topic {name!r} partition {index}"
+                partitions += 1
+                if not _bool(partition, "online", where):
+                    offline += 1
+                labels = [name, str(index)]
+                for family, key in (
+                    (families.log_start_offset, "log_start_offset"),
+                    (families.high_watermark, "high_watermark"),
+                    (families.log_end_offset, "log_end_offset"),
+                ):
+                    value = _int(partition, key, where)
+                    if value is not None:
+                        family.add_metric(labels, value)
+        families.partitions.add_metric([], partitions)
+        families.partitions_offline.add_metric([], offline)
+        for log_dir in view.log_dirs():
+            path = _str(log_dir, "path", "log dir")
+            families.log_dir_online.add_metric([path], 1 if _bool(log_dir, "online", f"log dir {path!r}") else 0)
+            size = _int(log_dir, "bytes", f"log dir {path!r}")
+            if size is not None:
+                families.log_dir_bytes.add_metric([path], size)
+        return families.all()
+
+
+class _Families:
+    """Fresh, empty gauge families for one scrape."""
+
+    def __init__(self) -> None:
+        self.partitions = GaugeMetricFamily(
+            "strait_partitions", "Partitions this node reports (from the broker's state).", labels=[]
+        )
+        self.partitions_offline = GaugeMetricFamily(
+            "strait_partitions_offline", "Partitions this node reports as offline.", labels=[]
+        )
+        self.log_dir_bytes = GaugeMetricFamily(
+            "strait_log_dir_bytes", "Bytes of log segments in a log dir.", labels=["dir"]
+        )
+        self.log_dir_online = GaugeMetricFamily(
+            "strait_log_dir_online", "1 while a log dir is online, 0 once it has failed.", labels=["dir"]
+        )
+        self.log_start_offset = GaugeMetricFamily(
+            "strait_log_start_offset", "First offset still held by a partition's log.", labels=["topic", "partition"]
+        )
+        self.high_watermark = GaugeMetricFamily(
+            "strait_high_watermark", "High watermark (committed end) of a partition.", labels=["topic", "partition"]
+        )
+        self.log_end_offset = GaugeMetricFamily(
+            "strait_log_end_offset", "Offset the next appended record will get.", labels=["topic", "partition"]
+        )
+
+    def all(self) -> list[Metric]:
+        return [
+            self.partitions,
+            self.partitions_offline,
+            self.log_dir_bytes,
+            self.log_dir_online,
+            self.log_start_offset,
+            self.high_watermark,
+            self.log_end_offset,
+        ]
+
+
+def _str(record: Mapping[str, object], key: str, where: str) -> str:
+    value = record.get(key)
+    if not isinstance(value, str):
+        raise TypeError(f"{where}: {key!r} must be a string, got {value!r}")
+    return value
+
+
+def _int(record: Mapping[str, object], key: str, where: str) -> int | None:
+    value = record.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{where}: {key!r} must be an integer or None, got {value!r}")
+    return value
+
+
+def _bool(record: Mapping[str, object], key: str, where: str) -> bool:
+    value = record.get(key)
+    if not isinstance(value, bool):
+        raise TypeError(f"{where}: {key!r} must be a bool, got {value!r}")
+    return value
+
+
+def _records(record: Mapping[str, object], key: str, where: str) -> list[Mapping[str, object]]:
+    value = record.get(key)
+    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+        raise TypeError(f"{where}: {key!r} must be a list of objects, got {value!r}")
+    return value

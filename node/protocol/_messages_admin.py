@@ -1,0 +1,246 @@
+"""Schemas of the cluster and admin APIs: ApiVersions, Metadata, topics, partitions, configs.
+
+Declared from Apache Kafka's message specs (``clients/src/main/resources/common/message/*.json``),
+up to each API's highest non-flexible version (ApiVersions: up to 4, flexible from 3); versions
+Kafka 4 dropped are as in the 3.x specs. Field names are the snake_case of the newest spec's names.
+"""
+
+from __future__ import annotations
+
+from ._schema import BOOL, INT8, INT16, INT32, INT64, STRING, A, ApiKey, ApiSchema, F, S
+
+# fmt: off
+API_VERSIONS = ApiSchema(
+    ApiKey.API_VERSIONS, "ApiVersions", max_version=4, flexible_from=3,
+    request=S(
+        F("client_software_name", STRING, "3+"),
+        F("client_software_version", STRING, "3+"),
+    ),
+    response=S(
+        F("error_code", INT16),
+        F("api_keys", A(S(
+            F("api_key", INT16),
+            F("min_version", INT16),
+            F("max_version", INT16),
+        ))),
+        F("throttle_time_ms", INT32, "1+"),
+        # Tagged fields of v3+: feature flags (KIP-584) and the ZooKeeper-migration flag. strait sets none.
+        F("supported_features", A(S(
+            F("name", STRING, "3+"),
+            F("min_version", INT16, "3+"),
+            F("max_version", INT16, "3+"),
+        )), "3+", tag=0),
+        F("finalized_features_epoch", INT64, "3+", default=-1, tag=1),
+        F("finalized_features", A(S(
+            F("name", STRING, "3+"),
+            F("max_version_level", INT16, "3+"),
+            F("min_version_level", INT16, "3+"),
+        )), "3+", tag=2),
+        F("zk_migration_ready", BOOL, "3+", tag=3),
+    ),
+)
+
+METADATA = ApiSchema(
+    ApiKey.METADATA, "Metadata", max_version=8, flexible_from=9,
+    request=S(
+        # null (v1+) = all topics; v0 asks for all topics with an empty array
+        F("topics", A(S(
+            F("name", STRING, nullable="10+"),
+        )), nullable="1+"),
+        F("allow_auto_topic_creation", BOOL, "4+", default=True),
+        F("include_cluster_authorized_operations", BOOL, "8-10"),
+        F("include_topic_authorized_operations", BOOL, "8+"),
+    ),
+    response=S(
+        F("throttle_time_ms", INT32, "3+"),
+        F("brokers", A(S(
+            F("node_id", INT32),
+            F("host", STRING),
+            F("port", INT32),
+            F("rack", STRING, "1+", nullable="1+", default=None),
+        ))),
+        F("cluster_id", STRING, "2+", nullable="2+", default=None),
+        F("controller_id", INT32, "1+", default=-1),
+        F("topics", A(S(
+            F("error_code", INT16),
+            F("name", STRING, nullable="12+"),
+            F("is_internal", BOOL, "1+"),
+            F("partitions", A(S(
+                F("error_code", INT16),
+                F("partition_index", INT32),
+                F("leader_id", INT32),
+                F("leader_epoch", INT32, "7+", default=-1),
+                F("replica_nodes", A(INT32)),
+                F("isr_nodes", A(INT32)),
+                F("offline_replicas", A(INT32), "5+"),
+            ))),
+            F("topic_authorized_operations", INT32, "8+", default=-0x80000000),
+        ))),
+        F("cluster_authorized_operations", INT32, "8-10", default=-0x80000000),
+    ),
+)
+
+CREATE_TOPICS = ApiSchema(
+    ApiKey.CREATE_TOPICS, "CreateTopics", max_version=4, flexible_from=5,
+    request=S(
+        F("topics", A(S(
+            F("name", STRING),
+            F("num_partitions", INT32),
+            F("replication_factor", INT16),
+            F("assignments", A(S(
+                F("partition_index", INT32),
+                F("broker_ids", A(INT32)),
+            ))),
+            F("configs", A(S(
+                F("name", STRING),
+                F("value", STRING, nullable="0+"),
+            ))),
+        ))),
+        F("timeout_ms", INT32, default=60000),
+        F("validate_only", BOOL, "1+"),
+    ),
+    response=S(
+        F("throttle_time_ms", INT32, "2+"),
+        F("topics", A(S(
+            F("name", STRING),
+            F("error_code", INT16),
+            F("error_message", STRING, "1+", nullable="0+"),
+        ))),
+    ),
+)
+
+DELETE_TOPICS = ApiSchema(
+    ApiKey.DELETE_TOPICS, "DeleteTopics", max_version=3, flexible_from=4,
+    request=S(
+        F("topic_names", A(STRING), "0-5"),
+        F("timeout_ms", INT32),
+    ),
+    response=S(
+        F("throttle_time_ms", INT32, "1+"),
+        F("responses", A(S(
+            F("name", STRING, nullable="6+"),
+            F("error_code", INT16),
+        ))),
+    ),
+)
+
+DESCRIBE_CONFIGS = ApiSchema(
+    ApiKey.DESCRIBE_CONFIGS, "DescribeConfigs", max_version=3, flexible_from=4,
+    request=S(
+        F("resources", A(S(
+            F("resource_type", INT8),
+            F("resource_name", STRING),
+            F("configuration_keys", A(STRING), nullable="0+"),
+        ))),
+        F("include_synonyms", BOOL, "1+"),
+        F("include_documentation", BOOL, "3+"),
+    ),
+    response=S(
+        F("throttle_time_ms", INT32),
+        F("results", A(S(
+            F("error_code", INT16),
+            F("error_message", STRING, nullable="0+"),
+            F("resource_type", INT8),
+            F("resource_name", STRING),
+            F("configs", A(S(
+                F("name", STRING),
+                F("value", STRING, nullable="0+"),
+                F("read_only", BOOL),
+                F("config_source", INT8, "1+", default=-1),
+                F("is_default", BOOL, "0"),
+                F("is_sensitive", BOOL),
+                F("synonyms", A(S(
+                    F("name", STRING, "1+"),
+                    F("value", STRING, "1+", nullable="0+"),
+                    F("source", INT8, "1+"),
+                )), "1+"),
+                F("config_type", INT8, "3+"),
+                F("documentation", STRING, "3+", nullable="0+"),
+            ))),
+        ))),
+    ),
+)
+
+ALTER_CONFIGS = ApiSchema(
+    ApiKey.ALTER_CONFIGS, "AlterConfigs", max_version=1, flexible_from=2,
+    request=S(
+        F("resources", A(S(
+            F("resource_type", INT8),
+            F("resource_name", STRING),
+            F("configs", A(S(
+                F("name", STRING),
+                F("value", STRING, nullable="0+"),
+            ))),
+        ))),
+        F("validate_only", BOOL),
+    ),
+    response=S(
+        F("throttle_time_ms", INT32),
+        F("responses", A(S(
+            F("error_code", INT16),
+            F("error_message", STRING, nullable="0+"),
+            F("resource_type", INT8),
+            F("resource_name", STRING),
+        ))),
+    ),
+)
+
+CREATE_PARTITIONS = ApiSchema(
+    ApiKey.CREATE_PARTITIONS, "CreatePartitions", max_version=1, flexible_from=2,
+    request=S(
+        F("topics", A(S(
+            F("name", STRING),
+            F("count", INT32),
+            F("assignments", A(S(
+                F("broker_ids", A(INT32)),
+            )), nullable="0+"),
+        ))),
+        F("timeout_ms", INT32),
+        F("validate_only", BOOL),
+    ),
+    response=S(
+        F("throttle_time_ms", INT32),
+        F("results", A(S(
+            F("name", STRING),
+            F("error_code", INT16),
+            F("error_message", STRING, nullable="0+", default=None),
+        ))),
+    ),
+)
+
+INCREMENTAL_ALTER_CONFIGS = ApiSchema(
+    ApiKey.INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", max_version=0, flexible_from=1,
+    request=S(
+        F("resources", A(S(
+            F("resource_type", INT8),
+            F("resource_name", STRING),
+            F("configs", A(S(
+                F("name", STRING),
+                F("config_operation", INT8),
+                F("value", STRING, nullable="0+"),
+            ))),
+        ))),
+        F("validate_only", BOOL),
+    ),
+    response=S(
+        F("throttle_time_ms", INT32),
+        F("responses", A(S(
+            F("error_code", INT16),
+            F("error_message", STRING, nullable="0+"),
+            F("resource_type", INT8),
+            F("resource_name", STRING),
+        ))),
+    ),
+)
+# fmt: on
+
+ADMIN_APIS = (
+    API_VERSIONS,
+    METADATA,
+    CREATE_TOPICS,
+    DELETE_TOPICS,
+    DESCRIBE_CONFIGS,
+    ALTER_CONFIGS,
+    CREATE_PARTITIONS,
+    INCREMENTAL_ALTER_CONFIGS,
+)

@@ -1,0 +1,298 @@
+"""The Kafka listener: one trio task per connection, requests answered strictly in order.
+
+Each connection reads size-prefixed frames, decodes them with ``node.protocol`` and hands
+them to the broker's ``RequestHandler`` one at a time, as Kafka does (it mutes a connection
+while a request is in flight): responses therefore leave in request order, and a pipelining
+client is served from the bytes already buffered. A connection holds at most one request
+(bounded by ``socket.request.max.bytes``) plus a read buffer.
+
+What closes a connection (logged, counted, never fatal to the node): a size prefix that is
+negative or above the limit, a frame that does not parse, an API key or version we do not
+serve (except ApiVersions, which is answered with error 35 in v0 format so the client can
+retry lower), an idle timeout, and an error in a request that expects no response (acks=0).
+Fetch data goes out with ``os.sendfile`` from the log's files.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import struct
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import trio
+
+from node.metrics import NodeMetrics
+from node.protocol import (
+    ApiKey,
+    EncodedFrame,
+    MalformedRequest,
+    ProtocolError,
+    Region,
+    RequestHeader,
+    Struct,
+    UnknownApi,
+    UnsupportedVersion,
+    api_versions_fallback,
+    decode_request,
+    encode_response,
+    read_request_header,
+    schema,
+)
+
+log = logging.getLogger("strait.node.server")
+
+_SIZE = struct.Struct(">i")
+_READ_CHUNK = 256 * 1024
+_API_NAMES: dict[int, str] = {}
+
+
+def api_name(api_key: int) -> str:
+    name = _API_NAMES.get(api_key)
+    if name is None:
+        try:
+            name = schema(api_key).name
+        except ProtocolError:
+            name = f"api-{api_key}"
+        _API_NAMES[api_key] = name
+    return name
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionInfo:
+    peer: str
+    listener: str
+
+
+class RequestHandler(Protocol):
+    """What the server needs from the broker."""
+
+    @property
+    def api_ranges(self) -> Mapping[int, tuple[int, int]]:
+        """The (min, max) version served for each API key."""
+        ...
+
+    async def handle(self, header: RequestHeader, request: Struct, conn: ConnectionInfo) -> Any:
+        """The response body (Struct or mapping), or None to send nothing (acks=0 produce)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ServerLimits:
+    max_request_bytes: int = 104_857_600  # socket.request.max.bytes
+    idle_timeout_s: float = 600.0  # connections.max.idle.ms
+
+
+class CloseConnection(Exception):
+    """Raised by a handler to drop the connection after logging ``reason``."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class _FrameReader:
+    """Size-prefixed frames from a socket, with one reusable read buffer."""
+
+    def __init__(self, sock: trio.socket.SocketType, max_bytes: int) -> None:
+        self._sock = sock
+        self._max = max_bytes
+        self._buf = bytearray()
+        self._pos = 0
+
+    async def _fill(self) -> bool:
+        chunk = await self._sock.recv(_READ_CHUNK)
+        if not chunk:
+            return False
+        if self._pos:
+            del self._buf[: self._pos]
+            self._pos = 0
+        self._buf += chunk
+        return True
+
+    async def next_frame(self) -> memoryview | None:
+        """The next frame without its size prefix; None at a clean end of stream."""
+        while len(self._buf) - self._pos < 4:
+            if not await self._fill():
+                if len(self._buf) - self._pos:
+                    raise CloseConnection("connection closed in the middle of a size prefix")
+                return None
+        (size,) = _SIZE.unpack_from(self._buf, self._pos)
+        if size < 0 or size > self._max:
+            raise CloseConnection(f"request size {size} outside 0..{self._max} (socket.request.max.bytes)")
+        start = self._pos + 4
+        have = len(self._buf) - start
+        if have >= size:
+            self._pos = start + size
+            return memoryview(bytes(self._buf[start : start + size]))
+        # A large request: read it straight into its own buffer.
+        frame = bytearray(size)
+        frame[:have] = self._buf[start:]
+        self._buf.clear()
+        self._pos = 0
+        view = memoryview(frame)
+        while have < size:
+            n = await self._sock.recv_into(view[have:], size - have)
+            if n == 0:
+                raise CloseConnection(f"connection closed after {have} of {size} request bytes")
+            have += n
+        return view
+
+
+async def _send_all(sock: trio.socket.SocketType, data: bytes | memoryview) -> None:
+    view = memoryview(data)
+    while view:
+        sent = await sock.send(view)
+        view = view[sent:]
+
+
+async def _sendfile(sock: trio.socket.SocketType, region: Region) -> None:
+    out_fd = sock.fileno()
+    offset, remaining = region.position, region.length
+    while remaining > 0:
+        try:
+            sent = os.sendfile(out_fd, region.fd, offset, remaining)
+        except BlockingIOError:
+            await trio.lowlevel.wait_writable(sock)
+            continue
+        if sent == 0:
+            # The file shrank under us (truncation or deletion): the response size is
+            # already on the wire, so the only honest thing left is to close.
+            raise CloseConnection(f"log file ended {remaining} bytes early while sending a fetch response")
+        offset += sent
+        remaining -= sent
+    await trio.lowlevel.checkpoint()
+
+
+async def write_frame(sock: trio.socket.SocketType, frame: EncodedFrame) -> None:
+    pending: list[bytes] = []
+    for part in frame.parts:
+        if isinstance(part, bytes | bytearray | memoryview):
+            pending.append(bytes(part))
+            continue
+        if pending:
+            await _send_all(sock, b"".join(pending))
+            pending = []
+        await _sendfile(sock, part)
+    if pending:
+        await _send_all(sock, b"".join(pending) if len(pending) > 1 else pending[0])
+
+
+class KafkaServer:
+    """Accepts connections on one listening socket and serves each in its own task."""
+
+    def __init__(
+        self,
+        handler: RequestHandler,
+        metrics: NodeMetrics,
+        limits: ServerLimits,
+        *,
+        listener_name: str = "PLAINTEXT",
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.handler = handler
+        self.metrics = metrics
+        self.limits = limits
+        self.listener_name = listener_name
+        self._clock = clock
+        self.connections = 0
+
+    async def serve(
+        self, listener: trio.socket.SocketType, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Accept until cancelled; every connection task ends with the nursery."""
+        async with trio.open_nursery() as nursery:
+            task_status.started()
+            while True:
+                try:
+                    sock, addr = await listener.accept()
+                except OSError as exc:
+                    if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                        log.error("accept failed (%s); pausing 100 ms", exc)
+                        await trio.sleep(0.1)
+                        continue
+                    raise
+                sock.setsockopt(trio.socket.IPPROTO_TCP, trio.socket.TCP_NODELAY, 1)
+                nursery.start_soon(self._serve_connection, sock, f"{addr[0]}:{addr[1]}")
+
+    async def _serve_connection(self, sock: trio.socket.SocketType, peer: str) -> None:
+        self.connections += 1
+        self.metrics.connection_opened()
+        reason = "eof"
+        try:
+            with sock:
+                reason = await self._loop(sock, ConnectionInfo(peer, self.listener_name))
+        except CloseConnection as exc:
+            reason = "protocol"
+            log.warning("closing connection from %s: %s", peer, exc.reason)
+        except (ConnectionError, OSError) as exc:
+            reason = "io"
+            log.debug("connection from %s failed: %s", peer, exc)
+        finally:
+            self.connections -= 1
+            self.metrics.connection_closed(reason)
+
+    async def _loop(self, sock: trio.socket.SocketType, conn: ConnectionInfo) -> str:
+        reader = _FrameReader(sock, self.limits.max_request_bytes)
+        ranges = self.handler.api_ranges
+        while True:
+            with trio.move_on_after(self.limits.idle_timeout_s) as idle:
+                frame = await reader.next_frame()
+            if idle.cancelled_caught:
+                log.info("closing connection from %s: idle for %.0f s", conn.peer, self.limits.idle_timeout_s)
+                return "idle"
+            if frame is None:
+                return "eof"
+            started = self._clock()
+            try:
+                header, body_at = read_request_header(frame)
+            except UnsupportedVersion as exc:
+                if exc.header is not None and exc.header.api_key == ApiKey.API_VERSIONS:
+                    await write_frame(sock, api_versions_fallback(exc.header.correlation_id, ranges))
+                    continue
+                raise CloseConnection(str(exc)) from None
+            except UnknownApi as exc:
+                raise CloseConnection(f"unknown API: {exc}") from None
+            except MalformedRequest as exc:
+                raise CloseConnection(f"malformed request header: {exc}") from None
+            served = ranges.get(header.api_key)
+            if served is None or not served[0] <= header.api_version <= served[1]:
+                if header.api_key == ApiKey.API_VERSIONS:
+                    await write_frame(sock, api_versions_fallback(header.correlation_id, ranges))
+                    continue
+                raise CloseConnection(f"{api_name(header.api_key)} v{header.api_version} is not served")
+            try:
+                request = decode_request(header, frame, body_at)
+            except ProtocolError as exc:
+                raise CloseConnection(
+                    f"malformed {api_name(header.api_key)} v{header.api_version} request "
+                    f"(correlation id {header.correlation_id}): {exc}"
+                ) from None
+            response = await self.handler.handle(header, request, conn)
+            out = 0
+            if response is not None:
+                encoded = encode_response(header, response)
+                out = encoded.size
+                await write_frame(sock, encoded)
+            self.metrics.record_request(api_name(header.api_key), len(frame) + 4, out, self._clock() - started)
+
+
+async def bind_listener(host: str, port: int, *, backlog: int = 1024) -> trio.socket.SocketType:
+    """A listening TCP socket on host:port (port 0 = any free port)."""
+    infos = await trio.socket.getaddrinfo(
+        host or None, port, type=trio.socket.SOCK_STREAM, flags=trio.socket.AI_PASSIVE
+    )
+    family, type_, proto, _, addr = infos[0]
+    sock = trio.socket.socket(family, type_, proto)
+    try:
+        sock.setsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_REUSEADDR, 1)
+        await sock.bind(addr)
+        sock.listen(backlog)
+    except BaseException:
+        sock.close()
+        raise
+    return sock

@@ -1,0 +1,432 @@
+"""Topic-level configs as Kafka's CreateTopics, DescribeConfigs and (Incremental)AlterConfigs see them.
+
+A topic's config is a set of *overrides* (``{"retention.ms": "3600000"}``, stored in
+ZooKeeper); every key not overridden takes the broker's default from ``server.properties``
+through the broker key(s) it maps to (``retention.ms`` <- ``log.retention.ms`` /
+``.minutes`` / ``.hours``). :data:`TOPIC_KEYS` is the table of supported keys.
+
+Resolution of one topic key, first match wins: the topic override under its own name, then
+under an older name (``message.timestamp.difference.max.ms`` for the before/after bounds),
+then each broker key set in server.properties in precedence order, then the first broker
+key with a default. DescribeConfigs reports exactly this chain as the synonyms.
+
+Every error is a :class:`~node.config.ConfigError` naming the key and the value; the broker
+answers it with INVALID_CONFIG (40).
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+import re
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from node.config import (
+    BROKER_KEY_INDEX,
+    BROKER_KEYS,
+    INT_MAX,
+    LONG_MAX,
+    NO_COMPACTION,
+    UNSUPPORTED_COMPRESSION,
+    ConfigError,
+    ConfigKey,
+    ConfigType,
+    NodeConfig,
+    ValueSpec,
+    broker_synonyms,
+    check_non_empty_list,
+    render_broker_reference,
+)
+from storage import LogConfig
+
+__all__ = [
+    "OP_APPEND",
+    "OP_DELETE",
+    "OP_SET",
+    "OP_SUBTRACT",
+    "TOPIC_KEYS",
+    "TOPIC_KEY_INDEX",
+    "ConfigEntry",
+    "ConfigError",
+    "ConfigSource",
+    "TopicKey",
+    "TopicPolicy",
+    "apply_incremental",
+    "describe_broker_config",
+    "describe_topic_config",
+    "effective_log_config",
+    "effective_policy",
+    "render_topic_reference",
+    "update_docs",
+    "validate_topic_config",
+]
+
+
+class ConfigSource(enum.IntEnum):
+    """Where a value comes from, numbered as Kafka's DescribeConfigs ``ConfigSource``."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+
+
+Synonym = tuple[str, str | None, ConfigSource]
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    """One DescribeConfigs result entry. ``synonyms`` are in precedence order, the winning one first."""
+
+    name: str
+    value: str | None
+    source: ConfigSource
+    read_only: bool
+    is_sensitive: bool
+    is_default: bool
+    synonyms: list[Synonym]
+    config_type: ConfigType = ConfigType.UNKNOWN  # DescribeConfigs v3+
+    documentation: str | None = None  # DescribeConfigs v3+
+
+
+@dataclass(frozen=True, kw_only=True)
+class TopicKey(ValueSpec):
+    """One supported topic-level key. ``older_names`` also set it, with lower precedence than ``name``.
+
+    ``default`` is Kafka's own default, used only where no broker key supplies one (and as the
+    starting list of an APPEND).
+    """
+
+    name: str
+    default: str
+    doc: str
+    older_names: tuple[str, ...] = ()
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (self.name, *self.older_names)
+
+    @property
+    def broker_keys(self) -> tuple[ConfigKey, ...]:
+        """The broker keys this key defaults from, in precedence order."""
+        return tuple(b for n in self.names for b in BROKER_KEYS if b.topic_key == n)
+
+
+_I, _L, _B, _STR, _LIST = ConfigType.INT, ConfigType.LONG, ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.LIST
+_WEEK_MS = str(7 * 24 * 3600 * 1000)
+_TS_DIFF = "message.timestamp.difference.max.ms"
+
+TOPIC_KEYS: tuple[TopicKey, ...] = (
+    TopicKey(name="cleanup.policy", type=_LIST, default="delete", choices=("delete",),
+             unsupported=(("compact", NO_COMPACTION),), check=check_non_empty_list,
+             doc="delete: old segments are deleted by retention. compact is not supported yet."),
+    TopicKey(name="compression.type", type=_STR, default="producer", choices=("producer",),
+             unsupported=UNSUPPORTED_COMPRESSION,
+             doc="Only producer: batches are stored and served exactly as the producer compressed them."),
+    TopicKey(name="file.delete.delay.ms", type=_L, default="60000", minimum=0,
+             doc="Delay before a deleted segment's files are unlinked."),
+    TopicKey(name="flush.messages", type=_L, default=str(LONG_MAX), minimum=1,
+             doc="fsync after this many records; 1 fsyncs every append."),
+    TopicKey(name="flush.ms", type=_L, default=str(LONG_MAX), minimum=0,
+             doc="fsync when the oldest unflushed write is this old."),
+    TopicKey(name="index.interval.bytes", type=_I, default="4096", minimum=0,
+             doc="Log bytes between two offset index entries."),
+    TopicKey(name="max.message.bytes", type=_I, default="1048588", minimum=0,
+             doc="Largest record batch accepted (MESSAGE_TOO_LARGE above it)."),
+    TopicKey(name="message.timestamp.after.max.ms", type=_L, default=str(LONG_MAX), minimum=0,
+             older_names=(_TS_DIFF,),
+             doc="CreateTime batches further in the future are rejected with INVALID_TIMESTAMP."),
+    TopicKey(name="message.timestamp.before.max.ms", type=_L, default=str(LONG_MAX), minimum=0,
+             older_names=(_TS_DIFF,),
+             doc="CreateTime batches further in the past are rejected with INVALID_TIMESTAMP."),
+    TopicKey(name=_TS_DIFF, type=_L, default=str(LONG_MAX), minimum=0,
+             doc="Older name for both bounds, used where the before/after key is not set."),
+    TopicKey(name="message.timestamp.type", type=_STR, default="CreateTime", choices=("CreateTime", "LogAppendTime"),
+             doc="CreateTime keeps the producer's timestamps; LogAppendTime stamps the append time."),
+    TopicKey(name="min.insync.replicas", type=_I, default="1", minimum=1,
+             doc="acks=all produce needs at least this many in-sync replicas."),
+    TopicKey(name="retention.bytes", type=_L, default="-1", minimum=-1,
+             doc="Per-partition size limit; -1: none."),
+    TopicKey(name="retention.ms", type=_L, default=_WEEK_MS, minimum=-1,
+             doc="Delete segments older than this; -1 keeps forever."),
+    TopicKey(name="segment.bytes", type=_I, default="1073741824", minimum=14, maximum=INT_MAX,
+             doc="Roll to a new segment before the active one passes this size."),
+    TopicKey(name="segment.index.bytes", type=_I, default="10485760", minimum=12,
+             doc="Largest index file; a full index rolls the segment."),
+    TopicKey(name="segment.ms", type=_L, default=_WEEK_MS, minimum=1,
+             doc="Roll a segment whose first batch is this old."),
+    TopicKey(name="unclean.leader.election.enable", type=_B, default="false",
+             doc="Allow an out-of-sync replica to become leader (loses committed data)."),
+)  # fmt: skip
+
+TOPIC_KEY_INDEX: Mapping[str, TopicKey] = {k.name: k for k in TOPIC_KEYS}
+LIST_KEYS: tuple[str, ...] = tuple(k.name for k in TOPIC_KEYS if k.type == ConfigType.LIST)
+
+# Kafka 3.x topic keys strait does not support (named as such instead of "unknown").
+KAFKA_ONLY_TOPIC_KEYS = frozenset(
+    {
+        "delete.retention.ms",
+        "follower.replication.throttled.replicas",
+        "leader.replication.throttled.replicas",
+        "local.retention.bytes",
+        "local.retention.ms",
+        "max.compaction.lag.ms",
+        "message.downconversion.enable",
+        "message.format.version",
+        "min.cleanable.dirty.ratio",
+        "min.compaction.lag.ms",
+        "preallocate",
+        "remote.storage.enable",
+        "segment.jitter.ms",
+    }
+)
+
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+_OP_NAMES = {OP_SET: "SET", OP_DELETE: "DELETE", OP_APPEND: "APPEND", OP_SUBTRACT: "SUBTRACT"}
+
+
+def _topic_key(name: str, value: str | None) -> TopicKey:
+    key = TOPIC_KEY_INDEX.get(name)
+    if key is not None:
+        return key
+    if name in KAFKA_ONLY_TOPIC_KEYS:
+        raise ConfigError("is a Kafka topic config that strait does not support", key=name, value=value)
+    close = difflib.get_close_matches(name, TOPIC_KEY_INDEX.keys(), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise ConfigError(f"unknown topic config{hint}", key=name, value=value)
+
+
+def validate_topic_config(config: Mapping[str, str]) -> dict[str, str]:
+    """Check topic overrides and return them in canonical form (trimmed, ``true``/``false``, ``a,b``).
+
+    Raises ConfigError naming the key (and value) for an unknown or unsupported key, a value
+    of the wrong type, out of range, or not among the valid values.
+    """
+    out: dict[str, str] = {}
+    for name, raw in config.items():
+        key = _topic_key(name, raw)
+        try:
+            out[name] = key.normalise(raw)
+        except ValueError as exc:
+            raise ConfigError(str(exc), key=name, value=raw) from None
+    return out
+
+
+def _resolve(node: NodeConfig, overrides: Mapping[str, str], key: TopicKey) -> tuple[str, list[Synonym]]:
+    """(effective value, synonyms in precedence order) of ``key``; ``overrides`` already canonical."""
+    synonyms: list[Synonym] = [
+        (n, overrides[n], ConfigSource.DYNAMIC_TOPIC_CONFIG) for n in key.names if n in overrides
+    ]
+    chain = key.broker_keys
+    synonyms += [
+        (b.name, node.explicit_values[b.name], ConfigSource.STATIC_BROKER_CONFIG)
+        for b in chain
+        if b.name in node.explicit_values
+    ]
+    synonyms += [(b.name, b.default, ConfigSource.DEFAULT_CONFIG) for b in chain if b.default is not None]
+    if not synonyms:
+        return key.default, []
+    name, text, source = synonyms[0]
+    assert text is not None
+    broker_key = BROKER_KEY_INDEX.get(name) if source != ConfigSource.DYNAMIC_TOPIC_CONFIG else None
+    if broker_key is not None and broker_key.scale != 1 and int(text) != -1:
+        text = str(int(text) * broker_key.scale)
+    return text, synonyms
+
+
+def describe_topic_config(node: NodeConfig, overrides: Mapping[str, str]) -> list[ConfigEntry]:
+    """Every supported topic key with its effective value, source and synonyms, sorted by name.
+
+    Source: a topic override -> DYNAMIC_TOPIC_CONFIG; a broker key set in server.properties ->
+    STATIC_BROKER_CONFIG; otherwise DEFAULT_CONFIG. Raises ConfigError for invalid ``overrides``.
+    """
+    checked = validate_topic_config(overrides)
+    entries = []
+    for key in sorted(TOPIC_KEYS, key=lambda k: k.name):
+        value, synonyms = _resolve(node, checked, key)
+        source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
+        entries.append(
+            ConfigEntry(
+                name=key.name,
+                value=value,
+                source=source,
+                read_only=False,
+                is_sensitive=False,
+                is_default=source == ConfigSource.DEFAULT_CONFIG,
+                synonyms=synonyms,
+                config_type=key.type,
+                documentation=key.doc,
+            )
+        )
+    return entries
+
+
+def describe_broker_config(node: NodeConfig) -> list[ConfigEntry]:
+    """Every broker key with its value as set or defaulted, sorted by name, all read-only (static).
+
+    Synonyms follow Kafka: the key's synonym chain (``log.retention.ms`` / ``.minutes`` /
+    ``.hours``), set keys before defaults, starting at the described key.
+    """
+    entries = []
+    for key in sorted(BROKER_KEYS, key=lambda k: k.name):
+        chain = [BROKER_KEY_INDEX[n] for n in broker_synonyms(key.name)]
+        synonyms: list[Synonym] = [
+            (b.name, node.explicit_values[b.name], ConfigSource.STATIC_BROKER_CONFIG)
+            for b in chain
+            if b.name in node.explicit_values
+        ]
+        synonyms += [(b.name, b.default, ConfigSource.DEFAULT_CONFIG) for b in chain if b.default is not None]
+        while synonyms and synonyms[0][0] != key.name:
+            synonyms.pop(0)
+        source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
+        entries.append(
+            ConfigEntry(
+                name=key.name,
+                value=node.value_of(key.name),
+                source=source,
+                read_only=True,
+                is_sensitive=False,
+                is_default=key.name not in node.explicit_values,
+                synonyms=synonyms,
+                config_type=key.type,
+                documentation=key.doc,
+            )
+        )
+    return entries
+
+
+def _effective(node: NodeConfig, overrides: Mapping[str, str], names: Iterable[str]) -> dict[str, str]:
+    checked = validate_topic_config(overrides)
+    return {name: _resolve(node, checked, TOPIC_KEY_INDEX[name])[0] for name in names}
+
+
+def effective_log_config(node: NodeConfig, overrides: Mapping[str, str]) -> LogConfig:
+    """The storage settings of a topic: its overrides over the broker defaults.
+
+    Equals ``node.log_config()`` when there are no overrides. Raises ConfigError for invalid overrides.
+    """
+    storage_keys = LogConfig().to_topic_configs().keys()
+    values = _effective(node, overrides, storage_keys)
+    try:
+        return LogConfig().with_overrides(values)
+    except ValueError as exc:  # a bound storage checks and this table does not: still name it
+        raise ConfigError(str(exc)) from None
+
+
+@dataclass(frozen=True)
+class TopicPolicy:
+    """The per-topic settings the broker enforces outside storage."""
+
+    min_insync_replicas: int
+    unclean_leader_election: bool
+    timestamp_before_max_ms: int
+    timestamp_after_max_ms: int
+
+
+def effective_policy(node: NodeConfig, overrides: Mapping[str, str]) -> TopicPolicy:
+    """The broker-enforced settings of a topic; raises ConfigError for invalid overrides."""
+    v = _effective(
+        node,
+        overrides,
+        (
+            "min.insync.replicas",
+            "unclean.leader.election.enable",
+            "message.timestamp.before.max.ms",
+            "message.timestamp.after.max.ms",
+        ),
+    )
+    return TopicPolicy(
+        min_insync_replicas=int(v["min.insync.replicas"]),
+        unclean_leader_election=v["unclean.leader.election.enable"] == "true",
+        timestamp_before_max_ms=int(v["message.timestamp.before.max.ms"]),
+        timestamp_after_max_ms=int(v["message.timestamp.after.max.ms"]),
+    )
+
+
+def _items(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def apply_incremental(current: Mapping[str, str], ops: Iterable[tuple[str, int, str | None]]) -> dict[str, str]:
+    """Apply IncrementalAlterConfigs operations ``(name, op, value)`` to a topic's overrides.
+
+    Ops: 0 SET (value required), 1 DELETE (back to the broker default), 2 APPEND and 3 SUBTRACT
+    (list keys only: see :data:`LIST_KEYS`; comma-separated items; both start from the current
+    override, else Kafka's default, and APPEND skips items already present). The result is
+    validated and returned in canonical form; ``current`` is not modified.
+
+    Raises ConfigError naming the key for an unknown key, an unknown op, a key given twice,
+    APPEND/SUBTRACT on a non-list key, a missing value, or a resulting value that is not valid.
+    """
+    result = dict(current)
+    seen: set[str] = set()
+    for name, op, value in ops:
+        key = _topic_key(name, value)
+        if name in seen:
+            raise ConfigError("appears twice in one request", key=name, value=value)
+        seen.add(name)
+        if op not in _OP_NAMES:
+            raise ConfigError(f"unknown operation {op} (0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT)", key=name, value=value)
+        if op == OP_DELETE:
+            result.pop(name, None)
+            continue
+        if value is None:
+            raise ConfigError(f"{_OP_NAMES[op]} needs a value", key=name)
+        if op == OP_SET:
+            result[name] = value
+            continue
+        if key.type != ConfigType.LIST:
+            raise ConfigError(
+                f"{_OP_NAMES[op]} only applies to list configs ({', '.join(LIST_KEYS)})", key=name, value=value
+            )
+        items = _items(result.get(name, key.default))
+        if op == OP_APPEND:
+            items += [item for item in _items(value) if item not in items]
+        else:
+            items = [item for item in items if item not in _items(value)]
+        result[name] = ",".join(items)
+    return validate_topic_config(result)
+
+
+# -- docs ----------------------------------------------------------------------------------------
+
+
+def render_topic_reference() -> str:
+    """The Markdown reference of every topic key, derived from :data:`TOPIC_KEYS` (for docs/configuration.md)."""
+    lines = [
+        "| Topic key | Type | Defaults from (in precedence order) | Valid values | Meaning |",
+        "|---|---|---|---|---|",
+    ]
+    for key in TOPIC_KEYS:
+        chain = [f"`{n}`" for n in key.older_names] + [f"`{b.name}`" for b in key.broker_keys]
+        lines.append(
+            f"| `{key.name}` | {key.type.name.lower()} | {', '.join(chain)} | {key.describe_valid()} | {key.doc} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _replace_section(text: str, name: str, body: str) -> str:
+    pattern = re.compile(rf"(<!-- BEGIN GENERATED {name}\b[^\n]*-->\n)(.*?)(<!-- END GENERATED {name} -->)", re.DOTALL)
+    if not pattern.search(text):
+        raise ValueError(f"docs have no generated section {name!r}")
+    return pattern.sub(lambda m: m.group(1) + "\n" + body + "\n" + m.group(3), text, count=1)
+
+
+def update_docs(text: str) -> str:
+    """``text`` (docs/configuration.md) with its generated key references rewritten from the tables.
+
+    Raises ValueError when a ``<!-- BEGIN GENERATED name -->`` / ``<!-- END GENERATED name -->`` pair is missing.
+    """
+    text = _replace_section(text, "broker-keys", render_broker_reference())
+    return _replace_section(text, "topic-keys", render_topic_reference())
+
+
+if __name__ == "__main__":  # python -m node.topic_config docs/configuration.md
+    doc = Path(sys.argv[1])
+    doc.write_text(update_docs(doc.read_text(encoding="utf-8")), encoding="utf-8")

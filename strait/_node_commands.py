@@ -1,0 +1,74 @@
+"""``strait node start``: run one broker node in the foreground."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+import trio
+
+if TYPE_CHECKING:
+    from node.config import NodeConfig
+
+log = logging.getLogger("strait.cli")
+
+
+@click.group("node", help="Run a broker node.")
+def node_group() -> None:
+    pass
+
+
+@node_group.command("start")
+@click.option(
+    "--config",
+    "config_path",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="server.properties with Kafka's key names (see docs/configuration.md).",
+)
+@click.option(
+    "--ready-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write JSON with the bound addresses here once the node serves.",
+)
+def start(config_path: Path, ready_file: Path | None) -> None:
+    """Run a node until SIGTERM or SIGINT, then shut down cleanly."""
+    from node.config import ConfigError, load_config
+
+    try:
+        config = load_config(config_path)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    root = logging.getLogger()
+    if root.level > logging.INFO:
+        root.setLevel(logging.INFO)
+    with contextlib.suppress(KeyboardInterrupt):
+        trio.run(_run, config, ready_file)
+
+
+async def _run(config: NodeConfig, ready_file: Path | None) -> None:
+    from node.broker import Broker, write_ready_file
+    from node.coordination import CoordinationError
+    from storage import StorageError
+
+    broker = Broker(config)
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+
+            async def stop_on_signal() -> None:
+                async for signum in signals:
+                    log.info("received %s: shutting down", signal.Signals(signum).name)
+                    nursery.cancel_scope.cancel()
+                    return
+
+            nursery.start_soon(stop_on_signal)
+            try:
+                info = await nursery.start(broker.run)
+            except (CoordinationError, StorageError, OSError) as exc:
+                raise click.ClickException(f"node {config.broker_id} could not start: {exc}") from None
+            if ready_file is not None:
+                write_ready_file(ready_file, info)

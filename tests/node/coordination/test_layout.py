@@ -1,0 +1,172 @@
+"""The znode JSON of Kafka's classic layout: encode/decode round trips and Kafka's own shapes."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+
+from node.coordination import BrokerRegistration, MalformedZnode, PartitionState, split_connect, validate_topic_name
+from node.coordination._layout import (
+    decode_broker,
+    decode_cluster_id,
+    decode_partition_state,
+    decode_producer_id_block_end,
+    decode_topic,
+    decode_topic_config,
+    encode_broker,
+    encode_cluster_id,
+    encode_config_change,
+    encode_partition_state,
+    encode_producer_id_block,
+    encode_topic,
+    encode_topic_config,
+    new_uuid,
+)
+
+
+def test_cluster_id_json_is_kafkas() -> None:
+    assert json.loads(encode_cluster_id("AbC")) == {"version": "1", "id": "AbC"}
+    assert decode_cluster_id(encode_cluster_id("AbC")) == "AbC"
+    with pytest.raises(MalformedZnode, match="/cluster/id"):
+        decode_cluster_id(b'{"version":"1"}')
+
+
+def test_new_uuid_is_kafkas_string_form() -> None:
+    ids = {new_uuid() for _ in range(200)}
+    assert len(ids) == 200
+    for text in ids:
+        assert len(text) == 22 and not text.startswith("-")
+        assert len(base64.urlsafe_b64decode(text + "==")) == 16
+
+
+def test_broker_registration_is_version_5() -> None:
+    reg = BrokerRegistration(3, "10.0.0.3", 9092, ("PLAINTEXT://10.0.0.3:9092",), rack="r1")
+    obj = json.loads(encode_broker(reg, 1700000000123))
+    assert obj == {
+        "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+        "endpoints": ["PLAINTEXT://10.0.0.3:9092"],
+        "jmx_port": -1,
+        "features": {},
+        "host": "10.0.0.3",
+        "port": 9092,
+        "timestamp": "1700000000123",
+        "rack": "r1",
+        "version": 5,
+    }
+    assert decode_broker(3, encode_broker(reg, 1)) == reg
+
+
+def test_broker_without_endpoints_registers_plaintext() -> None:
+    reg = BrokerRegistration(1, "127.0.0.1", 19092, (), None)
+    obj = json.loads(encode_broker(reg, 1))
+    assert obj["endpoints"] == ["PLAINTEXT://127.0.0.1:19092"] and obj["rack"] is None
+
+
+def test_broker_decode_falls_back_to_the_first_endpoint() -> None:
+    # Kafka writes host null / port -1 when no listener is PLAINTEXT.
+    data = b'{"version":4,"host":null,"port":-1,"jmx_port":-1,"endpoints":["SSL://h:9093"],"timestamp":"1"}'
+    reg = decode_broker(7, data)
+    assert (reg.host, reg.port, reg.endpoints, reg.rack) == ("h", 9093, ("SSL://h:9093",), None)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"broker_id": -1}, "broker id -1"),
+        ({"port": 70000}, "port 70000"),
+        ({"endpoints": ("nonsense",)}, "'nonsense'"),
+    ],
+)
+def test_broker_registration_names_bad_values(kwargs: dict[str, object], message: str) -> None:
+    fields: dict[str, object] = {"broker_id": 1, "host": "h", "port": 1, "endpoints": (), "rack": None, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        BrokerRegistration(**fields)  # type: ignore[arg-type]
+
+
+def test_topic_assignment_is_version_3_and_keeps_reassignment_keys() -> None:
+    data = encode_topic("id-1", {1: (2, 3), 0: (1, 2)}, {"adding_replicas": {"0": [4]}})
+    obj = json.loads(data)
+    assert obj == {
+        "version": 3,
+        "topic_id": "id-1",
+        "partitions": {"0": [1, 2], "1": [2, 3]},
+        "adding_replicas": {"0": [4]},
+        "removing_replicas": {},
+    }
+    topic = decode_topic("orders", data, 4)
+    assert (topic.name, topic.topic_id, topic.partitions, topic.version) == (
+        "orders",
+        "id-1",
+        {0: (1, 2), 1: (2, 3)},
+        4,
+    )
+
+
+def test_topic_decode_reads_pre_2_8_kafka() -> None:
+    topic = decode_topic("old", b'{"version":1,"partitions":{"0":[1]}}', 0)
+    assert topic.topic_id == "" and topic.partitions == {0: (1,)}
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"", b"not json", b"[1]", b'{"partitions":{"x":[1]}}', b'{"partitions":{"0":["a"]}}', b'{"partitions":[]}'],
+)
+def test_malformed_topic_names_its_path(data: bytes) -> None:
+    with pytest.raises(MalformedZnode, match="/brokers/topics/orders"):
+        decode_topic("orders", data, 0)
+
+
+def test_partition_state_round_trip() -> None:
+    state = PartitionState(leader=2, leader_epoch=5, isr=(2, 1), controller_epoch=3)
+    obj = json.loads(encode_partition_state(state))
+    assert obj == {"controller_epoch": 3, "leader": 2, "version": 1, "leader_epoch": 5, "isr": [2, 1]}
+    assert decode_partition_state("t", 0, encode_partition_state(state), 9) == PartitionState(2, 5, (2, 1), 3, 9)
+    with pytest.raises(MalformedZnode, match=r"/brokers/topics/t/partitions/0/state.*'leader'"):
+        decode_partition_state("t", 0, b'{"leader":"x","leader_epoch":1,"isr":[],"controller_epoch":1}', 0)
+
+
+def test_topic_config_and_change_notification() -> None:
+    assert json.loads(encode_topic_config({"retention.ms": "1"})) == {"version": 1, "config": {"retention.ms": "1"}}
+    assert decode_topic_config("t", encode_topic_config({"a": "b"})) == {"a": "b"}
+    assert decode_topic_config("t", b"") == {}
+    assert json.loads(encode_config_change("t")) == {"version": 2, "entity_path": "topics/t"}
+
+
+@pytest.mark.parametrize("name", ["", ".", "..", "a/b", "x" * 250, "sp ace", "ü"])
+def test_invalid_topic_names_are_named(name: str) -> None:
+    with pytest.raises(ValueError, match="invalid topic name"):
+        validate_topic_name(name)
+
+
+def test_valid_topic_names() -> None:
+    for name in ("orders", "a.b_c-d", "x" * 249, "__consumer_offsets"):
+        assert validate_topic_name(name) == name
+
+
+@pytest.mark.parametrize(
+    ("connect", "hosts", "chroot"),
+    [
+        ("127.0.0.1:2181", "127.0.0.1:2181", ""),
+        ("127.0.0.1:2181/", "127.0.0.1:2181", ""),
+        ("a:1,b:2/site/east/", "a:1,b:2", "/site/east"),
+    ],
+)
+def test_split_connect(connect: str, hosts: str, chroot: str) -> None:
+    assert split_connect(connect) == (hosts, chroot)
+
+
+@pytest.mark.parametrize("connect", ["", "/chroot", "a:1,,b:2", "a:1/x//y"])
+def test_split_connect_rejects(connect: str) -> None:
+    with pytest.raises(ValueError, match=r"zookeeper\.connect"):
+        split_connect(connect)
+
+
+def test_producer_id_block_is_kafkas() -> None:
+    data = encode_producer_id_block(2, 1000, 1999)
+    assert json.loads(data) == {"version": 1, "broker": 2, "block_start": "1000", "block_end": "1999"}
+    assert decode_producer_id_block_end(data) == 1999
+    assert decode_producer_id_block_end(b"") is None  # Kafka creates the znode empty
+    with pytest.raises(MalformedZnode, match="latest_producer_id_block"):
+        decode_producer_id_block_end(b'{"block_end": 5}')

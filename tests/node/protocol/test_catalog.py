@@ -1,0 +1,107 @@
+"""The catalogue of declared APIs: keys, names, version ranges, flexibility; the schema notation."""
+
+from __future__ import annotations
+
+import pytest
+
+from node.protocol import ApiKey, UnknownApi, advertised_ranges, all_schemas, schema
+from node.protocol._schema import INT32, STRING, A, F, S, Versions
+from tests.node.protocol.helpers import kp_classes
+
+# Kafka's API keys (kafka.apache.org/protocol#protocol_api_keys) and the ranges strait advertises:
+# 0 up to the highest non-flexible version; ApiVersions 0-4.
+EXPECTED = {
+    0: ("Produce", 8),
+    1: ("Fetch", 11),
+    2: ("ListOffsets", 5),
+    3: ("Metadata", 8),
+    8: ("OffsetCommit", 7),
+    9: ("OffsetFetch", 5),
+    10: ("FindCoordinator", 2),
+    11: ("JoinGroup", 5),
+    12: ("Heartbeat", 3),
+    13: ("LeaveGroup", 3),
+    14: ("SyncGroup", 3),
+    15: ("DescribeGroups", 4),
+    16: ("ListGroups", 2),
+    18: ("ApiVersions", 4),
+    19: ("CreateTopics", 4),
+    20: ("DeleteTopics", 3),
+    21: ("DeleteRecords", 1),
+    22: ("InitProducerId", 1),
+    23: ("OffsetForLeaderEpoch", 3),
+    32: ("DescribeConfigs", 3),
+    33: ("AlterConfigs", 1),
+    37: ("CreatePartitions", 1),
+    44: ("IncrementalAlterConfigs", 0),
+}
+
+
+def test_every_api_key_is_declared_with_kafkas_name_and_range() -> None:
+    assert {int(k) for k in ApiKey} == set(EXPECTED)
+    assert {api.api_key: (api.name, api.max_version) for api in all_schemas()} == EXPECTED
+    assert [api.api_key for api in all_schemas()] == sorted(EXPECTED)
+
+
+def test_advertised_ranges() -> None:
+    assert advertised_ranges(EXPECTED) == {key: (0, high) for key, (_, high) in EXPECTED.items()}
+    assert advertised_ranges([]) == {}
+    with pytest.raises(UnknownApi, match="unknown api key 17"):
+        advertised_ranges([0, 17])
+
+
+def test_only_api_versions_advertises_flexible_versions() -> None:
+    for api in all_schemas():
+        assert api.flexible_from is not None
+        if api.api_key == ApiKey.API_VERSIONS:
+            assert (api.flexible_from, api.max_version) == (3, 4)
+        else:
+            assert api.max_version == api.flexible_from - 1, api.name
+
+
+def test_flexible_from_matches_kafkas_specs() -> None:
+    # kafka-python ships Kafka's JSON specs; their flexibleVersions is "N+" for every API here
+    classes = kp_classes()
+    for api in all_schemas():
+        for request in (True, False):
+            theirs = classes[api.api_key, request]
+            assert theirs.flexible_version_q(api.flexible_from)
+            assert not theirs.flexible_version_q(api.flexible_from - 1)  # type: ignore[operator]
+
+
+def test_header_versions() -> None:
+    produce, api_versions = schema(ApiKey.PRODUCE), schema(ApiKey.API_VERSIONS)
+    assert [produce.request_header_version(v) for v in (0, 8, 9)] == [1, 1, 2]
+    assert [produce.response_header_version(v) for v in (0, 8, 9)] == [0, 0, 1]
+    assert [api_versions.request_header_version(v) for v in (2, 3, 4)] == [1, 2, 2]
+    assert [api_versions.response_header_version(v) for v in (2, 3, 4)] == [0, 0, 0]
+
+
+def test_schema_of_unknown_key_raises() -> None:
+    with pytest.raises(UnknownApi) as caught:
+        schema(4)  # LeaderAndIsr: broker-internal, not declared
+    assert caught.value.api_key == 4
+    assert caught.value.api_version is None
+
+
+def test_version_ranges_parse_like_kafkas() -> None:
+    assert Versions.parse("3+") == Versions(3, 0x7FFF)
+    assert Versions.parse("2-4") == Versions(2, 4)
+    assert Versions.parse("1") == Versions(1, 1)
+    assert 0 not in Versions.parse("none")
+    assert 4 in Versions.parse("2-4")
+    assert 5 not in Versions.parse("2-4")
+    with pytest.raises(ValueError, match="'2-x'"):
+        Versions.parse("2-x")
+
+
+def test_notation_rejects_duplicate_fields_and_resolves_defaults() -> None:
+    with pytest.raises(ValueError, match="'a'"):
+        S(F("a", INT32), F("a", STRING))
+    for bad in ("PartitionIndex", "a-b", 'x"]', "_private"):
+        with pytest.raises(ValueError, match="snake_case"):
+            F(bad, INT32)
+    assert F("xs", A(INT32)).fresh_default() == []
+    assert F("xs", A(INT32)).fresh_default() is not F("xs", A(INT32)).fresh_default()
+    assert F("s", STRING, nullable="0+", default=None).default is None
+    assert F("n", INT32, default=-1).default == -1

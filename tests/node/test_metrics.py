@@ -1,0 +1,262 @@
+"""NodeMetrics: counters, histograms and gauges as a Prometheus scrape sees them, and the view-backed gauges."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from prometheus_client import REGISTRY
+from prometheus_client.metrics import MetricWrapperBase
+from prometheus_client.parser import text_string_to_metric_families
+
+from node.metrics import LATENCY_BUCKETS, NodeMetrics
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def scrape(metrics: NodeMetrics) -> Samples:
+    """Every sample of a rendered scrape, keyed by (sample name, labels)."""
+    samples: Samples = {}
+    for family in text_string_to_metric_families(metrics.render().decode("utf-8")):
+        for sample in family.samples:
+            samples[(sample.name, frozenset(sample.labels.items()))] = sample.value
+    return samples
+
+
+def value(samples: Samples, name: str, **labels: str) -> float | None:
+    return samples.get((name, frozenset(labels.items())))
+
+
+class View:
+    """A MetricsView over plain lists the test edits."""
+
+    def __init__(self) -> None:
+        self.topic_list: list[dict[str, object]] = [
+            {
+                "name": "orders",
+                "partitions": [
+                    {"partition": 0, "online": True, "log_start_offset": 3, "high_watermark": 40, "log_end_offset": 42},
+                    {"partition": 1, "online": False, "log_start_offset": None, "high_watermark": None},
+                ],
+            },
+            {
+                "name": "audit",
+                "partitions": [
+                    {"partition": 0, "online": True, "log_start_offset": 0, "high_watermark": 7, "log_end_offset": 7}
+                ],
+            },
+        ]
+        self.dir_list: list[dict[str, object]] = [
+            {"path": "/data/d1", "online": True, "bytes": 4096, "partitions": 2},
+            {"path": "/data/d2", "online": False, "bytes": None, "partitions": 1},
+        ]
+
+    def topics(self) -> list[dict[str, object]]:
+        return self.topic_list
+
+    def log_dirs(self) -> list[dict[str, object]]:
+        return self.dir_list
+
+
+def test_record_request_counts_requests_bytes_and_latency_per_api() -> None:
+    metrics = NodeMetrics()
+    metrics.record_request("Produce", 100, 20, 0.003)
+    metrics.record_request("Produce", 50, 20, 0.0002)
+    metrics.record_request("Fetch", 30, 9000, 0.2)
+
+    s = scrape(metrics)
+    assert value(s, "strait_requests_total", api="Produce") == 2
+    assert value(s, "strait_requests_total", api="Fetch") == 1
+    assert value(s, "strait_request_bytes_total", api="Produce") == 150
+    assert value(s, "strait_response_bytes_total", api="Produce") == 40
+    assert value(s, "strait_response_bytes_total", api="Fetch") == 9000
+    assert value(s, "strait_request_latency_seconds_count", api="Produce") == 2
+    assert value(s, "strait_request_latency_seconds_sum", api="Produce") == pytest.approx(0.0032)
+    # 0.0002 falls in le=0.00025, 0.003 only from le=0.005 on.
+    assert value(s, "strait_request_latency_seconds_bucket", api="Produce", le="0.0001") == 0
+    assert value(s, "strait_request_latency_seconds_bucket", api="Produce", le="0.00025") == 1
+    assert value(s, "strait_request_latency_seconds_bucket", api="Produce", le="0.0025") == 1
+    assert value(s, "strait_request_latency_seconds_bucket", api="Produce", le="0.005") == 2
+    assert value(s, "strait_request_latency_seconds_bucket", api="Produce", le="+Inf") == 2
+
+
+def test_latency_buckets_span_a_tenth_of_a_millisecond_to_ten_seconds() -> None:
+    metrics = NodeMetrics()
+    metrics.observe_produce(0.00005)
+    metrics.observe_produce(12.0)
+    s = scrape(metrics)
+    bounds = sorted(
+        float(dict(labels)["le"])
+        for (name, labels) in s
+        if name == "strait_produce_latency_seconds_bucket" and dict(labels)["le"] != "+Inf"
+    )
+    assert bounds == list(LATENCY_BUCKETS)
+    assert bounds[0] == 0.0001
+    assert bounds[-1] == 10.0
+    assert value(s, "strait_produce_latency_seconds_bucket", le="0.0001") == 1
+    assert value(s, "strait_produce_latency_seconds_bucket", le="10.0") == 1
+    assert value(s, "strait_produce_latency_seconds_bucket", le="+Inf") == 2
+
+
+def test_produce_and_fetch_latency_are_separate_histograms() -> None:
+    metrics = NodeMetrics()
+    metrics.observe_produce(0.01)
+    metrics.observe_fetch(0.5)
+    metrics.observe_fetch(0.7)
+    s = scrape(metrics)
+    assert value(s, "strait_produce_latency_seconds_count") == 1
+    assert value(s, "strait_produce_latency_seconds_sum") == pytest.approx(0.01)
+    assert value(s, "strait_fetch_latency_seconds_count") == 2
+    assert value(s, "strait_fetch_latency_seconds_sum") == pytest.approx(1.2)
+
+
+def test_errors_are_counted_by_api_and_kafka_error_name() -> None:
+    metrics = NodeMetrics()
+    metrics.record_error("Produce", "NOT_LEADER_OR_FOLLOWER")
+    metrics.record_error("Produce", "NOT_LEADER_OR_FOLLOWER")
+    metrics.record_error("Produce", "CORRUPT_MESSAGE")
+    metrics.record_error("Fetch", "OFFSET_OUT_OF_RANGE")
+    s = scrape(metrics)
+    assert value(s, "strait_request_errors_total", api="Produce", error="NOT_LEADER_OR_FOLLOWER") == 2
+    assert value(s, "strait_request_errors_total", api="Produce", error="CORRUPT_MESSAGE") == 1
+    assert value(s, "strait_request_errors_total", api="Fetch", error="OFFSET_OUT_OF_RANGE") == 1
+    assert value(s, "strait_request_errors_total", api="Fetch", error="CORRUPT_MESSAGE") is None
+
+
+def test_connections_gauge_follows_opens_and_closes_and_counts_reasons() -> None:
+    metrics = NodeMetrics()
+    for _ in range(3):
+        metrics.connection_opened()
+    metrics.connection_closed("eof")
+    metrics.connection_closed("malformed")
+    s = scrape(metrics)
+    assert value(s, "strait_connections") == 1
+    assert value(s, "strait_connections_closed_total", reason="eof") == 1
+    assert value(s, "strait_connections_closed_total", reason="malformed") == 1
+    metrics.connection_closed("eof")
+    s = scrape(metrics)
+    assert value(s, "strait_connections") == 0
+    assert value(s, "strait_connections_closed_total", reason="eof") == 2
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "response_bytes", "seconds", "named"),
+    [(-1, 0, 0.0, "request_bytes=-1"), (0, -5, 0.0, "response_bytes=-5"), (0, 0, -0.5, "seconds=-0.5")],
+)
+def test_negative_measurements_are_refused_naming_the_value(
+    request_bytes: int, response_bytes: int, seconds: float, named: str
+) -> None:
+    metrics = NodeMetrics()
+    with pytest.raises(ValueError, match=re.escape(named)):
+        metrics.record_request("Produce", request_bytes, response_bytes, seconds)
+    with pytest.raises(ValueError, match=re.escape("-0.25")):
+        metrics.observe_fetch(-0.25)
+    with pytest.raises(ValueError, match=re.escape("-0.25")):
+        metrics.observe_produce(-0.25)
+    assert value(scrape(metrics), "strait_requests_total", api="Produce") is None
+
+
+def test_hot_path_looks_up_label_children_once_per_label_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[object, ...]] = []
+    original = MetricWrapperBase.labels
+
+    def counting_labels(self: MetricWrapperBase, *args: object, **kwargs: object) -> MetricWrapperBase:
+        calls.append((self, *kwargs.values()))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(MetricWrapperBase, "labels", counting_labels)
+    metrics = NodeMetrics()
+    for _ in range(100):
+        metrics.record_request("Produce", 1, 1, 0.001)
+        metrics.record_request("Fetch", 1, 1, 0.001)
+        metrics.record_error("Fetch", "NOT_LEADER_OR_FOLLOWER")
+        metrics.connection_opened()
+        metrics.connection_closed("idle")
+    # Four series per API, one error series, one close-reason series.
+    assert len(calls) == 4 * 2 + 1 + 1
+    assert value(scrape(metrics), "strait_requests_total", api="Fetch") == 100
+
+
+def test_nodes_have_separate_registries_and_leave_the_global_one_alone() -> None:
+    first, second = NodeMetrics(), NodeMetrics()
+    first.record_request("Metadata", 10, 10, 0.001)
+    assert value(scrape(first), "strait_requests_total", api="Metadata") == 1
+    assert value(scrape(second), "strait_requests_total", api="Metadata") is None
+    assert not [name for name in REGISTRY._names_to_collectors if name.startswith("strait_")]
+
+
+def test_view_gauges_are_read_at_scrape_time() -> None:
+    metrics = NodeMetrics()
+    view = View()
+    metrics.attach_view(view)
+    s = scrape(metrics)
+    assert value(s, "strait_partitions") == 3
+    assert value(s, "strait_partitions_offline") == 1
+    assert value(s, "strait_log_start_offset", topic="orders", partition="0") == 3
+    assert value(s, "strait_high_watermark", topic="orders", partition="0") == 40
+    assert value(s, "strait_log_end_offset", topic="orders", partition="0") == 42
+    assert value(s, "strait_high_watermark", topic="audit", partition="0") == 7
+    # An offline partition with unknown offsets has no offset samples rather than made-up ones.
+    assert value(s, "strait_high_watermark", topic="orders", partition="1") is None
+    assert value(s, "strait_log_end_offset", topic="orders", partition="1") is None
+    assert value(s, "strait_log_dir_online", dir="/data/d1") == 1
+    assert value(s, "strait_log_dir_online", dir="/data/d2") == 0
+    assert value(s, "strait_log_dir_bytes", dir="/data/d1") == 4096
+    assert value(s, "strait_log_dir_bytes", dir="/data/d2") is None
+
+    partitions = view.topic_list[0]["partitions"]
+    assert isinstance(partitions, list)
+    partitions[0]["high_watermark"] = 42
+    view.dir_list[1]["online"] = True
+    s = scrape(metrics)
+    assert value(s, "strait_high_watermark", topic="orders", partition="0") == 42
+    assert value(s, "strait_log_dir_online", dir="/data/d2") == 1
+
+
+def test_without_a_view_there_are_no_state_samples_and_a_new_view_replaces_the_old() -> None:
+    metrics = NodeMetrics()
+    assert value(scrape(metrics), "strait_partitions") is None
+    metrics.attach_view(View())
+    empty = View()
+    empty.topic_list, empty.dir_list = [], []
+    metrics.attach_view(empty)
+    s = scrape(metrics)
+    assert value(s, "strait_partitions") == 0
+    assert value(s, "strait_log_dir_online", dir="/data/d1") is None
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda v: v.topic_list[0].update(name=7), "'name' must be a string, got 7"),
+        (lambda v: v.topic_list[1].update(partitions="p0"), "topic 'audit': 'partitions' must be a list"),
+        (lambda v: v.topic_list[1]["partitions"][0].update(high_watermark="7"), "partition 0: 'high_watermark'"),
+        (lambda v: v.topic_list[1]["partitions"][0].update(online=1), "'online' must be a bool, got 1"),
+        (lambda v: v.topic_list[1]["partitions"][0].pop("partition"), "no 'partition' number"),
+        (lambda v: v.dir_list[0].update(bytes=True), "log dir '/data/d1': 'bytes' must be an integer"),
+    ],
+)
+def test_a_malformed_view_fails_the_scrape_naming_key_and_value(mutate: object, message: str) -> None:
+    metrics = NodeMetrics()
+    view = View()
+    assert callable(mutate)
+    mutate(view)
+    metrics.attach_view(view)
+    with pytest.raises(TypeError, match=re.escape(message)):
+        metrics.render()
+
+
+def test_content_type_is_the_prometheus_text_format() -> None:
+    content_type = NodeMetrics().content_type
+    assert content_type.startswith("text/plain; version=")
+    assert "charset=utf-8" in content_type
+
+
+def test_every_metric_has_help_text() -> None:
+    metrics = NodeMetrics()
+    metrics.attach_view(View())
+    metrics.record_request("Produce", 1, 1, 0.001)
+    families = list(text_string_to_metric_families(metrics.render().decode("utf-8")))
+    names = {family.name for family in families}
+    assert {"strait_requests", "strait_partitions", "strait_log_dir_bytes", "strait_connections"} <= names
+    assert all(family.documentation for family in families if family.name.startswith("strait_"))
