@@ -76,7 +76,7 @@ class ConfluentClient:
                 if err is not None:
                     errors.append(str(err))
                 else:
-                    offsets[i] = msg.offset()
+                    offsets[i] = msg.offset() if msg.offset() is not None else -1
 
             return cb
 
@@ -88,7 +88,7 @@ class ConfluentClient:
         left = producer.flush(DEADLINE_S)
         assert left == 0, f"{left} records undelivered"
         assert not errors, errors
-        return [o if o >= 0 else -1 for o in offsets]
+        return [o if o is not None and o >= 0 else -1 for o in offsets]
 
     def consume(self, bootstrap: str, topic: str, partitions: list[int], count: int) -> list[Read]:
         from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
@@ -186,7 +186,7 @@ class AioKafkaClient:
                     for r in recs
                 ]
                 results = await asyncio.wait_for(asyncio.gather(*futures), DEADLINE_S)
-                return [m.offset for m in results]
+                return [m.offset if m is not None else -1 for m in results]
             finally:
                 await producer.stop()
 

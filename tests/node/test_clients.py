@@ -46,8 +46,10 @@ def records(n: int, *, with_headers: bool = True) -> list[Rec]:
     out = []
     for i in range(n):
         key = None if i % 7 == 3 else f"key-{i}".encode()
-        headers = (("trace", f"t{i % 3}".encode()), ("kind", b"test")) if with_headers and i % 2 == 0 else ()
-        out.append(Rec(i % PARTITIONS, key, f"value-{i}-{'x' * (i % 50)}".encode(), headers))
+        p = i % PARTITIONS
+        # Headers are constant per partition (kcat's -H applies to a whole run); partition 1 has none.
+        headers = (("trace", f"t{p}".encode()), ("kind", b"test")) if with_headers and p != 1 else ()
+        out.append(Rec(p, key, f"value-{i}-{'x' * (i % 50)}".encode(), headers))
     return out
 
 
@@ -75,10 +77,9 @@ def check_roundtrip(client: Client, sent: list[Rec], got: list[Read]) -> None:
     for p in range(PARTITIONS):
         offsets = [r.offset for r in got if r.partition == p]
         assert offsets == list(range(len(offsets))), f"partition {p} offsets not contiguous from 0"
-    if client.name != "kcat":  # kcat's -H applies to a whole run; compared separately below
-        sent_headers = {(r.partition, r.value): r.headers for r in sent}
-        for r in got:
-            assert r.headers == sent_headers[(r.partition, r.value)]
+    sent_headers = {(r.partition, r.value): r.headers for r in sent}
+    for r in got:
+        assert r.headers == sent_headers[(r.partition, r.value)]
 
 
 @pytest.fixture(params=list(CLIENTS))
@@ -93,9 +94,7 @@ def test_roundtrip_every_codec(broker: NodeProcess, client: Client, codec: str) 
     offsets = client.produce(broker.bootstrap, topic, sent, codec=codec, acks="all", idempotent=False)
     got = client.consume(broker.bootstrap, topic, list(range(PARTITIONS)), len(sent))
     check_roundtrip(client, sent, got)
-    if client.name == "kcat":
-        assert {r.headers for r in got if r.value.startswith(b"value-0-")} == {sent[0].headers}
-    else:
+    if client.name != "kcat":  # kcat does not report offsets when producing
         per_partition: dict[int, int] = {}
         for rec, off in zip(sent, offsets, strict=True):
             assert off == per_partition.get(rec.partition, 0)
