@@ -27,7 +27,7 @@ from node.admin_http import create_app, serve_admin
 from node.broker_view import BrokerView
 from node.cluster import ClusterState
 from node.config import NodeConfig
-from node.coordination import BrokerRegistration, ZkState
+from node.coordination import BrokerIdInUse, BrokerRegistration, ZkState
 from node.handlers.configs import handle_alter_configs, handle_describe_configs, handle_incremental_alter_configs
 from node.handlers.fetch import handle_fetch
 from node.handlers.metadata import handle_api_versions, handle_metadata
@@ -146,7 +146,7 @@ class Broker:
                 port = listener.getsockname()[1]
                 adv = config.advertised_listeners[0]
                 adv_port = port if adv.port == 0 else adv.port
-                await self.zk.register_broker(
+                await self._register(
                     BrokerRegistration(
                         broker_id=config.broker_id,
                         host=adv.host,
@@ -192,6 +192,32 @@ class Broker:
                 if logs is not None:
                     await trio.to_thread.run_sync(logs.shutdown)
                 log.info("broker %d stopped cleanly", config.broker_id)
+
+    async def _register(self, registration: BrokerRegistration) -> None:
+        """Register, waiting out the ZooKeeper session of a previous incarnation of this broker.
+
+        After a kill -9 the old ephemeral ``/brokers/ids/<id>`` lives until its session
+        expires; Kafka fails startup then, strait waits up to 1.5 session timeouts (a live
+        broker with the same id keeps its session, so this still ends in BrokerIdInUse).
+        """
+        deadline = trio.current_time() + 1.5 * self.config.zookeeper_session_timeout_ms / 1000
+        warned = False
+        while True:
+            try:
+                await self.zk.register_broker(registration)
+                return
+            except BrokerIdInUse:
+                if trio.current_time() >= deadline:
+                    raise
+                if not warned:
+                    log.warning(
+                        "broker id %d is still registered by another ZooKeeper session; waiting for it to "
+                        "expire (zookeeper.session.timeout.ms=%d)",
+                        registration.broker_id,
+                        self.config.zookeeper_session_timeout_ms,
+                    )
+                    warned = True
+                await trio.sleep(0.25)
 
     async def _follow_zookeeper(self) -> None:
         """Re-read ZooKeeper whenever a watch fires (events are coalesced hints)."""

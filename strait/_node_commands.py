@@ -46,14 +46,27 @@ def start(config_path: Path, ready_file: Path | None) -> None:
     root = logging.getLogger()
     if root.level > logging.INFO:
         root.setLevel(logging.INFO)
-    with contextlib.suppress(KeyboardInterrupt):
-        trio.run(_run, config, ready_file)
+    from node.coordination import CoordinationError
+    from storage import StorageError
+
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            trio.run(_run, config, ready_file)
+    except BaseExceptionGroup as group:
+        leaf = _single_leaf(group)
+        if isinstance(leaf, CoordinationError | StorageError | OSError):
+            raise click.ClickException(f"node {config.broker_id} stopped: {leaf}") from None
+        raise
+
+
+def _single_leaf(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
 
 
 async def _run(config: NodeConfig, ready_file: Path | None) -> None:
     from node.broker import Broker, write_ready_file
-    from node.coordination import CoordinationError
-    from storage import StorageError
 
     broker = Broker(config)
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -66,9 +79,6 @@ async def _run(config: NodeConfig, ready_file: Path | None) -> None:
                     return
 
             nursery.start_soon(stop_on_signal)
-            try:
-                info = await nursery.start(broker.run)
-            except (CoordinationError, StorageError, OSError) as exc:
-                raise click.ClickException(f"node {config.broker_id} could not start: {exc}") from None
+            info = await nursery.start(broker.run)
             if ready_file is not None:
                 write_ready_file(ready_file, info)

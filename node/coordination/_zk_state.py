@@ -163,7 +163,7 @@ class ZkState:
                 timeout (the message names the connect string).
         """
         if self._client is not None or self._closed:
-            raise CoordinationError(f"ZkState({self.connect!r}) was already started")
+            raise CoordinationError(f"ZkState({self.connect!r}) was started before; use a new ZkState")
         self._hints.bind(trio.lowlevel.current_trio_token())
         deadline = trio.current_time() + self._connection_timeout
         try:

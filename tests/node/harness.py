@@ -56,6 +56,8 @@ class NodeProcess:
             "zookeeper.connect": self.zk_connect,
             "strait.admin.listener": "127.0.0.1:0",
             "num.partitions": "1",
+            # Short sessions: after a kill -9 the restarted node waits for the old one to expire.
+            "zookeeper.session.timeout.ms": "6000",
         }
         props.update(self.extra)
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))

@@ -1,0 +1,93 @@
+"""A raw, blocking Kafka connection for tests that need exact bytes on the wire."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from typing import Any
+
+from node.protocol import ApiKey, Struct, decode_response, encode_request, request_header
+from storage.records import build_batch
+
+TIMEOUT_S = 10.0
+
+
+def connect(bootstrap: str) -> socket.socket:
+    host, port = bootstrap.rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)), timeout=TIMEOUT_S)
+    sock.settimeout(TIMEOUT_S)
+    return sock
+
+
+def read_frame(sock: socket.socket) -> bytes | None:
+    """One response frame, or None if the server closed the connection."""
+    head = _read_exactly(sock, 4)
+    if head is None:
+        return None
+    (size,) = struct.unpack(">i", head)
+    return _read_exactly(sock, size)
+
+
+def _read_exactly(sock: socket.socket, n: int) -> bytes | None:
+    buf = bytearray()
+    while len(buf) < n:
+        try:
+            chunk = sock.recv(n - len(buf))
+        except ConnectionResetError:
+            return None
+        if not chunk:
+            return None
+        buf += chunk
+    return bytes(buf)
+
+
+def request(sock: socket.socket, api_key: int, version: int, body: dict[str, Any], correlation_id: int = 1) -> Struct:
+    sock.sendall(encode_request(request_header(api_key, version, correlation_id, "raw-test"), body))
+    frame = read_frame(sock)
+    assert frame is not None, "the server closed the connection"
+    got, response = decode_response(api_key, version, frame)
+    assert got == correlation_id
+    return response
+
+
+def closed_by_server(sock: socket.socket) -> bool:
+    """True if the server closes the connection (EOF or reset) before TIMEOUT_S."""
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+def produce_body(topic: str, partition: int, records: bytes, acks: int = -1) -> dict[str, Any]:
+    return {
+        "transactional_id": None,
+        "acks": acks,
+        "timeout_ms": 10_000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}],
+    }
+
+
+def produce_raw(
+    bootstrap: str,
+    topic: str,
+    partition: int,
+    values: list[bytes],
+    *,
+    pid: int = -1,
+    epoch: int = -1,
+    seq: int = -1,
+    batch: bytes | None = None,
+    version: int = 7,
+) -> Struct:
+    """Produce one batch (built here unless given) and return the partition's response."""
+    if batch is None:
+        now = int(time.time() * 1000)
+        batch = build_batch(
+            [(now, None, v) for v in values], producer_id=pid, producer_epoch=epoch, base_sequence=seq
+        )
+    with connect(bootstrap) as sock:
+        response = request(sock, ApiKey.PRODUCE, version, produce_body(topic, partition, batch))
+    return response.responses[0].partition_responses[0]
