@@ -7,6 +7,7 @@ port 0 the first time; ``restart`` keeps the port it got so clients keep their b
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import signal
@@ -19,6 +20,12 @@ from pathlib import Path
 STRAIT = [sys.executable, "-m", "strait.cli"]
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child: get SIGKILL if the test process dies (no orphans when pytest is killed)."""
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 @dataclass
@@ -72,6 +79,7 @@ class NodeProcess:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=_die_with_parent,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
         deadline = time.monotonic() + READY_TIMEOUT_S

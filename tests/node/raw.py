@@ -80,14 +80,12 @@ def produce_raw(
     epoch: int = -1,
     seq: int = -1,
     batch: bytes | None = None,
-    version: int = 7,
+    version: int = 8,
 ) -> Struct:
     """Produce one batch (built here unless given) and return the partition's response."""
     if batch is None:
         now = int(time.time() * 1000)
-        batch = build_batch(
-            [(now, None, v) for v in values], producer_id=pid, producer_epoch=epoch, base_sequence=seq
-        )
+        batch = build_batch([(now, None, v) for v in values], producer_id=pid, producer_epoch=epoch, base_sequence=seq)
     with connect(bootstrap) as sock:
         response = request(sock, ApiKey.PRODUCE, version, produce_body(topic, partition, batch))
     return response.responses[0].partition_responses[0]
