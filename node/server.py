@@ -232,6 +232,10 @@ class KafkaServer:
         except (ConnectionError, OSError) as exc:
             reason = "io"
             log.debug("connection from %s failed: %s", peer, exc)
+        except Exception:
+            # A bug must cost one connection, never the node.
+            reason = "internal"
+            log.exception("closing connection from %s after an internal error", peer)
         finally:
             self.connections -= 1
             self.metrics.connection_closed(reason)

@@ -63,12 +63,12 @@ async def handle_create_topics(broker: Broker, header: RequestHeader, req: Struc
 async def handle_delete_topics(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any]:
     responses = []
     for name in req.topic_names:
-        entry: dict[str, Any] = {"name": name, "error_code": 0, "error_message": None}
+        entry: dict[str, Any] = {"name": name, "error_code": 0}
         try:
             await broker.cluster.delete_topic(name)
         except BrokerError as exc:
+            log.info("DeleteTopics %r: %s", name, exc.message)
             entry["error_code"] = exc.code
-            entry["error_message"] = exc.message
         responses.append(entry)
     return {"throttle_time_ms": 0, "responses": responses}
 
