@@ -40,11 +40,12 @@ def test_handler_exception_closes_only_that_connection() -> None:
         server = KafkaServer(FlakyHandler(), NodeMetrics(), ServerLimits())
         listener = await bind_listener("127.0.0.1", 0)
         port = listener.getsockname()[1]
-        async with trio.open_nursery() as nursery:
-            await nursery.start(server.serve, listener)
-            assert await _roundtrip(port, ApiKey.METADATA, 8) is None  # closed, no response
-            ok = await _roundtrip(port, ApiKey.API_VERSIONS, 0)
-            assert ok is not None and ok.error_code == 0
-            nursery.cancel_scope.cancel()
+        with listener:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(server.serve, listener)
+                assert await _roundtrip(port, ApiKey.METADATA, 8) is None  # closed, no response
+                ok = await _roundtrip(port, ApiKey.API_VERSIONS, 0)
+                assert ok is not None and ok.error_code == 0
+                nursery.cancel_scope.cancel()
 
     trio.run(main)
