@@ -89,3 +89,10 @@ def produce_raw(
     with connect(bootstrap) as sock:
         response = request(sock, ApiKey.PRODUCE, version, produce_body(topic, partition, batch))
     return response.responses[0].partition_responses[0]
+
+
+def auto_create(bootstrap: str, topic: str) -> None:
+    """Create a topic the way many clients do: a Metadata request with auto-creation allowed."""
+    with connect(bootstrap) as sock:
+        meta = request(sock, ApiKey.METADATA, 8, {"topics": [{"name": topic}], "allow_auto_topic_creation": True})
+    assert meta.topics[0].error_code == 0, meta.topics[0]
