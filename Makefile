@@ -21,9 +21,10 @@ $(KAFKA_JARS)/.ok: .ci/fetch-kafka-jars | $(BIN)/python
 
 setup: $(VENV)/.installed
 	.ci/ensure-java
+	.ci/ensure-kcat
 
 run: setup
-	$(BIN)/strait log demo .strait-demo
+	$(BIN)/strait up --data-dir .strait
 
 lint: setup
 	$(BIN)/ruff check .
@@ -35,6 +36,7 @@ test: setup $(KAFKA_JARS)/.ok lint
 
 bench: setup
 	$(BIN)/python -m bench.storage_bench --out bench/results
+	$(BIN)/python -m bench.node_bench --out bench/results
 
 clean:
-	rm -rf $(VENV) $(CACHE) .strait-demo
+	rm -rf $(VENV) $(CACHE) .strait-demo .strait

@@ -159,7 +159,12 @@ class Broker:
                 server = KafkaServer(
                     self,
                     self.metrics,
-                    ServerLimits(config.socket_request_max_bytes, config.connections_max_idle_ms / 1000),
+                    ServerLimits(
+                        config.socket_request_max_bytes,
+                        config.connections_max_idle_ms / 1000,
+                        config.socket_send_buffer_bytes,
+                        config.socket_receive_buffer_bytes,
+                    ),
                     listener_name=listener_cfg.name,
                 )
                 async with trio.open_nursery() as nursery:

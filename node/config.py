@@ -502,8 +502,10 @@ BROKER_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(name="socket.receive.buffer.bytes", type=_I, default="102400", minimum=-1,
               group="Listeners and connections", doc="SO_RCVBUF for client connections; -1 keeps the OS default."),
     ConfigKey(name="queued.max.requests", type=_I, default="500", minimum=1, group="Listeners and connections",
-              doc="In strait: how many requests one connection may have read but not yet answered "
-                  "(pipelining bound) before the node stops reading from it. Kafka: the shared request queue size."),
+              effect=False,
+              doc="Kafka: the shared request queue size. strait handles one request per connection at a "
+                  "time (as Kafka mutes a connection) and holds at most one request plus a 256 KiB read buffer "
+                  "per connection, so there is no queue to bound."),
     ConfigKey(name="connections.max.idle.ms", type=_L, default="600000", minimum=1,
               group="Listeners and connections", doc="Close a connection idle for this long."),
     # topics

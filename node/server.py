@@ -85,6 +85,8 @@ class RequestHandler(Protocol):
 class ServerLimits:
     max_request_bytes: int = 104_857_600  # socket.request.max.bytes
     idle_timeout_s: float = 600.0  # connections.max.idle.ms
+    send_buffer_bytes: int = -1  # socket.send.buffer.bytes; -1 = the OS default (autotuned)
+    receive_buffer_bytes: int = -1  # socket.receive.buffer.bytes
 
 
 class CloseConnection(Exception):
@@ -217,6 +219,10 @@ class KafkaServer:
                         continue
                     raise
                 sock.setsockopt(trio.socket.IPPROTO_TCP, trio.socket.TCP_NODELAY, 1)
+                if self.limits.send_buffer_bytes > 0:
+                    sock.setsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_SNDBUF, self.limits.send_buffer_bytes)
+                if self.limits.receive_buffer_bytes > 0:
+                    sock.setsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_RCVBUF, self.limits.receive_buffer_bytes)
                 nursery.start_soon(self._serve_connection, sock, f"{addr[0]}:{addr[1]}")
 
     async def _serve_connection(self, sock: trio.socket.SocketType, peer: str) -> None:

@@ -10,6 +10,7 @@ import click
 from ._log_commands import log_group
 from ._node_commands import node_group
 from ._topics_commands import topics_group
+from ._up_command import up
 from ._zookeeper_commands import zookeeper
 
 
@@ -31,6 +32,7 @@ def main(verbose: bool) -> None:
 main.add_command(log_group)
 main.add_command(node_group)
 main.add_command(topics_group)
+main.add_command(up)
 main.add_command(zookeeper)
 
 

@@ -84,7 +84,8 @@ def test_create_describe_alter_delete_with_confluent_admin(admin: AdminClient) -
 
 def test_incremental_alter_and_create_partitions_with_kafka_python(node: NodeProcess) -> None:
     from kafka.admin import ConfigResource as KConfigResource
-    from kafka.admin import ConfigResourceType, KafkaAdminClient, NewPartitions as KNewPartitions
+    from kafka.admin import ConfigResourceType, KafkaAdminClient
+    from kafka.admin import NewPartitions as KNewPartitions
     from kafka.admin import NewTopic as KNewTopic
 
     admin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
@@ -198,3 +199,29 @@ def test_admin_http_reflects_the_node(node: NodeProcess, admin: AdminClient) -> 
     assert hw == {"0": 5.0, "1": 5.0}
     assert http_get(node.admin_url + "/v1/topics/nope")[0] == 404
     assert http_get(node.admin_url + "/openapi.json")[0] == 200
+
+
+def test_aiokafka_admin(node: NodeProcess) -> None:
+    import asyncio
+
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.admin.config_resource import ConfigResource as AConfigResource
+    from aiokafka.admin.config_resource import ConfigResourceType
+    from aiokafka.admin import NewPartitions as ANewPartitions
+    from aiokafka.admin import NewTopic as ANewTopic
+
+    async def go() -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=node.bootstrap)
+        await admin.start()
+        try:
+            await admin.create_topics([ANewTopic("aio-admin", 2, 1, topic_configs={"retention.ms": "123456"})])
+            assert "aio-admin" in await admin.list_topics()
+            described = await admin.describe_configs([AConfigResource(ConfigResourceType.TOPIC, "aio-admin")])
+            assert "123456" in repr(described)
+            await admin.create_partitions({"aio-admin": ANewPartitions(4)})
+            await admin.delete_topics(["aio-admin"])
+            assert "aio-admin" not in await admin.list_topics()
+        finally:
+            await admin.close()
+
+    asyncio.run(go())

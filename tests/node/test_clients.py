@@ -145,6 +145,72 @@ def test_list_offsets_by_timestamp(broker: NodeProcess) -> None:
         consumer.close()
 
 
+def offsets_for_time(client_name: str, bootstrap: str, topic: str, ts: int) -> int | None:
+    """The offset each client's own API finds for a timestamp (None: no such record)."""
+    if client_name == "kafka-python":
+        from kafka import KafkaConsumer
+        from kafka import TopicPartition as KTP
+
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
+        try:
+            found = consumer.offsets_for_times({KTP(topic, 0): ts})[KTP(topic, 0)]
+        finally:
+            consumer.close()
+        return None if found is None else found.offset
+    if client_name == "aiokafka":
+        import asyncio
+
+        from aiokafka import AIOKafkaConsumer
+        from aiokafka import TopicPartition as ATP
+
+        async def go() -> int | None:
+            consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
+            await consumer.start()
+            try:
+                found = (await consumer.offsets_for_times({ATP(topic, 0): ts}))[ATP(topic, 0)]
+            finally:
+                await consumer.stop()
+            return None if found is None else found.offset
+
+        return asyncio.run(go())
+    if client_name == "kcat":
+        import subprocess
+
+        done = subprocess.run(
+            ["kcat", "-Q", "-b", bootstrap, "-t", f"{topic}:0:{ts}"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        offset = int(done.stdout.split("offset")[1].split()[0])  # "<topic> [0] offset N"
+        return None if offset < 0 else offset
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ts"})
+    try:
+        offset = consumer.offsets_for_times([TopicPartition(topic, 0, ts)], timeout=10)[0].offset
+    finally:
+        consumer.close()
+    return None if offset < 0 else offset
+
+
+@pytest.mark.parametrize("name", list(CLIENTS))
+def test_each_client_finds_offsets_by_timestamp(broker: NodeProcess, name: str) -> None:
+    from confluent_kafka import Producer
+
+    topic = new_topic(broker, f"ts-{name}", partitions=1)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    base = int(time.time() * 1000) - 100_000
+    for i in range(10):
+        producer.produce(topic, f"v{i}".encode(), partition=0, timestamp=base + i * 1000)
+        producer.flush(10)
+    assert offsets_for_time(name, broker.bootstrap, topic, base + 4000) == 4
+    assert offsets_for_time(name, broker.bootstrap, topic, base + 4500) == 5
+    assert offsets_for_time(name, broker.bootstrap, topic, base + 10**6) is None
+
+
 def test_kafka_python_idempotent_is_default(broker: NodeProcess) -> None:
     """kafka-python 3 turns idempotence on by default: InitProducerId must work for it."""
     from kafka import KafkaProducer

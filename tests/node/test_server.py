@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import trio
 
@@ -12,7 +12,7 @@ from node.server import ConnectionInfo, KafkaServer, ServerLimits, bind_listener
 
 
 class FlakyHandler:
-    api_ranges = {ApiKey.API_VERSIONS: (0, 4), ApiKey.METADATA: (0, 8)}
+    api_ranges: ClassVar[dict[int, tuple[int, int]]] = {ApiKey.API_VERSIONS: (0, 4), ApiKey.METADATA: (0, 8)}
 
     async def handle(self, header: RequestHeader, request: Struct, conn: ConnectionInfo) -> Any:
         if header.api_key == ApiKey.METADATA:
