@@ -205,10 +205,10 @@ def test_aiokafka_admin(node: NodeProcess) -> None:
     import asyncio
 
     from aiokafka.admin import AIOKafkaAdminClient
-    from aiokafka.admin.config_resource import ConfigResource as AConfigResource
-    from aiokafka.admin.config_resource import ConfigResourceType
     from aiokafka.admin import NewPartitions as ANewPartitions
     from aiokafka.admin import NewTopic as ANewTopic
+    from aiokafka.admin.config_resource import ConfigResource as AConfigResource
+    from aiokafka.admin.config_resource import ConfigResourceType
 
     async def go() -> None:
         admin = AIOKafkaAdminClient(bootstrap_servers=node.bootstrap)
