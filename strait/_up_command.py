@@ -29,7 +29,14 @@ READY_TIMEOUT_S = 60.0
 )
 @click.option("--nodes", type=click.IntRange(1, 9), default=1, show_default=True, help="Broker nodes in the site.")
 @click.option("--zk-port", type=click.IntRange(0, 65535), default=0, help="ZooKeeper port (0: any free port).")
-def up(data_dir: Path, nodes: int, zk_port: int) -> None:
+@click.option(
+    "--base-port",
+    type=click.IntRange(0, 65535),
+    default=19092,
+    show_default=True,
+    help="Node N listens on base-port + N - 1 (0: any free port). ",
+)
+def up(data_dir: Path, nodes: int, zk_port: int, base_port: int) -> None:
     """Start a local site and print its addresses; Ctrl-C stops everything cleanly."""
     from rich.console import Console
     from rich.table import Table
@@ -57,7 +64,10 @@ def up(data_dir: Path, nodes: int, zk_port: int) -> None:
         for column in ("node", "bootstrap", "admin", "log"):
             table.add_column(column)
         for broker_id in range(1, nodes + 1):
-            info, proc = _start_node(data_dir / "east" / f"node{broker_id}", broker_id, f"{zk.connect_string}/east")
+            port = base_port + broker_id - 1 if base_port else 0
+            info, proc = _start_node(
+                data_dir / "east" / f"node{broker_id}", broker_id, f"{zk.connect_string}/east", port
+            )
             procs.append(proc)
             table.add_row(
                 str(broker_id),
@@ -85,17 +95,18 @@ def up(data_dir: Path, nodes: int, zk_port: int) -> None:
         console.print("stopped")
 
 
-def _start_node(workdir: Path, broker_id: int, zk_connect: str) -> tuple[dict[str, str], subprocess.Popen[bytes]]:
+def _start_node(
+    workdir: Path, broker_id: int, zk_connect: str, port: int
+) -> tuple[dict[str, str], subprocess.Popen[bytes]]:
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / "server.properties"
-    if not config.exists():
-        config.write_text(
-            f"broker.id={broker_id}\n"
-            "listeners=PLAINTEXT://127.0.0.1:0\n"
-            f"log.dirs={workdir / 'd1'},{workdir / 'd2'}\n"
-            f"zookeeper.connect={zk_connect}\n"
-            "strait.admin.listener=127.0.0.1:0\n"
-        )
+    config.write_text(
+        f"broker.id={broker_id}\n"
+        f"listeners=PLAINTEXT://127.0.0.1:{port}\n"
+        f"log.dirs={workdir / 'd1'},{workdir / 'd2'}\n"
+        f"zookeeper.connect={zk_connect}\n"
+        "strait.admin.listener=127.0.0.1:0\n"
+    )
     ready = workdir / "ready.json"
     ready.unlink(missing_ok=True)
     with (workdir / "node.log").open("ab") as log:
