@@ -90,7 +90,7 @@ PRODUCER_SETTINGS: dict[str, Any] = {
     "linger.ms": 5,  # --linger-ms; librdkafka's default too
     "batch.size": 64 * 1024,  # --batch-bytes; max bytes of one partition's batch (librdkafka default 1,000,000)
     "compression.type": "none",  # the values are random; measure the brokers, not a codec
-    "enable.idempotence": False,  # acks=1 requires it off; strait has no InitProducerId yet
+    "enable.idempotence": False,  # acks=1 requires it off
     "queue.buffering.max.messages": 100_000,  # librdkafka's default: produce() waits for reports beyond this
 }
 CONSUMER_SETTINGS: dict[str, Any] = {
