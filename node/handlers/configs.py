@@ -21,7 +21,7 @@ TOPIC = 2
 BROKER = 4
 
 
-def _entry(e: ConfigEntry, *, synonyms: bool, version: int) -> dict[str, Any]:
+def _entry(e: ConfigEntry, *, synonyms: bool, documentation: bool) -> dict[str, Any]:
     return {
         "name": e.name,
         "value": e.value,
@@ -30,8 +30,8 @@ def _entry(e: ConfigEntry, *, synonyms: bool, version: int) -> dict[str, Any]:
         "is_default": e.is_default,
         "is_sensitive": e.is_sensitive,
         "synonyms": [{"name": n, "value": v, "source": int(s)} for n, v, s in e.synonyms] if synonyms else [],
-        "config_type": 0,
-        "documentation": None,
+        "config_type": int(e.config_type),
+        "documentation": e.documentation if documentation else None,
     }
 
 
@@ -55,6 +55,7 @@ def _describe(broker: Broker, res: Struct) -> list[ConfigEntry]:
 async def handle_describe_configs(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any]:
     results = []
     synonyms = header.api_version >= 1 and req.include_synonyms
+    documentation = header.api_version >= 3 and req.include_documentation
     for res in req.resources:
         result: dict[str, Any] = {
             "error_code": 0,
@@ -67,7 +68,7 @@ async def handle_describe_configs(broker: Broker, header: RequestHeader, req: St
             entries = _describe(broker, res)
             wanted = None if res.configuration_keys is None else set(res.configuration_keys)
             result["configs"] = [
-                _entry(e, synonyms=synonyms, version=header.api_version)
+                _entry(e, synonyms=synonyms, documentation=documentation)
                 for e in entries
                 if wanted is None or e.name in wanted
             ]

@@ -225,3 +225,28 @@ def test_aiokafka_admin(node: NodeProcess) -> None:
             await admin.close()
 
     asyncio.run(go())
+
+
+def test_describe_configs_v3_types_and_documentation(node: NodeProcess, admin: AdminClient) -> None:
+    from node.protocol import ApiKey
+    from tests.node.raw import connect, request
+
+    admin.create_topics([NewTopic("typed", 1, 1)])["typed"].result(30)
+    body = {
+        "resources": [
+            {"resource_type": 2, "resource_name": "typed", "configuration_keys": ["retention.ms", "cleanup.policy"]}
+        ],
+        "include_synonyms": True,
+        "include_documentation": True,
+    }
+    with connect(node.bootstrap) as sock:
+        result = request(sock, ApiKey.DESCRIBE_CONFIGS, 3, body).results[0]
+    configs = {c.name: c for c in result.configs}
+    assert set(configs) == {"retention.ms", "cleanup.policy"}
+    assert configs["retention.ms"].config_type == 5  # LONG
+    assert configs["cleanup.policy"].config_type == 7  # LIST
+    assert configs["retention.ms"].documentation
+    # Kafka's synonyms for a topic key without override: the broker key it defaults from.
+    assert [(s.name, s.value, s.source) for s in configs["retention.ms"].synonyms] == [
+        ("log.retention.hours", "168", 5)
+    ]
