@@ -204,6 +204,44 @@ LIST_GROUPS = ApiSchema(
         ))),
     ),
 )
+
+DELETE_GROUPS = ApiSchema(
+    ApiKey.DELETE_GROUPS, "DeleteGroups", max_version=1, flexible_from=2,
+    request=S(
+        F("groups_names", A(STRING)),
+    ),
+    response=S(
+        F("throttle_time_ms", INT32),
+        F("results", A(S(
+            F("group_id", STRING),
+            F("error_code", INT16),
+        ))),
+    ),
+)
+
+OFFSET_DELETE = ApiSchema(
+    ApiKey.OFFSET_DELETE, "OffsetDelete", max_version=0, flexible_from=None,
+    request=S(
+        F("group_id", STRING),
+        F("topics", A(S(
+            F("name", STRING),
+            F("partitions", A(S(
+                F("partition_index", INT32),
+            ))),
+        ))),
+    ),
+    response=S(
+        F("error_code", INT16),
+        F("throttle_time_ms", INT32),
+        F("topics", A(S(
+            F("name", STRING),
+            F("partitions", A(S(
+                F("partition_index", INT32),
+                F("error_code", INT16),
+            ))),
+        ))),
+    ),
+)
 # fmt: on
 
 GROUP_APIS = (
@@ -216,4 +254,6 @@ GROUP_APIS = (
     SYNC_GROUP,
     DESCRIBE_GROUPS,
     LIST_GROUPS,
+    DELETE_GROUPS,
+    OFFSET_DELETE,
 )
