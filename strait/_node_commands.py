@@ -43,6 +43,9 @@ def start(config_path: Path, ready_file: Path | None) -> None:
         config = load_config(config_path)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
+    # `strait` restores SIGPIPE's default for pipelines into `head`; a server must not die when
+    # a client goes away mid-response: writes then fail with EPIPE and close that connection.
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     root = logging.getLogger()
     if root.level > logging.INFO:
         root.setLevel(logging.INFO)

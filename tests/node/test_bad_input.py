@@ -173,3 +173,41 @@ def test_pipelined_requests_are_answered_in_order(node: NodeProcess) -> None:
             ids.append(struct.unpack_from(">i", frame)[0])
     assert ids == list(range(100, 120))
     assert high_watermark(node, "pipe") == 10
+
+
+def test_client_vanishing_mid_response_does_not_hurt_the_node(node: NodeProcess) -> None:
+    """A client that resets the connection while the node writes (EPIPE/ECONNRESET, never SIGPIPE)."""
+    create_topic(node, "vanish")
+    big = build_batch([(int(time.time() * 1000), None, b"x" * 900_000)])
+    assert produce_raw(node.bootstrap, "vanish", 0, [], batch=big).error_code == 0
+    fetch = {
+        "replica_id": -1,
+        "max_wait_ms": 0,
+        "min_bytes": 1,
+        "max_bytes": 50 * 2**20,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "forgotten_topics_data": [],
+        "rack_id": "",
+        "topics": [
+            {
+                "topic": "vanish",
+                "partitions": [
+                    {
+                        "partition": 0,
+                        "current_leader_epoch": -1,
+                        "fetch_offset": 0,
+                        "log_start_offset": -1,
+                        "partition_max_bytes": 2**20,
+                    }
+                ],
+            }
+        ],
+    }
+    for _ in range(20):
+        sock = connect(node.bootstrap)
+        for i in range(5):  # pipelined: the node is still writing when the reset arrives
+            sock.sendall(encode_request(request_header(ApiKey.FETCH, 11, i, "vanish"), fetch))
+        sock.close()  # FIN with unread data: the node's next writes meet a reset, then EPIPE
+    still_serving(node)
