@@ -28,18 +28,33 @@ from node.broker_view import BrokerView
 from node.cluster import ClusterState
 from node.config import NodeConfig
 from node.coordination import BrokerIdInUse, BrokerRegistration, ZkState
+from node.groups import GroupConfig, GroupCoordinator
 from node.handlers.configs import handle_alter_configs, handle_describe_configs, handle_incremental_alter_configs
 from node.handlers.fetch import handle_fetch
+from node.handlers.groups import (
+    handle_delete_groups,
+    handle_describe_groups,
+    handle_find_coordinator,
+    handle_heartbeat,
+    handle_join_group,
+    handle_leave_group,
+    handle_list_groups,
+    handle_offset_commit,
+    handle_offset_delete,
+    handle_offset_fetch,
+    handle_sync_group,
+)
 from node.handlers.metadata import handle_api_versions, handle_metadata
 from node.handlers.offsets import handle_delete_records, handle_list_offsets
 from node.handlers.produce import handle_produce
 from node.handlers.producer_id import handle_init_producer_id
 from node.handlers.topics import handle_create_partitions, handle_create_topics, handle_delete_topics
 from node.metrics import NodeMetrics
+from node.offsets_topic import OffsetsTopicStore, sync_coordinator
 from node.producer_ids import ProducerIdAllocator
 from node.protocol import ApiKey, RequestHeader, Struct, advertised_ranges
 from node.server import CloseConnection, ConnectionInfo, KafkaServer, ServerLimits, api_name, bind_listener
-from storage import LogManager
+from storage import LogManager, wall_clock_ms
 
 log = logging.getLogger("strait.node")
 
@@ -59,6 +74,17 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.ALTER_CONFIGS: handle_alter_configs,
     ApiKey.CREATE_PARTITIONS: handle_create_partitions,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
+    ApiKey.FIND_COORDINATOR: handle_find_coordinator,
+    ApiKey.JOIN_GROUP: handle_join_group,
+    ApiKey.SYNC_GROUP: handle_sync_group,
+    ApiKey.HEARTBEAT: handle_heartbeat,
+    ApiKey.LEAVE_GROUP: handle_leave_group,
+    ApiKey.OFFSET_COMMIT: handle_offset_commit,
+    ApiKey.OFFSET_FETCH: handle_offset_fetch,
+    ApiKey.DESCRIBE_GROUPS: handle_describe_groups,
+    ApiKey.LIST_GROUPS: handle_list_groups,
+    ApiKey.DELETE_GROUPS: handle_delete_groups,
+    ApiKey.OFFSET_DELETE: handle_offset_delete,
 }
 
 SHUTDOWN_DEADLINE_S = 30.0
@@ -96,6 +122,17 @@ class Broker:
         self.cluster_id = ""
         self._cluster: ClusterState | None = None
         self.producer_ids = ProducerIdAllocator(config.broker_id, self.zk.claim_producer_id_block)
+        self.groups = GroupCoordinator(
+            GroupConfig(
+                offsets_partitions=config.offsets_topic_num_partitions,
+                initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+                min_session_timeout_ms=config.group_min_session_timeout_ms,
+                max_session_timeout_ms=config.group_max_session_timeout_ms,
+                offsets_retention_ms=config.offsets_retention_ms,
+            ),
+            OffsetsTopicStore(lambda: self.cluster),
+            wall_clock_ms=wall_clock_ms,
+        )
         self.status = "starting"
 
     @property
@@ -139,7 +176,9 @@ class Broker:
                 if report.bytes_dropped or report.first_error:
                     log.warning("recovered %s: %s", report.tp, report)
             self._cluster = ClusterState(config, self.zk, logs)
-            await self._cluster.refresh()
+            cluster = self._cluster
+            cluster.on_refresh.append(lambda: sync_coordinator(cluster, self.groups))
+            await cluster.refresh()
             listener_cfg = config.listeners[0]
             listener = await bind_listener(listener_cfg.host, listener_cfg.port)
             with listener:
@@ -168,6 +207,7 @@ class Broker:
                     listener_name=listener_cfg.name,
                 )
                 async with trio.open_nursery() as nursery:
+                    await nursery.start(self.groups.run)
                     await nursery.start(server.serve, listener)
                     admin_host, admin_port = config.admin_listener
                     actual_admin = await nursery.start(

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import random
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import trio
@@ -81,6 +81,7 @@ class ClusterState:
         self.brokers: dict[int, BrokerRegistration] = {}
         self.partitions: dict[TopicPartition, Partition] = {}
         self._refresh_lock = trio.Lock()
+        self.on_refresh: list[Callable[[], None]] = []  # called after every reconciliation
         self._log_default = config.log_config()
 
     # -- reading ZooKeeper -------------------------------------------------------------------
@@ -110,6 +111,8 @@ class ClusterState:
                 )
             self._reconcile(fresh)
             self.topics = fresh
+            for callback in self.on_refresh:
+                callback()
 
     def _reconcile(self, fresh: Mapping[str, TopicState]) -> None:
         # Topics that were deleted in ZooKeeper since we last looked: remove their logs.

@@ -116,6 +116,13 @@ class Partition:
         self.wake()
         return ProduceResult(info.base_offset, info.log_append_time, info.log_start_offset)
 
+    def append_internal(self, batch: bytes) -> int:
+        """Append a batch the broker built itself (``__consumer_offsets``); returns its base offset."""
+        info = self.log.append(batch, leader_epoch=self.leader_epoch)
+        self.log.high_watermark = self.log.log_end_offset
+        self.wake()
+        return info.base_offset
+
     def _check_timestamps(self, first: int, last: int, now: int) -> None:
         before, after = self.policy.timestamp_before_max_ms, self.policy.timestamp_after_max_ms
         for ts in (first, last):

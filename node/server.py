@@ -15,6 +15,7 @@ Fetch data goes out with ``os.sendfile`` from the log's files.
 
 from __future__ import annotations
 
+import contextvars
 import errno
 import logging
 import os
@@ -64,8 +65,16 @@ def api_name(api_key: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ConnectionInfo:
-    peer: str
+    peer: str  # host:port
     listener: str
+
+    @property
+    def host(self) -> str:
+        return self.peer.rsplit(":", 1)[0]
+
+
+# The connection whose request is being handled (each connection runs in its own task).
+CURRENT_CONNECTION: contextvars.ContextVar[ConnectionInfo] = contextvars.ContextVar("strait_connection")
 
 
 class RequestHandler(Protocol):
@@ -249,6 +258,7 @@ class KafkaServer:
     async def _loop(self, sock: trio.socket.SocketType, conn: ConnectionInfo) -> str:
         reader = _FrameReader(sock, self.limits.max_request_bytes)
         ranges = self.handler.api_ranges
+        CURRENT_CONNECTION.set(conn)
         while True:
             with trio.move_on_after(self.limits.idle_timeout_s) as idle:
                 frame = await reader.next_frame()

@@ -106,6 +106,8 @@ def _start_node(
         f"log.dirs={workdir / 'd1'},{workdir / 'd2'}\n"
         f"zookeeper.connect={zk_connect}\n"
         "strait.admin.listener=127.0.0.1:0\n"
+        # One replica until replication between nodes exists (then min(3, nodes)).
+        "offsets.topic.replication.factor=1\n"
     )
     ready = workdir / "ready.json"
     ready.unlink(missing_ok=True)

@@ -7,6 +7,7 @@ import signal
 
 import click
 
+from ._groups_commands import groups_group
 from ._log_commands import log_group
 from ._node_commands import node_group
 from ._topics_commands import topics_group
@@ -29,6 +30,7 @@ def main(verbose: bool) -> None:
     )
 
 
+main.add_command(groups_group)
 main.add_command(log_group)
 main.add_command(node_group)
 main.add_command(topics_group)

@@ -4,3 +4,5 @@ from ._admin import AdminClient as AdminClient
 from ._admin import TopicDescription as TopicDescription
 from ._connection import ClientError as ClientError
 from ._connection import NodeConnection as NodeConnection
+from ._groups import GroupAdmin as GroupAdmin
+from ._groups import GroupDescription as GroupDescription

@@ -6,6 +6,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from node.errors import BrokerError
+from node.offsets_topic import OFFSETS_TOPIC
 from node.protocol import ErrorCode, RequestHeader, Struct
 
 if TYPE_CHECKING:
@@ -69,7 +70,7 @@ async def handle_metadata(broker: Broker, header: RequestHeader, req: Struct) ->
             {
                 "error_code": code,
                 "name": name,
-                "is_internal": False,
+                "is_internal": name == OFFSETS_TOPIC,
                 "partitions": partitions,
                 "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
             }

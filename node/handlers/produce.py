@@ -7,6 +7,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from node.errors import BrokerError
+from node.offsets_topic import OFFSETS_TOPIC
 from node.protocol import ErrorCode, RequestHeader, Struct
 from node.server import CloseConnection
 
@@ -47,6 +48,8 @@ async def handle_produce(broker: Broker, header: RequestHeader, req: Struct) -> 
             try:
                 if code is not None:
                     raise BrokerError(code, message or "")
+                if topic.name == OFFSETS_TOPIC:
+                    raise BrokerError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"clients may not produce to {OFFSETS_TOPIC}")
                 partition = broker.cluster.partition(topic.name, pd.index)
                 result = partition.append_produced(pd.records, allow_zstd=allow_zstd)
                 entry["base_offset"] = result.base_offset

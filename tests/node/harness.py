@@ -65,6 +65,10 @@ class NodeProcess:
             "num.partitions": "1",
             # Short sessions: after a kill -9 the restarted node waits for the old one to expire.
             "zookeeper.session.timeout.ms": "6000",
+            # One broker: __consumer_offsets with one replica, fewer partitions, no join delay.
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "10",
+            "group.initial.rebalance.delay.ms": "0",
         }
         props.update(self.extra)
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))

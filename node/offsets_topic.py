@@ -1,0 +1,88 @@
+"""``__consumer_offsets``: where the group coordinator keeps committed offsets and group metadata.
+
+The topic is internal and made on first use (FindCoordinator), with
+``offsets.topic.num.partitions`` partitions and ``offsets.topic.replication.factor``
+replicas (refused, as in Kafka, while fewer brokers are live; the coordinator is then
+unavailable). A group lives in partition ``hash(group) % partitions``; the broker that leads
+that partition is the group's coordinator. When a node starts leading such a partition it
+replays the partition's records into the coordinator (``load``); commits are appended to it
+and acknowledged only once written (``OffsetsTopicStore.append``).
+
+Until storage has log compaction the topic keeps everything (``retention.ms=-1``); a load
+replays it all, the latest record per key winning, which is what compaction preserves.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from node.groups import GroupCoordinator, OffsetStoreError
+from storage import TopicPartition
+from storage.records import RecordBatch, build_batch, iter_batches
+
+if TYPE_CHECKING:
+    from node.cluster import ClusterState
+
+log = logging.getLogger("strait.node.offsets")
+
+OFFSETS_TOPIC = "__consumer_offsets"
+# cleanup.policy=compact is not supported by storage yet: keep every record instead.
+OFFSETS_TOPIC_CONFIG = {"retention.ms": "-1", "retention.bytes": "-1"}
+LOAD_CHUNK_BYTES = 4 * 1024 * 1024
+
+
+class OffsetsTopicStore:
+    """The coordinator's ``OffsetStore``: appends to the local ``__consumer_offsets`` partitions."""
+
+    def __init__(self, cluster: Callable[[], ClusterState]) -> None:
+        self._cluster = cluster
+
+    async def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
+        local = self._cluster().partitions.get(TopicPartition(OFFSETS_TOPIC, partition))
+        if local is None or local.log.is_offline:
+            raise OffsetStoreError(f"{OFFSETS_TOPIC}-{partition} is not served by this broker")
+        now = int(time.time() * 1000)
+        batch = build_batch([(now, key, value) for key, value in records])
+        try:
+            local.append_internal(batch)
+        except Exception as exc:
+            raise OffsetStoreError(f"appending to {OFFSETS_TOPIC}-{partition} failed: {exc}") from exc
+
+
+def read_records(cluster: ClusterState, partition: int) -> Iterator[tuple[bytes | None, bytes | None]]:
+    """Every (key, value) of a local ``__consumer_offsets`` partition, in offset order."""
+    local = cluster.partitions[TopicPartition(OFFSETS_TOPIC, partition)]
+    plog = local.log
+    offset = plog.log_start_offset
+    end = plog.high_watermark
+    while offset < end:
+        data = plog.read_bytes(offset, LOAD_CHUNK_BYTES, max_offset=end)
+        if not data:
+            break
+        view = memoryview(data)
+        for pos, header in iter_batches(view):
+            if not header.is_control:
+                for record in RecordBatch(view[pos : pos + header.size], validate=False).records():
+                    if record.offset >= offset:
+                        yield record.key, record.value
+            offset = header.next_offset
+
+
+def sync_coordinator(cluster: ClusterState, coordinator: GroupCoordinator) -> None:
+    """Load the ``__consumer_offsets`` partitions this node now hosts; unload the ones it lost."""
+    topic = cluster.topics.get(OFFSETS_TOPIC)
+    local = set()
+    if topic is not None:
+        local = {p for p in topic.assignment if TopicPartition(OFFSETS_TOPIC, p) in cluster.partitions}
+    for p in sorted(local):
+        if not coordinator.is_loaded(p):
+            started = time.monotonic()
+            coordinator.load_partition(p, read_records(cluster, p))
+            log.info("loaded %s-%d in %.3f s", OFFSETS_TOPIC, p, time.monotonic() - started)
+    for p in range(max(len(topic.assignment) if topic else 0, coordinator.config.offsets_partitions)):
+        if p not in local and coordinator.is_loaded(p):
+            coordinator.unload_partition(p)
+            log.info("unloaded %s-%d", OFFSETS_TOPIC, p)
