@@ -121,6 +121,16 @@ def create_app(view: AdminView, metrics: NodeMetrics) -> Starlette:
     async def log_dirs(request: Request) -> Response:
         return JSONResponse(view.log_dirs())
 
+    async def groups(request: Request) -> Response:
+        return JSONResponse(view.groups())
+
+    async def group(request: Request) -> Response:
+        group_id = request.path_params["group_id"]
+        for entry in view.groups():
+            if entry.get("group_id") == group_id:
+                return JSONResponse(entry)
+        return _error(HTTPStatus.NOT_FOUND, "group_not_found", f"no group {group_id!r} is coordinated by this node")
+
     async def openapi(request: Request) -> Response:
         return JSONResponse(openapi_document())
 
@@ -130,6 +140,8 @@ def create_app(view: AdminView, metrics: NodeMetrics) -> Starlette:
         Route("/v1/topics", topics, methods=["GET"]),
         Route("/v1/topics/{name}", topic, methods=["GET"]),
         Route("/v1/log-dirs", log_dirs, methods=["GET"]),
+        Route("/v1/groups", groups, methods=["GET"]),
+        Route("/v1/groups/{group_id}", group, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
     ]
     return Starlette(
@@ -300,6 +312,48 @@ def openapi_document() -> dict[str, object]:
     )
     nullable_int: dict[str, object] = {"type": ["integer", "null"]}
     schemas: dict[str, object] = {
+        "Group": {
+            "type": "object",
+            "required": ["group_id", "state", "protocol_type", "protocol", "generation", "members", "offsets"],
+            "properties": {
+                "group_id": {"type": "string"},
+                "state": {"type": "string", "description": "Empty, PreparingRebalance, CompletingRebalance, Stable"},
+                "protocol_type": {"type": ["string", "null"]},
+                "protocol": {"type": ["string", "null"], "description": "The chosen assignor, e.g. range."},
+                "generation": {"type": "integer"},
+                "members": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["member_id", "group_instance_id", "client_id", "client_host", "assignment"],
+                        "properties": {
+                            "member_id": {"type": "string"},
+                            "group_instance_id": {"type": ["string", "null"]},
+                            "client_id": {"type": "string"},
+                            "client_host": {"type": "string"},
+                            "assignment": {
+                                "type": ["array", "null"],
+                                "items": {"type": "string", "description": "topic-partition"},
+                            },
+                        },
+                    },
+                },
+                "offsets": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["topic", "partition", "committed", "log_end", "lag"],
+                        "properties": {
+                            "topic": {"type": "string"},
+                            "partition": {"type": "integer"},
+                            "committed": {"type": "integer"},
+                            "log_end": {"type": ["integer", "null"], "description": "High watermark, if local."},
+                            "lag": {"type": ["integer", "null"]},
+                        },
+                    },
+                },
+            },
+        },
         "Error": {
             "type": "object",
             "required": ["error", "detail"],
@@ -422,6 +476,28 @@ def openapi_document() -> dict[str, object]:
                 "operationId": "listLogDirs",
                 "responses": {
                     "200": _json({"type": "array", "items": _ref("LogDir")}, "All log dirs."),
+                    "default": error_response,
+                },
+            }
+        },
+        "/v1/groups": {
+            "get": {
+                "summary": "Consumer groups this node coordinates, with committed offsets and lag",
+                "operationId": "listGroups",
+                "responses": {
+                    "200": _json({"type": "array", "items": _ref("Group")}, "All groups coordinated here."),
+                    "default": error_response,
+                },
+            }
+        },
+        "/v1/groups/{group_id}": {
+            "get": {
+                "summary": "One consumer group",
+                "operationId": "getGroup",
+                "parameters": [{"name": "group_id", "in": "path", "required": True, "schema": {"type": "string"}}],
+                "responses": {
+                    "200": _json(_ref("Group"), "The group."),
+                    "404": _json(_ref("Error"), "Not a group this node coordinates; the detail names it."),
                     "default": error_response,
                 },
             }

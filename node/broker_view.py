@@ -80,3 +80,47 @@ class BrokerView:
                         continue
             out.append({"path": str(d.path), "online": d.online, "bytes": size, "partitions": len(d.logs)})
         return out
+
+    def groups(self) -> list[dict[str, object]]:
+        b = self._broker
+        if b._cluster is None:
+            return []
+        out: list[dict[str, object]] = []
+        for group_id in b.groups.group_ids():
+            snap = b.groups.describe(group_id)
+            if snap is None:
+                continue
+            offsets: list[dict[str, object]] = []
+            for (topic, partition), (committed, _metadata) in sorted(snap.offsets.items()):
+                local = b.cluster.partitions.get(TopicPartition(topic, partition))
+                end = local.log.high_watermark if local is not None else None
+                offsets.append(
+                    {
+                        "topic": topic,
+                        "partition": partition,
+                        "committed": committed,
+                        "log_end": end,
+                        "lag": max(0, end - committed) if end is not None else None,
+                    }
+                )
+            out.append(
+                {
+                    "group_id": snap.group_id,
+                    "state": snap.state,
+                    "protocol_type": snap.protocol_type,
+                    "protocol": snap.protocol,
+                    "generation": snap.generation,
+                    "members": [
+                        {
+                            "member_id": m.member_id,
+                            "group_instance_id": m.group_instance_id,
+                            "client_id": m.client_id,
+                            "client_host": m.client_host,
+                            "assignment": None if m.assignment is None else [f"{t}-{p}" for t, p in m.assignment],
+                        }
+                        for m in snap.members
+                    ],
+                    "offsets": offsets,
+                }
+            )
+        return out

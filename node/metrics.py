@@ -83,6 +83,12 @@ class MetricsView(Protocol):
         """This node's log dirs."""
         ...
 
+    def groups(self) -> list[dict[str, object]]:
+        """The consumer groups this node coordinates: ``[{"group_id": str, "state": str, "members": [...],
+        "offsets": [{"topic": str, "partition": int, "committed": int, "log_end": int | None,
+        "lag": int | None}]}]`` (``lag`` is None when this node cannot read that partition)."""
+        ...
+
 
 class _ApiSeries:
     """The cached child series of one Kafka API, so the hot path never calls ``labels()``."""
@@ -275,6 +281,19 @@ class _ViewCollector:
             size = _int(log_dir, "bytes", f"log dir {path!r}")
             if size is not None:
                 families.log_dir_bytes.add_metric([path], size)
+        for group in view.groups():
+            group_id = _str(group, "group_id", "group")
+            where = f"group {group_id!r}"
+            families.group_members.add_metric([group_id], len(_records(group, "members", where)))
+            total = 0
+            for entry in _records(group, "offsets", where):
+                lag_topic = _str(entry, "topic", where)
+                lag_partition = _int(entry, "partition", where)
+                lag = _int(entry, "lag", where)
+                if lag is not None and lag_partition is not None:
+                    families.group_lag.add_metric([group_id, lag_topic, str(lag_partition)], lag)
+                    total += lag
+            families.group_lag_total.add_metric([group_id], total)
         return families.all()
 
 
@@ -304,8 +323,23 @@ class _Families:
             "strait_log_end_offset", "Offset the next appended record will get.", labels=["topic", "partition"]
         )
 
+        self.group_members = GaugeMetricFamily(
+            "strait_group_members", "Members of a consumer group this node coordinates.", labels=["group"]
+        )
+        self.group_lag = GaugeMetricFamily(
+            "strait_group_lag",
+            "Records between a group's committed offset and the partition's high watermark.",
+            labels=["group", "topic", "partition"],
+        )
+        self.group_lag_total = GaugeMetricFamily(
+            "strait_group_lag_total", "A group's lag summed over its partitions.", labels=["group"]
+        )
+
     def all(self) -> list[Metric]:
         return [
+            self.group_members,
+            self.group_lag,
+            self.group_lag_total,
             self.partitions,
             self.partitions_offline,
             self.log_dir_bytes,

@@ -51,6 +51,25 @@ class FakeView:
 
     def __init__(self) -> None:
         self.health_body: dict[str, object] = {"status": "ok", "broker_id": 1, "cluster_id": "c-1"}
+        self.group_list: list[dict[str, object]] = [
+            {
+                "group_id": "billing",
+                "state": "Stable",
+                "protocol_type": "consumer",
+                "protocol": "range",
+                "generation": 3,
+                "members": [
+                    {
+                        "member_id": "m-1",
+                        "group_instance_id": None,
+                        "client_id": "c",
+                        "client_host": "/127.0.0.1",
+                        "assignment": ["orders-0"],
+                    }
+                ],
+                "offsets": [{"topic": "orders", "partition": 0, "committed": 5, "log_end": 9, "lag": 4}],
+            }
+        ]
         self.topic_list: list[dict[str, object]] = [
             {
                 "name": "orders",
@@ -92,6 +111,10 @@ class FakeView:
     def topics(self) -> list[dict[str, object]]:
         self._check()
         return self.topic_list
+
+    def groups(self) -> list[dict[str, object]]:
+        self._check()
+        return self.group_list
 
     def log_dirs(self) -> list[dict[str, object]]:
         self._check()
@@ -266,6 +289,16 @@ def test_topics_list_and_log_dirs_return_the_view_as_documented() -> None:
         assert dirs.status == 200
         assert dirs.json() == view.dir_list
         assert schema_problems(dirs.json(), response_schema("/v1/log-dirs", 200)) == []
+
+        groups = await fetch(port, "/v1/groups")
+        assert groups.status == 200
+        assert groups.json() == view.group_list
+        assert schema_problems(groups.json(), response_schema("/v1/groups", 200)) == []
+        one = await fetch(port, "/v1/groups/billing")
+        assert one.status == 200 and one.json() == view.group_list[0]
+        assert schema_problems(one.json(), response_schema("/v1/groups/{group_id}", 200)) == []
+        missing = await fetch(port, "/v1/groups/nope")
+        assert missing.status == 404 and "'nope'" in missing.json()["detail"]
 
     run_server(test, view)
 

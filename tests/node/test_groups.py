@@ -322,5 +322,22 @@ def test_reset_offsets_moves_a_stopped_group(node: NodeProcess) -> None:
     done = cli("reset-offsets", "gr", "--topic", "resettable", "--to-offset", "7")
     assert committed(node, "gr", "resettable", 2) == {0: 7, 1: 7}
     described = cli("describe", "gr")
-    assert described.returncode == 0 and "resettable" in described.stdout
+    assert described.returncode == 0 and "resettable" in described.stdout and "lag 6" in described.stdout
     assert "gr" in cli("list").stdout.split()
+
+    # Lag on the admin HTTP API and in /metrics: committed 7, high watermark 10 in both partitions.
+    import json
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(node.admin_url + "/v1/groups/gr", timeout=10) as response:
+        group = json.loads(response.read())
+    assert [(o["partition"], o["committed"], o["log_end"], o["lag"]) for o in group["offsets"]] == [
+        (0, 7, 10, 3),
+        (1, 7, 10, 3),
+    ]
+    with urllib.request.urlopen(node.admin_url + "/metrics", timeout=10) as response:
+        families = {f.name: f for f in text_string_to_metric_families(response.read().decode())}
+    totals = {s.labels["group"]: s.value for s in families["strait_group_lag_total"].samples}
+    assert totals["gr"] == 6.0

@@ -46,6 +46,7 @@ class View:
                 ],
             },
         ]
+        self.group_list: list[dict[str, object]] = []
         self.dir_list: list[dict[str, object]] = [
             {"path": "/data/d1", "online": True, "bytes": 4096, "partitions": 2},
             {"path": "/data/d2", "online": False, "bytes": None, "partitions": 1},
@@ -53,6 +54,9 @@ class View:
 
     def topics(self) -> list[dict[str, object]]:
         return self.topic_list
+
+    def groups(self) -> list[dict[str, object]]:
+        return self.group_list
 
     def log_dirs(self) -> list[dict[str, object]]:
         return self.dir_list
@@ -260,3 +264,28 @@ def test_every_metric_has_help_text() -> None:
     names = {family.name for family in families}
     assert {"strait_requests", "strait_partitions", "strait_log_dir_bytes", "strait_connections"} <= names
     assert all(family.documentation for family in families if family.name.startswith("strait_"))
+
+
+def test_group_lag_and_members_come_from_the_view() -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    metrics = NodeMetrics()
+    view = View()
+    view.group_list = [
+        {
+            "group_id": "g1",
+            "state": "Stable",
+            "members": [{"member_id": "a"}, {"member_id": "b"}],
+            "offsets": [
+                {"topic": "t", "partition": 0, "committed": 5, "log_end": 9, "lag": 4},
+                {"topic": "t", "partition": 1, "committed": 3, "log_end": None, "lag": None},
+                {"topic": "u", "partition": 0, "committed": 1, "log_end": 3, "lag": 2},
+            ],
+        }
+    ]
+    metrics.attach_view(view)
+    families = {f.name: f for f in text_string_to_metric_families(metrics.render().decode())}
+    lags = {(s.labels["topic"], s.labels["partition"]): s.value for s in families["strait_group_lag"].samples}
+    assert lags == {("t", "0"): 4.0, ("u", "0"): 2.0}  # no sample where the lag is unknown
+    assert [s.value for s in families["strait_group_lag_total"].samples] == [6.0]
+    assert [s.value for s in families["strait_group_members"].samples] == [2.0]
