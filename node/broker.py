@@ -215,6 +215,7 @@ class Broker:
                     )
                     nursery.start_soon(self._follow_zookeeper)
                     nursery.start_soon(self._maintenance, logs)
+                    nursery.start_soon(self._cleaner)
                     self.status = "ok"
                     info = ReadyInfo(
                         config.broker_id,
@@ -283,6 +284,29 @@ class Broker:
                 await trio.to_thread.run_sync(logs.maintenance)
             except Exception:
                 log.exception("log maintenance failed")
+
+    async def _cleaner(self) -> None:
+        """Compact the logs whose cleanup.policy includes compact, every log.cleaner.backoff.ms."""
+        while True:
+            await trio.sleep(self.config.log_cleaner_backoff_ms / 1000)
+            for tp, partition in list(self.cluster.partitions.items()):
+                plog = partition.log
+                if not plog.config.compacts or plog.is_offline:
+                    continue
+                try:
+                    result = await trio.to_thread.run_sync(plog.compact, wall_clock_ms())
+                except Exception:
+                    log.exception("compacting %s failed", tp)
+                    continue
+                if result.cleaned:
+                    log.info(
+                        "compacted %s: %d -> %d bytes, %d records and %d tombstones removed",
+                        tp,
+                        result.bytes_before,
+                        result.bytes_after,
+                        result.records_removed,
+                        result.tombstones_removed,
+                    )
 
 
 def write_ready_file(path: Path, info: ReadyInfo) -> None:

@@ -452,6 +452,15 @@ def check_non_empty_list(value: Value) -> None:
         raise ValueError("needs at least one item")
 
 
+def check_ratio(value: Value) -> None:
+    try:
+        ratio = float(str(value))
+    except ValueError:
+        raise ValueError("not a number") from None
+    if not 0.0 <= ratio <= 1.0:  # also refuses NaN
+        raise ValueError("must be between 0.0 and 1.0")
+
+
 def _check_retention(value: Value) -> None:
     if value == 0 or (isinstance(value, int) and value < -1):
         raise ValueError("retention must be -1 (unlimited) or at least 1")
@@ -466,7 +475,6 @@ _I, _L, _S, _B, _STR, _LIST = (
     ConfigType.LIST,
 )
 _RECOMPRESS = "strait stores batches exactly as produced and never recompresses; only 'producer' is supported"
-NO_COMPACTION = "log compaction is not supported yet; use delete"
 UNSUPPORTED_COMPRESSION = tuple((c, _RECOMPRESS) for c in ("uncompressed", "gzip", "snappy", "lz4", "zstd"))
 _RETENTION_VALID = "-1 (forever) or >= 1"
 _NO_EFFECT = "Accepted for compatibility; strait runs on trio tasks, so this has no effect."
@@ -555,10 +563,21 @@ BROKER_KEYS: tuple[ConfigKey, ...] = (
               doc="Older name for both bounds (deprecated in Kafka 3.6): used for before/after wherever "
                   "the newer key is not set."),
     # retention
-    ConfigKey(name="log.cleanup.policy", type=_LIST, default="delete", choices=("delete",),
-              unsupported=(("compact", NO_COMPACTION),), check=check_non_empty_list, topic_key="cleanup.policy",
-              group="Retention",
-              doc="What happens to old segments: delete. compact is not supported yet."),
+    ConfigKey(name="log.cleanup.policy", type=_LIST, default="delete", choices=("delete", "compact"),
+              check=check_non_empty_list, topic_key="cleanup.policy", group="Retention",
+              doc="What happens to old segments: delete (retention), compact (keep the latest record per key), "
+                  "or both."),
+    ConfigKey(name="log.cleaner.delete.retention.ms", type=_L, default="86400000", minimum=0,
+              topic_key="delete.retention.ms", group="Retention",
+              doc="How long a compacted log keeps a tombstone (null value) after the clean that kept it."),
+    ConfigKey(name="log.cleaner.min.cleanable.ratio", type=ConfigType.DOUBLE, default="0.5", check=check_ratio,
+              valid="0.0..1.0", topic_key="min.cleanable.dirty.ratio", group="Retention",
+              doc="Clean a compacted log once this share of its cleanable bytes is dirty (not yet cleaned)."),
+    ConfigKey(name="log.cleaner.min.compaction.lag.ms", type=_L, default="0", minimum=0,
+              topic_key="min.compaction.lag.ms", group="Retention",
+              doc="A record stays uncompacted for at least this long."),
+    ConfigKey(name="log.cleaner.backoff.ms", type=_L, default="15000", minimum=1, group="Retention",
+              doc="How often the node looks for compacted logs to clean."),
     ConfigKey(name="log.retention.ms", type=_L, default=None, check=_check_retention, valid=_RETENTION_VALID,
               topic_key="retention.ms",
               group="Retention", doc="Delete segments older than this; -1 keeps forever. Wins over minutes and hours."),
@@ -603,6 +622,8 @@ BROKER_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(name="offsets.topic.replication.factor", type=_S, default="3", minimum=1, group="Groups and offsets",
               doc="Replication factor of __consumer_offsets. As in Kafka, creating it fails while fewer "
                   "nodes are alive; set 1 for a single-node cluster."),
+    ConfigKey(name="offsets.topic.segment.bytes", type=_I, default="104857600", minimum=14, group="Groups and offsets",
+              doc="segment.bytes of __consumer_offsets (small segments let the cleaner compact it sooner)."),
     ConfigKey(name="offsets.retention.minutes", type=_I, default="10080", minimum=1, group="Groups and offsets",
               doc="Committed offsets of an empty group are dropped after this long."),
     ConfigKey(name="group.initial.rebalance.delay.ms", type=_I, default="3000", minimum=0,
@@ -685,6 +706,10 @@ class NodeConfig:
     log_message_timestamp_before_max_ms: int  # else log.message.timestamp.difference.max.ms
     log_message_timestamp_after_max_ms: int  # else log.message.timestamp.difference.max.ms
     log_cleanup_policy: tuple[str, ...]
+    log_cleaner_delete_retention_ms: int
+    log_cleaner_min_cleanable_ratio: float
+    log_cleaner_min_compaction_lag_ms: int
+    log_cleaner_backoff_ms: int
     log_retention_ms: int  # ms, else minutes, else hours; -1: forever
     log_retention_bytes: int
     log_retention_check_interval_ms: int
@@ -699,6 +724,7 @@ class NodeConfig:
     controlled_shutdown_enable: bool
     offsets_topic_num_partitions: int
     offsets_topic_replication_factor: int
+    offsets_topic_segment_bytes: int
     offsets_retention_minutes: int
     group_initial_rebalance_delay_ms: int
     group_min_session_timeout_ms: int
@@ -753,6 +779,10 @@ class NodeConfig:
             max_message_bytes=self.message_max_bytes,
             file_delete_delay_ms=self.log_segment_delete_delay_ms,
             message_timestamp_type=self.log_message_timestamp_type,
+            cleanup_policy=",".join(self.log_cleanup_policy),
+            delete_retention_ms=self.log_cleaner_delete_retention_ms,
+            min_cleanable_dirty_ratio=self.log_cleaner_min_cleanable_ratio,
+            min_compaction_lag_ms=self.log_cleaner_min_compaction_lag_ms,
         )
 
     @classmethod
@@ -884,6 +914,10 @@ def _build(v: _Values, explicit: Mapping[str, str], source: str) -> NodeConfig:
         log_message_timestamp_before_max_ms=v.as_int(ts_before),
         log_message_timestamp_after_max_ms=v.as_int(ts_after),
         log_cleanup_policy=v.as_list("log.cleanup.policy"),
+        log_cleaner_delete_retention_ms=v.as_int("log.cleaner.delete.retention.ms"),
+        log_cleaner_min_cleanable_ratio=float(v.as_str("log.cleaner.min.cleanable.ratio")),
+        log_cleaner_min_compaction_lag_ms=v.as_int("log.cleaner.min.compaction.lag.ms"),
+        log_cleaner_backoff_ms=v.as_int("log.cleaner.backoff.ms"),
         log_retention_ms=v.ms("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
         log_retention_bytes=v.as_int("log.retention.bytes"),
         log_retention_check_interval_ms=v.as_int("log.retention.check.interval.ms"),
@@ -898,6 +932,7 @@ def _build(v: _Values, explicit: Mapping[str, str], source: str) -> NodeConfig:
         controlled_shutdown_enable=v.as_bool("controlled.shutdown.enable"),
         offsets_topic_num_partitions=v.as_int("offsets.topic.num.partitions"),
         offsets_topic_replication_factor=v.as_int("offsets.topic.replication.factor"),
+        offsets_topic_segment_bytes=v.as_int("offsets.topic.segment.bytes"),
         offsets_retention_minutes=v.as_int("offsets.retention.minutes"),
         group_initial_rebalance_delay_ms=v.as_int("group.initial.rebalance.delay.ms"),
         group_min_session_timeout_ms=v.as_int("group.min.session.timeout.ms"),

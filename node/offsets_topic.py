@@ -8,8 +8,9 @@ that partition is the group's coordinator. When a node starts leading such a par
 replays the partition's records into the coordinator (``load``); commits are appended to it
 and acknowledged only once written (``OffsetsTopicStore.append``).
 
-Until storage has log compaction the topic keeps everything (``retention.ms=-1``); a load
-replays it all, the latest record per key winning, which is what compaction preserves.
+The topic is compacted (``cleanup.policy=compact``, segments of ``offsets.topic.segment.bytes``):
+the node's cleaner keeps the latest record per key and drops tombstones after
+``delete.retention.ms``, so a load replays little more than the live offsets.
 """
 
 from __future__ import annotations
@@ -29,8 +30,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("strait.node.offsets")
 
 OFFSETS_TOPIC = "__consumer_offsets"
-# cleanup.policy=compact is not supported by storage yet: keep every record instead.
-OFFSETS_TOPIC_CONFIG = {"retention.ms": "-1", "retention.bytes": "-1"}
+OFFSETS_TOPIC_CONFIG = {"cleanup.policy": "compact"}
 LOAD_CHUNK_BYTES = 4 * 1024 * 1024
 
 

@@ -29,7 +29,6 @@ from node.config import (
     BROKER_KEYS,
     INT_MAX,
     LONG_MAX,
-    NO_COMPACTION,
     UNSUPPORTED_COMPRESSION,
     ConfigError,
     ConfigKey,
@@ -38,6 +37,7 @@ from node.config import (
     ValueSpec,
     broker_synonyms,
     check_non_empty_list,
+    check_ratio,
     render_broker_reference,
 )
 from storage import LogConfig
@@ -123,9 +123,16 @@ _WEEK_MS = str(7 * 24 * 3600 * 1000)
 _TS_DIFF = "message.timestamp.difference.max.ms"
 
 TOPIC_KEYS: tuple[TopicKey, ...] = (
-    TopicKey(name="cleanup.policy", type=_LIST, default="delete", choices=("delete",),
-             unsupported=(("compact", NO_COMPACTION),), check=check_non_empty_list,
-             doc="delete: old segments are deleted by retention. compact is not supported yet."),
+    TopicKey(name="cleanup.policy", type=_LIST, default="delete", choices=("delete", "compact"),
+             check=check_non_empty_list,
+             doc="delete: old segments are deleted by retention; compact: only the latest record per key is kept "
+                 "(tombstones for delete.retention.ms); both: compacted and retention applies."),
+    TopicKey(name="delete.retention.ms", type=_L, default="86400000", minimum=0,
+             doc="How long a compacted topic keeps a tombstone after the clean that kept it."),
+    TopicKey(name="min.cleanable.dirty.ratio", type=ConfigType.DOUBLE, default="0.5", check=check_ratio,
+             valid="0.0..1.0", doc="Clean once this share of the cleanable bytes is dirty."),
+    TopicKey(name="min.compaction.lag.ms", type=_L, default="0", minimum=0,
+             doc="A record stays uncompacted for at least this long."),
     TopicKey(name="compression.type", type=_STR, default="producer", choices=("producer",),
              unsupported=UNSUPPORTED_COMPRESSION,
              doc="Only producer: batches are stored and served exactly as the producer compressed them."),
@@ -171,7 +178,6 @@ LIST_KEYS: tuple[str, ...] = tuple(k.name for k in TOPIC_KEYS if k.type == Confi
 # Kafka 3.x topic keys strait does not support (named as such instead of "unknown").
 KAFKA_ONLY_TOPIC_KEYS = frozenset(
     {
-        "delete.retention.ms",
         "follower.replication.throttled.replicas",
         "leader.replication.throttled.replicas",
         "local.retention.bytes",
@@ -179,8 +185,6 @@ KAFKA_ONLY_TOPIC_KEYS = frozenset(
         "max.compaction.lag.ms",
         "message.downconversion.enable",
         "message.format.version",
-        "min.cleanable.dirty.ratio",
-        "min.compaction.lag.ms",
         "preallocate",
         "remote.storage.enable",
         "segment.jitter.ms",

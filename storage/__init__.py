@@ -4,6 +4,7 @@
 """
 
 from ._checkpoint import read_offsets as read_offsets
+from ._cleaner import CleanResult as CleanResult
 from ._config import LogConfig as LogConfig
 from ._errors import CorruptBatchError as CorruptBatchError
 from ._errors import CorruptIndexError as CorruptIndexError

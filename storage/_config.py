@@ -28,6 +28,10 @@ class LogConfig:
     max_message_bytes: int = 1024 * KiB + 12  # max.message.bytes: largest batch accepted
     file_delete_delay_ms: int = 60 * SECOND_MS  # file.delete.delay.ms: wait before unlinking .deleted
     message_timestamp_type: str = "CreateTime"  # message.timestamp.type: CreateTime | LogAppendTime
+    cleanup_policy: str = "delete"  # cleanup.policy: delete | compact | compact,delete (normalised to that order)
+    delete_retention_ms: int = DAY_MS  # delete.retention.ms: keep a cleaned tombstone this long
+    min_cleanable_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio: dirty bytes / cleanable bytes to clean
+    min_compaction_lag_ms: int = 0  # min.compaction.lag.ms: a record stays uncompacted at least this long
 
     def __post_init__(self) -> None:
         _at_least("segment.bytes", self.segment_bytes, 14)
@@ -46,10 +50,25 @@ class LogConfig:
             raise ValueError(
                 f"message.timestamp.type={self.message_timestamp_type!r} must be CreateTime or LogAppendTime"
             )
+        object.__setattr__(self, "cleanup_policy", _cleanup_policy(self.cleanup_policy))
+        _at_least("delete.retention.ms", self.delete_retention_ms, 0)
+        if not 0.0 <= self.min_cleanable_dirty_ratio <= 1.0:  # also refuses NaN
+            raise ValueError(f"min.cleanable.dirty.ratio={self.min_cleanable_dirty_ratio} must be between 0 and 1")
+        _at_least("min.compaction.lag.ms", self.min_compaction_lag_ms, 0)
 
     @property
     def fsync_every_append(self) -> bool:
         return self.flush_messages == 1
+
+    @property
+    def compacts(self) -> bool:
+        """``cleanup.policy`` includes compact: ``PartitionLog.compact`` cleans the log."""
+        return "compact" in self.cleanup_policy.split(",")
+
+    @property
+    def deletes(self) -> bool:
+        """``cleanup.policy`` includes delete: retention.ms / retention.bytes delete old segments."""
+        return "delete" in self.cleanup_policy.split(",")
 
     def with_overrides(self, overrides: Mapping[str, str]) -> LogConfig:
         """A copy with topic-level overrides applied (``{"retention.ms": "1000"}``).
@@ -61,8 +80,14 @@ class LogConfig:
             field = TOPIC_KEYS.get(key)
             if field is None:
                 raise ValueError(f"unknown log config key {key!r}")
-            if field == "message_timestamp_type":
+            if field in _TEXT_FIELDS:
                 changes[field] = raw
+                continue
+            if field in _FLOAT_FIELDS:
+                try:
+                    changes[field] = float(raw)
+                except ValueError:
+                    raise ValueError(f"{key}={raw!r} is not a number") from None
                 continue
             try:
                 changes[field] = int(raw)
@@ -86,9 +111,25 @@ TOPIC_KEYS: dict[str, str] = {
     "max.message.bytes": "max_message_bytes",
     "file.delete.delay.ms": "file_delete_delay_ms",
     "message.timestamp.type": "message_timestamp_type",
+    "cleanup.policy": "cleanup_policy",
+    "delete.retention.ms": "delete_retention_ms",
+    "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
+    "min.compaction.lag.ms": "min_compaction_lag_ms",
 }
+_TEXT_FIELDS = frozenset({"message_timestamp_type", "cleanup_policy"})
+_FLOAT_FIELDS = frozenset({"min_cleanable_dirty_ratio"})
+_CLEANUP_POLICIES = ("compact", "delete")  # the canonical order
 
 
 def _at_least(key: str, value: int, minimum: int) -> None:
     if value < minimum:
         raise ValueError(f"{key}={value} must be at least {minimum}")
+
+
+def _cleanup_policy(value: str) -> str:
+    """``value`` as a canonical list: ``"delete, compact"`` -> ``"compact,delete"``. Raises ValueError."""
+    items = {item.strip() for item in value.split(",")}
+    unknown = sorted(items - set(_CLEANUP_POLICIES))
+    if unknown:
+        raise ValueError(f"cleanup.policy={value!r}: {unknown[0]!r} is not delete or compact")
+    return ",".join(p for p in _CLEANUP_POLICIES if p in items)

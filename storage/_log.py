@@ -4,7 +4,8 @@ Invariants: segments are sorted by base offset and do not overlap; the last one 
 (the only one appended to); ``log_start_offset <= high_watermark <= log_end_offset``;
 ``recovery_point`` is the offset below which everything has been fsynced. Mutations are
 serialised by a lock so that a broker may call from worker threads; reads work on a
-snapshot of the segment list and never block appends.
+snapshot of the segment list and never block appends. Compaction (``compact``, in
+``_cleaner``) reads and rewrites without the lock and takes it only to swap segments in.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ._cleaner import CleanerRun, CleanResult, read_cleaner_checkpoint, write_cleaner_checkpoint
 from ._config import LogConfig
 from ._errors import (
     InvalidOffsetError,
@@ -70,6 +72,9 @@ class PartitionLog:
         self._clock = clock
         self._on_io_error = on_io_error
         self._lock = threading.RLock()
+        self._cleaning = threading.Lock()  # one compaction at a time
+        self._truncations = 0  # a compaction that sees this change while it runs is abandoned
+        self._cleaner_checkpoint = read_cleaner_checkpoint(directory)
         self._offline: LogDirOfflineError | None = None
         self._pending_deletes: list[tuple[int, LogSegment]] = []  # (due ms, segment)
         self._unflushed_records = 0
@@ -109,6 +114,11 @@ class PartitionLog:
     @property
     def is_offline(self) -> bool:
         return self._offline is not None
+
+    @property
+    def cleaner_checkpoint(self) -> int | None:
+        """The offset compaction's dirty section starts at (``cleaner.offset``), or None before any."""
+        return self._cleaner_checkpoint
 
     @contextlib.contextmanager
     def _io(self) -> Iterator[None]:
@@ -266,8 +276,8 @@ class PartitionLog:
                     break
                 piece = segment.read(offset, budget, max_offset, min_one=min_one and not slices)
                 if piece is None:
-                    if segment.next_offset > offset and slices:
-                        break  # the next batch did not fit
+                    if segment.next_offset > offset and slices and segment.size > 0:
+                        break  # the next batch did not fit (compaction may leave a segment empty: skip it)
                     continue
                 slices.append(piece)
                 budget -= piece.length
@@ -348,6 +358,12 @@ class PartitionLog:
         self.recovery_point = min(self.recovery_point, leo)
         self._high_watermark = min(self._high_watermark, leo)
         self.log_start_offset = min(self.log_start_offset, leo)
+        self._truncations += 1
+        if self._cleaner_checkpoint is not None and self._cleaner_checkpoint > leo:
+            # Records appended from here on are dirty: a checkpoint above them would let a
+            # tombstone outlive the values it deletes.
+            write_cleaner_checkpoint(self.dir, leo)
+            self._cleaner_checkpoint = leo
 
     def delete_records_before(self, offset: int) -> int:
         """Advance the log start offset to ``offset`` (DeleteRecords); returns the new start.
@@ -367,10 +383,13 @@ class PartitionLog:
 
         The active segment is never deleted by size; by time it is rolled first, as Kafka
         does, when all of it is past retention. The log start offset advances to the first
-        remaining segment.
+        remaining segment. A log whose cleanup.policy lacks delete (compact only) keeps
+        everything: returns 0.
         """
         with self._lock, self._io():
             deleted = 0
+            if not self.config.deletes:
+                return deleted
             retention_ms = self.config.retention_ms
             if retention_ms >= 0:
                 active = self._segments[-1]
@@ -407,6 +426,51 @@ class PartitionLog:
             self.recovery_point = max(self.recovery_point, self.log_start_offset)
         return count
 
+    def compact(self, now_ms: int, *, force: bool = False) -> CleanResult:
+        """Compact the segments before the active one: keep the latest record of each key.
+
+        Runs only for ``cleanup.policy`` with compact, and (unless ``force``) when the dirty
+        ratio is above ``min.cleanable.dirty.ratio`` or a cleaned tombstone's delete horizon
+        has passed; the result's ``skipped`` says why it did not run. Offsets never change;
+        offsets at or above the high watermark and records newer than
+        ``min.compaction.lag.ms`` are not compacted. Reading and rewriting happen without the
+        log's lock (appends and reads go on); the swap takes it. A truncation during the
+        run abandons it. Replaced segments are deleted after ``file.delete.delay.ms``.
+        Raises LogDirOfflineError on I/O failure (recovery finishes or rolls back the swap)
+        and CorruptBatchError / RecordFormatError for a batch it cannot read (nothing is
+        swapped). Blocks while another compaction of this log runs.
+        """
+        with self._cleaning, self._io():
+            with self._lock:
+                run = CleanerRun(
+                    self.dir,
+                    self._segments,
+                    self.config,
+                    log_start_offset=self.log_start_offset,
+                    high_watermark=self._high_watermark,
+                    checkpoint=self._cleaner_checkpoint,
+                    now_ms=now_ms,
+                    faults=self._faults,
+                )
+                truncations = self._truncations
+            with run:
+                skipped = run.plan(force=force)
+                if skipped is not None:
+                    return run.result(skipped)
+                run.build()
+                with self._lock:
+                    if self._truncations != truncations or not run.fits(self._segments):
+                        return run.result("abandoned: the log was truncated or lost segments during the run")
+                    try:
+                        run.swap(self._segments)
+                    finally:
+                        due = self._clock() + self.config.file_delete_delay_ms
+                        self._pending_deletes += [(due, seg) for seg in run.retired]
+                    self._faults.hit("fsync")
+                    write_cleaner_checkpoint(self.dir, run.end_offset)
+                    self._cleaner_checkpoint = run.end_offset
+                return run.result()
+
     def purge_deleted(self, now_ms: int, *, everything: bool = False) -> int:
         """Unlink ``.deleted`` segments whose delay has passed; returns how many."""
         with self._lock, self._io():
@@ -433,6 +497,8 @@ class PartitionLog:
                     self._flush_locked()
                     self.purge_deleted(0, everything=True)
             for seg in self._segments:
+                seg.close()
+            for _, seg in self._pending_deletes:  # after an I/O error their files stay for recovery
                 seg.close()
 
     def delete(self) -> None:

@@ -2,6 +2,8 @@
 
 ``load_log`` runs these passes over a partition directory:
 
+0. Finish a compaction swap a crash interrupted: a ``<base>.log.swap`` replaces the
+   segments in its offset range (``storage._cleaner.finish_interrupted_swaps``).
 1. Remove leftovers of interrupted work: ``*.deleted``, ``*.cleaned`` and ``*.tmp`` files,
    and index files whose ``.log`` is gone.
 2. List the segments by base offset.
@@ -25,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ._cleaner import finish_interrupted_swaps
 from ._config import LogConfig
 from ._errors import StorageError
 from ._faults import FaultPoints
@@ -32,7 +35,6 @@ from ._files import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
     LOG_SUFFIX,
-    SWAP_SUFFIX,
     TEMP_SUFFIX,
     TopicPartition,
     parse_segment_file,
@@ -56,6 +58,7 @@ class LoadReport:
     first_error: str | None = None
     gaps: list[tuple[int, int]] = field(default_factory=list)  # [from, to) offsets no segment holds
     leftovers_removed: list[str] = field(default_factory=list)
+    swaps_finished: list[str] = field(default_factory=list)  # compaction .swap files completed or rolled back
 
 
 def load_log(
@@ -79,6 +82,9 @@ def load_log(
     report = LoadReport(tp, directory, clean_shutdown)
     now = clock()
 
+    # Pass 0: interrupted compaction swaps.
+    report.swaps_finished = finish_interrupted_swaps(directory)
+
     # Pass 1: leftovers.
     bases: list[int] = []
     names = {p.name for p in directory.iterdir()}
@@ -87,8 +93,6 @@ def load_log(
         if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, TEMP_SUFFIX)):
             path.unlink()
             report.leftovers_removed.append(name)
-        elif name.endswith(SWAP_SUFFIX):
-            log.warning("%s: leaving compaction swap file %s alone", directory, name)
         elif (parsed := parse_segment_file(name)) is not None:
             base, suffix = parsed
             if suffix == LOG_SUFFIX:

@@ -32,7 +32,8 @@ async def ensure_offsets_topic(broker: Broker) -> None:
     config = broker.config
     assignment = cluster.plan_assignment(config.offsets_topic_num_partitions, config.offsets_topic_replication_factor)
     try:
-        await cluster.create_topic(OFFSETS_TOPIC, assignment, OFFSETS_TOPIC_CONFIG, validate_only=False)
+        topic_config = {**OFFSETS_TOPIC_CONFIG, "segment.bytes": str(config.offsets_topic_segment_bytes)}
+        await cluster.create_topic(OFFSETS_TOPIC, assignment, topic_config, validate_only=False)
     except BrokerError as exc:
         if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
             raise
