@@ -246,7 +246,7 @@ class PartitionLog:
 
     def _flush_locked(self, *, indexes: bool = True) -> None:
         for segment in self._segments:
-            if segment.next_offset > self.recovery_point:
+            if segment.next_offset >= self.recovery_point:  # >=: a segment truncated to it has unflushed index changes
                 segment.flush(indexes=indexes)
         self.recovery_point = self.log_end_offset
         self._unflushed_records = 0

@@ -271,3 +271,19 @@ def test_reopen_after_close_keeps_everything(make_log: MakeLog, reopen: Callable
     assert again.log_end_offset == 20
     assert again.read_bytes(0, 1 << 30) == expected
     assert offsets_in(again.read_bytes(13, 1 << 30))[0] == 12
+
+
+def test_truncate_then_clean_close_leaves_no_stale_index_entries(
+    make_log: MakeLog, reopen: Callable[..., PartitionLog], clock: FakeClock
+) -> None:
+    """A segment truncated down to the recovery point must still have its indexes flushed on close."""
+    log = make_log()
+    log.append(build_batch([(clock.now, b"a", b"1"), (clock.now, b"a", b"2")]))
+    log.roll()
+    log.truncate_to(0)
+    log.close()
+    log = reopen()
+    clock.now += 1
+    log.append(build_batch([(clock.now, b"a", b"3")]))
+    log.roll()  # raised CorruptIndexError from the stale time index before the fix
+    assert log.read_bytes(0, 1 << 20)
