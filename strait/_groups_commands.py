@@ -3,25 +3,12 @@
 from __future__ import annotations
 
 import datetime
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
 
 import click
-import trio
 
-from ._topics_commands import bootstrap_option
+from ._topics_commands import bootstrap_option, run_client
 
-T = TypeVar("T")
 INACTIVE_STATES = ("Empty", "Dead")
-
-
-def _run(fn: Callable[[], Awaitable[T]]) -> T:
-    from node.client import ClientError
-
-    try:
-        return trio.run(fn)
-    except ClientError as exc:
-        raise click.ClickException(str(exc)) from None
 
 
 @click.group("groups", help="List, describe and reset consumer groups.")
@@ -42,7 +29,7 @@ def list_(bootstrap: str) -> None:
             finally:
                 await groups.aclose()
 
-    for group, protocol_type in _run(go):
+    for group, protocol_type in run_client(go):
         click.echo(f"{group}\t{protocol_type}")
 
 
@@ -64,7 +51,7 @@ def describe(group: str, bootstrap: str) -> None:
             finally:
                 await groups.aclose()
 
-    d = _run(go)
+    d = run_client(go)
     console = Console()
     console.print(f"group {d.group_id}: {d.state}, protocol {d.protocol_type or '-'}/{d.protocol or '-'}, lag {d.lag}")
     members = Table(title="members")
@@ -120,18 +107,18 @@ def reset_offsets(
                 topic_info = await admin.describe_topic(topic)
                 partitions = [p.partition for p in topic_info.partitions]
                 if to == "earliest":
-                    targets = await groups.target_offsets(topic, partitions, -2)
+                    targets = await admin.list_offsets(topic, partitions, -2)
                 elif to == "latest":
-                    targets = await groups.target_offsets(topic, partitions, -1)
+                    targets = await admin.list_offsets(topic, partitions, -1)
                 elif when is not None:
                     ts = int(when.replace(tzinfo=datetime.UTC).timestamp() * 1000)
-                    found = await groups.target_offsets(topic, partitions, ts)
-                    ends = await groups.target_offsets(topic, partitions, -1)
+                    found = await admin.list_offsets(topic, partitions, ts)
+                    ends = await admin.list_offsets(topic, partitions, -1)
                     targets = {p: (o if o >= 0 else ends[p]) for p, o in found.items()}
                 else:
                     assert offset is not None
-                    ends = await groups.target_offsets(topic, partitions, -1)
-                    starts = await groups.target_offsets(topic, partitions, -2)
+                    ends = await admin.list_offsets(topic, partitions, -1)
+                    starts = await admin.list_offsets(topic, partitions, -2)
                     targets = {p: min(max(offset, starts[p]), ends[p]) for p in partitions}
                 plan = {(topic, p): (d.offsets.get((topic, p), (-1, -1))[0], o) for p, o in targets.items()}
                 if not dry_run:
@@ -140,7 +127,7 @@ def reset_offsets(
             finally:
                 await groups.aclose()
 
-    plan = _run(go)
+    plan = run_client(go)
     for (t, p), (old, new) in sorted(plan.items()):
         click.echo(f"{t}\t{p}\t{old if old >= 0 else '-'} -> {new}")
     click.echo("dry run: nothing committed" if dry_run else f"committed new offsets for group {group}")

@@ -25,7 +25,7 @@ bootstrap_option = click.option(
 )
 
 
-def _run(fn: Callable[[], Awaitable[T]]) -> T:
+def run_client(fn: Callable[[], Awaitable[T]]) -> T:
     from node.client import ClientError
 
     try:
@@ -66,7 +66,7 @@ def create(
         async with await AdminClient.connect(bootstrap) as admin:
             await admin.create_topic(name, partitions or -1, replication_factor or -1, parsed)
 
-    _run(go)
+    run_client(go)
     click.echo(f"created topic {name}")
 
 
@@ -79,7 +79,7 @@ def list_(bootstrap: str) -> None:
         async with await AdminClient.connect(bootstrap) as admin:
             return await admin.list_topics()
 
-    for name in _run(go):
+    for name in run_client(go):
         click.echo(name)
 
 
@@ -97,7 +97,7 @@ def describe(name: str, all_configs: bool, bootstrap: str) -> None:
         async with await AdminClient.connect(bootstrap) as admin:
             return await admin.describe_topic(name)
 
-    topic = _run(go)
+    topic = run_client(go)
     console = Console()
     table = Table(title=f"topic {topic.name}")
     for column in ("partition", "leader", "replicas", "isr", "log start", "high watermark"):
@@ -133,5 +133,5 @@ def delete(name: str, bootstrap: str) -> None:
         async with await AdminClient.connect(bootstrap) as admin:
             await admin.delete_topic(name)
 
-    _run(go)
+    run_client(go)
     click.echo(f"deleted topic {name}")

@@ -125,22 +125,31 @@ class AdminClient:
         configs = {c.name: (c.value, _SOURCES.get(c.config_source, "?")) for c in result.configs}
         return TopicDescription(name, partitions, configs)
 
-    async def _offsets(self, topic: str, partitions: list[int]) -> dict[int, tuple[int, int]]:
+    async def list_offsets(
+        self, topic: str, partitions: list[int], timestamp: int, *, strict: bool = True
+    ) -> dict[int, int]:
+        """Each partition's offset at a ListOffsets target: EARLIEST (-2), LATEST (-1) or a time in ms.
+
+        A partition error raises ClientError, or gives -1 when ``strict`` is False.
+        """
         v = self.conn.version(ApiKey.LIST_OFFSETS, 1)
-        found: dict[int, list[int]] = {p: [-1, -1] for p in partitions}
-        for slot, ts in ((0, EARLIEST), (1, LATEST)):
-            resp = await self.conn.request(
-                ApiKey.LIST_OFFSETS,
-                v,
-                {
-                    "replica_id": -1,
-                    "topics": [
-                        {"name": topic, "partitions": [{"partition_index": p, "timestamp": ts} for p in partitions]}
-                    ],
-                },
-            )
-            for t in resp.topics:
-                for p in t.partitions:
-                    if p.error_code == 0:
-                        found[p.partition_index][slot] = p.offset
-        return {p: (lo, hi) for p, (lo, hi) in found.items()}
+        body = {
+            "replica_id": -1,
+            "topics": [
+                {"name": topic, "partitions": [{"partition_index": p, "timestamp": timestamp} for p in partitions]}
+            ],
+        }
+        resp = await self.conn.request(ApiKey.LIST_OFFSETS, v, body)
+        out = dict.fromkeys(partitions, -1)
+        for t in resp.topics:
+            for p in t.partitions:
+                if p.error_code == 0:
+                    out[p.partition_index] = p.offset
+                elif strict:
+                    raise ClientError.from_code(p.error_code, f"ListOffsets {topic}-{p.partition_index}")
+        return out
+
+    async def _offsets(self, topic: str, partitions: list[int]) -> dict[int, tuple[int, int]]:
+        starts = await self.list_offsets(topic, partitions, EARLIEST, strict=False)
+        ends = await self.list_offsets(topic, partitions, LATEST, strict=False)
+        return {p: (starts[p], ends[p]) for p in partitions}

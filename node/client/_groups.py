@@ -9,7 +9,7 @@ from node.protocol import ApiKey
 from ._admin import AdminClient
 from ._connection import ClientError, NodeConnection
 
-EARLIEST, LATEST = -2, -1
+LATEST = -1
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ class GroupAdmin:
         ends: dict[tuple[str, int], int] = {}
         for topic in {t for t, _ in committed}:
             parts = [p for t, p in committed if t == topic]
-            for p, (_, end) in (await self.admin._offsets(topic, parts)).items():
+            for p, end in (await self.admin.list_offsets(topic, parts, LATEST, strict=False)).items():
                 ends[(topic, p)] = end
         offsets = {tp: (off, ends.get(tp, -1)) for tp, off in committed.items()}
         return GroupDescription(group, g.group_state, g.protocol_type, g.protocol_data, members, offsets)
@@ -104,28 +104,6 @@ class GroupAdmin:
             for p in t.partitions
             if p.error_code == 0 and p.committed_offset >= 0
         }
-
-    async def target_offsets(self, topic: str, partitions: list[int], timestamp: int) -> dict[int, int]:
-        """Offsets at a ListOffsets target: EARLIEST, LATEST or a timestamp (ms)."""
-        conn = self.admin.conn
-        v = conn.version(ApiKey.LIST_OFFSETS, 1)
-        resp = await conn.request(
-            ApiKey.LIST_OFFSETS,
-            v,
-            {
-                "replica_id": -1,
-                "topics": [
-                    {"name": topic, "partitions": [{"partition_index": p, "timestamp": timestamp} for p in partitions]}
-                ],
-            },
-        )
-        out: dict[int, int] = {}
-        for t in resp.topics:
-            for p in t.partitions:
-                if p.error_code:
-                    raise ClientError.from_code(p.error_code, f"ListOffsets {topic}-{p.partition_index}")
-                out[p.partition_index] = p.offset
-        return out
 
     async def commit(self, group: str, offsets: dict[tuple[str, int], int]) -> None:
         """Commit as an administrator (no member, generation -1): the group must have no members."""

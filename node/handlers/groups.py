@@ -9,6 +9,7 @@ lead (clients then ask FindCoordinator again).
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from node.errors import BrokerError
@@ -83,32 +84,24 @@ async def handle_join_group(broker: Broker, header: RequestHeader, req: Struct) 
     return await broker.groups.join_group(req, header.api_version, header.client_id or "", client_host)
 
 
-async def handle_sync_group(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any]:
-    return await broker.groups.sync_group(req, header.api_version)
+def _relay(method: str) -> Callable[[Broker, RequestHeader, Struct], Awaitable[dict[str, Any]]]:
+    """A handler that passes the request and its version to ``GroupCoordinator.<method>``."""
+
+    async def handle(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any]:
+        result: dict[str, Any] = await getattr(broker.groups, method)(req, header.api_version)
+        return result
+
+    handle.__name__ = f"handle_{method}"
+    return handle
 
 
-async def handle_heartbeat(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any]:
-    return await broker.groups.heartbeat(req, header.api_version)
-
-
-async def handle_leave_group(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any]:
-    return await broker.groups.leave_group(req, header.api_version)
-
-
-async def handle_offset_commit(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any]:
-    return await broker.groups.offset_commit(req, header.api_version)
-
-
-async def handle_offset_fetch(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any]:
-    return await broker.groups.offset_fetch(req, header.api_version)
-
-
-async def handle_describe_groups(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any]:
-    return await broker.groups.describe_groups(req, header.api_version)
-
-
-async def handle_list_groups(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any]:
-    return await broker.groups.list_groups(req, header.api_version)
+handle_sync_group = _relay("sync_group")
+handle_heartbeat = _relay("heartbeat")
+handle_leave_group = _relay("leave_group")
+handle_offset_commit = _relay("offset_commit")
+handle_offset_fetch = _relay("offset_fetch")
+handle_describe_groups = _relay("describe_groups")
+handle_list_groups = _relay("list_groups")
 
 
 async def handle_delete_groups(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any]:
