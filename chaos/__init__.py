@@ -1,1 +1,12 @@
-"""Fault injection and verification suite (arrives with a later issue)."""
+"""Fault injection and verification suite.
+
+- ``chaos.proxy`` -- a toxiproxy-compatible TCP fault proxy (latency, bandwidth, black holes,
+  resets, ...) with toxiproxy's HTTP API, an in-process handle for tests and a CLI;
+- ``chaos.ledger`` -- the ledger of acknowledged writes and the checker that finds lost, moved,
+  duplicated and conflicting records;
+- ``chaos.workload`` -- a producer workload that fills the ledger, and the read-back for the check;
+- ``chaos.errors`` -- ``ChaosError`` and its subclasses.
+
+The package imports nothing on its own, so importing one module does not pull in the others'
+dependencies (trio and hypercorn for the proxy, confluent-kafka for the workload).
+"""

@@ -25,11 +25,15 @@ import trio
 
 from node.admin_http import create_app, serve_admin
 from node.broker_view import BrokerView
+from node.client import ClientError, NodeConnection
 from node.cluster import ClusterState
 from node.config import NodeConfig
+from node.controller import Controller
 from node.coordination import BrokerIdInUse, BrokerRegistration, ZkState
 from node.groups import GroupConfig, GroupCoordinator
 from node.handlers.configs import handle_alter_configs, handle_describe_configs, handle_incremental_alter_configs
+from node.handlers.controller import handle_controlled_shutdown
+from node.handlers.epochs import handle_offset_for_leader_epoch
 from node.handlers.fetch import handle_fetch
 from node.handlers.groups import (
     handle_delete_groups,
@@ -53,6 +57,7 @@ from node.metrics import NodeMetrics
 from node.offsets_topic import OffsetsTopicStore, sync_coordinator
 from node.producer_ids import ProducerIdAllocator
 from node.protocol import ApiKey, RequestHeader, Struct, advertised_ranges
+from node.replica_manager import ReplicaManager
 from node.server import CloseConnection, ConnectionInfo, KafkaServer, ServerLimits, api_name, bind_listener
 from storage import LogManager, wall_clock_ms
 
@@ -65,11 +70,13 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.FETCH: handle_fetch,
     ApiKey.LIST_OFFSETS: handle_list_offsets,
     ApiKey.METADATA: handle_metadata,
+    ApiKey.CONTROLLED_SHUTDOWN: handle_controlled_shutdown,
     ApiKey.API_VERSIONS: handle_api_versions,
     ApiKey.CREATE_TOPICS: handle_create_topics,
     ApiKey.DELETE_TOPICS: handle_delete_topics,
     ApiKey.DELETE_RECORDS: handle_delete_records,
     ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
     ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
     ApiKey.ALTER_CONFIGS: handle_alter_configs,
     ApiKey.CREATE_PARTITIONS: handle_create_partitions,
@@ -133,6 +140,8 @@ class Broker:
             OffsetsTopicStore(lambda: self.cluster),
             wall_clock_ms=wall_clock_ms,
         )
+        self.replicas = ReplicaManager(self)
+        self.controller = Controller(self)
         self.status = "starting"
 
     @property
@@ -178,6 +187,8 @@ class Broker:
             self._cluster = ClusterState(config, self.zk, logs)
             cluster = self._cluster
             cluster.on_refresh.append(lambda: sync_coordinator(cluster, self.groups))
+            cluster.on_refresh.append(self.controller.poke)
+            cluster.on_roles_changed.append(self.replicas.roles_changed)
             await cluster.refresh()
             listener_cfg = config.listeners[0]
             listener = await bind_listener(listener_cfg.host, listener_cfg.port)
@@ -194,7 +205,8 @@ class Broker:
                         rack=config.broker_rack,
                     )
                 )
-                await self._cluster.refresh()
+                cluster.registered = True
+                await cluster.refresh()
                 server = KafkaServer(
                     self,
                     self.metrics,
@@ -208,6 +220,9 @@ class Broker:
                 )
                 async with trio.open_nursery() as nursery:
                     await nursery.start(self.groups.run)
+                    await nursery.start(self.replicas.run)
+                    await nursery.start(self.controller.run)
+                    nursery.start_soon(self._watch_log_dirs, logs)
                     await nursery.start(server.serve, listener)
                     admin_host, admin_port = config.admin_listener
                     actual_admin = await nursery.start(
@@ -264,6 +279,68 @@ class Broker:
                     )
                     warned = True
                 await trio.sleep(0.25)
+
+    async def controlled_shutdown(self) -> bool:
+        """Before stopping: have the controller move this broker's leaderships to other ISR members.
+
+        Up to ``controlled.shutdown.max.retries`` attempts, ``controlled.shutdown.retry.backoff.ms``
+        apart. Returns True when this broker leads nothing that another replica could lead.
+        """
+        config = self.config
+        if not config.controlled_shutdown_enable or self._cluster is None or not self.cluster.registered:
+            return True
+        cluster = self.cluster
+        me = config.broker_id
+        for attempt in range(config.controlled_shutdown_max_retries + 1):
+            if attempt:
+                await trio.sleep(config.controlled_shutdown_retry_backoff_ms / 1000)
+            if not any(p.is_leader or me in p.isr for p in cluster.partitions.values() if len(p.replicas) > 1):
+                return True
+            try:
+                remaining = await self._ask_controller_to_move_leaders()
+            except Exception as exc:
+                log.warning("controlled shutdown attempt %d failed: %s", attempt + 1, exc)
+                continue
+            await cluster.refresh()
+            if remaining is not None:
+                log.info(
+                    "controlled shutdown: leaderships moved away; %d partition(s) have no other in-sync replica",
+                    len(remaining),
+                )
+                return True
+        log.warning("controlled shutdown did not complete; stopping anyway")
+        return False
+
+    async def _ask_controller_to_move_leaders(self) -> list[tuple[str, int]] | None:
+        cluster = self.cluster
+        me = self.config.broker_id
+        if self.controller.active:
+            return await self.controller.controlled_shutdown(me)
+        if cluster.controller is None:
+            return None
+        reg = cluster.brokers.get(cluster.controller[0])
+        if reg is None:
+            return None
+        async with await NodeConnection.open(f"{reg.host}:{reg.port}", client_id=f"strait-broker-{me}") as conn:
+            body = await conn.request(ApiKey.CONTROLLED_SHUTDOWN, 2, {"broker_id": me, "broker_epoch": -1}, timeout=30)
+        if body.error_code:
+            raise ClientError.from_code(body.error_code, "ControlledShutdown")
+        return [(p.topic_name, p.partition_index) for p in body.remaining_partitions]
+
+    async def _watch_log_dirs(self, logs: LogManager) -> None:
+        """Publish the replicas of failed log dirs so the controller moves their leadership away."""
+        published: frozenset[tuple[str, int]] = frozenset()
+        while True:
+            offline = frozenset((tp.topic, tp.partition) for tp in logs.offline_partitions())
+            if offline != published:
+                try:
+                    await self.zk.set_offline_replicas(self.config.broker_id, sorted(offline))
+                    published = offline
+                    log.error("log dirs offline %s: %d replica(s) offline", logs.offline_dirs(), len(offline))
+                    await self.cluster.refresh()
+                except Exception as exc:
+                    log.warning("publishing offline replicas failed: %s", exc)
+            await trio.sleep(1)
 
     async def _follow_zookeeper(self) -> None:
         """Re-read ZooKeeper whenever a watch fires (events are coalesced hints)."""

@@ -45,6 +45,8 @@ class BrokerView:
                     "leader": cluster.leader_of(topic, p),
                     "replicas": list(topic.assignment[p]),
                     "isr": list(state.isr) if state is not None else list(topic.assignment[p]),
+                    "leader_epoch": state.leader_epoch if state is not None else -1,
+                    "role": None,
                     "online": False,
                 }
                 local = cluster.partitions.get(TopicPartition(name, p))
@@ -58,6 +60,7 @@ class BrokerView:
                             size_bytes=plog.size_bytes,
                             log_dir=str(plog.dir.parent),
                             online=not plog.is_offline,
+                            role=local.role,
                         )
                     except LogDirOfflineError:
                         entry["online"] = False

@@ -25,6 +25,7 @@ from node.config import NodeConfig
 from node.coordination import (
     BrokerRegistration,
     PartitionState,
+    Reassignment,
     TopicAssignment,
     TopicExists,
     UnknownTopic,
@@ -69,6 +70,7 @@ class TopicState:
     log_config: LogConfig
     policy: TopicPolicy
     states: dict[int, PartitionState] = field(default_factory=dict)
+    version: int = -1  # of the assignment znode, for compare-and-set
 
 
 class ClusterState:
@@ -81,7 +83,15 @@ class ClusterState:
         self.brokers: dict[int, BrokerRegistration] = {}
         self.partitions: dict[TopicPartition, Partition] = {}
         self._refresh_lock = trio.Lock()
+        self.controller: tuple[int, int] | None = None  # (broker id, controller epoch)
+        self.reassignment: Reassignment | None = None
+        self.offline_replicas: dict[int, frozenset[tuple[str, int]]] = {}
         self.on_refresh: list[Callable[[], None]] = []  # called after every reconciliation
+        self.on_roles_changed: list[Callable[[list[Partition]], None]] = []
+        self.registered = False  # roles are taken only once this broker is registered
+        self.startup_claims: list[tuple[Partition, PartitionState]] = []
+        self._roles_applied = False
+        self._claims_pending = False
         self._log_default = config.log_config()
 
     # -- reading ZooKeeper -------------------------------------------------------------------
@@ -89,67 +99,95 @@ class ClusterState:
     async def refresh(self) -> None:
         """Re-read ZooKeeper and reconcile the local logs with it (serialised)."""
         async with self._refresh_lock:
-            assignments = await self.zk.topics()
-            configs = await self.zk.all_topic_configs()
-            self.brokers = await self.zk.brokers()
+            snap = await self.zk.snapshot()
+            self.brokers = dict(snap.brokers)
+            self.controller = snap.controller
+            self.reassignment = snap.reassignment
+            self.offline_replicas = dict(snap.offline_replicas)
             fresh: dict[str, TopicState] = {}
-            for name, assignment in assignments.items():
-                overrides = configs.get(name, {})
+            for name, assignment in snap.topics.items():
+                overrides = snap.configs.get(name, {})
                 try:
                     log_config = effective_log_config(self.config, overrides)
                     policy = effective_policy(self.config, overrides)
                 except (ConfigError, ValueError) as exc:
                     log.error("topic %s has an invalid config in ZooKeeper (%s); using the broker defaults", name, exc)
                     log_config, policy = self._log_default, effective_policy(self.config, {})
-                states = {}
-                for p in assignment.partitions:
-                    state = await self.zk.partition_state(name, p)
-                    if state is not None:
-                        states[p] = state
+                states = {p: st for p in assignment.partitions if (st := snap.states.get((name, p))) is not None}
                 fresh[name] = TopicState(
-                    name, assignment.topic_id, dict(assignment.partitions), dict(overrides), log_config, policy, states
+                    name,
+                    assignment.topic_id,
+                    dict(assignment.partitions),
+                    dict(overrides),
+                    log_config,
+                    policy,
+                    states,
+                    assignment.version,
                 )
-            self._reconcile(fresh)
+            self.startup_claims = []
+            self._claims_pending = self.registered and not self._roles_applied
+            changed = self._reconcile(fresh)
+            self._roles_applied = self.registered
             self.topics = fresh
             for callback in self.on_refresh:
                 callback()
+            for on_change in self.on_roles_changed:
+                on_change(changed)
 
-    def _reconcile(self, fresh: Mapping[str, TopicState]) -> None:
+    def _reconcile(self, fresh: Mapping[str, TopicState]) -> list[Partition]:
+        """Open, update and drop local replicas; returns the partitions whose role or leader epoch changed."""
+        changed: list[Partition] = []
         # Topics that were deleted in ZooKeeper since we last looked: remove their logs.
         for name in set(self.topics) - set(fresh):
             for tp in [tp for tp in self.partitions if tp.topic == name]:
                 self._drop_partition(tp, delete_log=True)
+        moving = set(self.reassignment.partitions) if self.reassignment is not None else set()
         for name, topic in fresh.items():
             for p, replicas in topic.assignment.items():
                 tp = TopicPartition(name, p)
                 if self.broker_id not in replicas:
                     if tp in self.partitions:
-                        self._drop_partition(tp, delete_log=False)
+                        # Reassigned away: the replica is no longer ours (a move still in progress keeps it).
+                        self._drop_partition(tp, delete_log=(name, p) not in moving)
                     continue
                 partition = self.partitions.get(tp)
                 if partition is None:
-                    self._open_partition(tp, topic)
+                    partition = self._open_partition(tp, topic)
                 else:
                     if partition.log.config != topic.log_config:
                         partition.log.update_config(topic.log_config)
                     partition.policy = topic.policy
+                state = topic.states.get(p)
+                if state is None or partition.log.is_offline or not self.registered:
+                    continue
+                if self._claims_pending and partition.leader_epoch < 0 and state.leader == self.broker_id:
+                    # ZooKeeper still names this freshly started broker as leader: the state predates
+                    # this process. Do not serve from it; the replica manager hands leadership over.
+                    partition.replicas = replicas
+                    self.startup_claims.append((partition, state))
+                    continue
+                if partition.apply_state(state, replicas):
+                    changed.append(partition)
+        return changed
 
-    def _open_partition(self, tp: TopicPartition, topic: TopicState) -> None:
+    def _open_partition(self, tp: TopicPartition, topic: TopicState) -> Partition:
         plog = self.logs.get_log(tp)
         if plog is None:
             plog = self.logs.create_log(tp, topic.log_config)
             log.info("created log for %s in %s", tp, plog.dir.parent)
         elif plog.config != topic.log_config:
             plog.update_config(topic.log_config)
-        state = topic.states.get(tp.partition)
-        self.partitions[tp] = Partition(
+        partition = Partition(
             tp,
             plog,
             topic.policy,
-            leader_epoch=state.leader_epoch if state is not None else 0,
+            broker_id=self.broker_id,
+            leader_epoch=-1,
             producer_max_ids=self.config.producer_state_max_ids,
             clock=wall_clock_ms,
         )
+        self.partitions[tp] = partition
+        return partition
 
     def _drop_partition(self, tp: TopicPartition, *, delete_log: bool) -> None:
         partition = self.partitions.pop(tp, None)
@@ -161,12 +199,17 @@ class ClusterState:
 
     # -- lookups --------------------------------------------------------------------------
 
-    def partition(self, topic: str, index: int) -> Partition:
-        """The local partition, or BrokerError(UNKNOWN_TOPIC_OR_PARTITION / KAFKA_STORAGE_ERROR)."""
+    def partition(self, topic: str, index: int, *, leader: bool = True) -> Partition:
+        """The local replica, by default only if it leads; BrokerError with Kafka's code otherwise
+        (UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, KAFKA_STORAGE_ERROR)."""
         partition = self.partitions.get(TopicPartition(topic, index))
         if partition is not None:
             if partition.log.is_offline:
                 raise BrokerError(ErrorCode.KAFKA_STORAGE_ERROR, f"{topic}-{index}: its log dir is offline")
+            if leader and not partition.is_leader:
+                if partition.leader_id < 0:
+                    raise BrokerError(ErrorCode.LEADER_NOT_AVAILABLE, f"{topic}-{index} has no leader right now")
+                partition.check_leader()
             return partition
         state = self.topics.get(topic)
         if state is not None and index in state.assignment:
@@ -191,13 +234,22 @@ class ClusterState:
     def plan_assignment(
         self, partitions: int, replication_factor: int, *, first_partition: int = 0, start: int | None = None
     ) -> dict[int, tuple[int, ...]]:
-        """Spread replicas round-robin over the live brokers (Kafka's rack-unaware assignment)."""
-        brokers = self.live_broker_ids()
-        if replication_factor < 1 or replication_factor > len(brokers):
+        """Spread replicas over the live brokers, rack-aware as Kafka does.
+
+        Brokers are ordered alternating between racks (rack-less brokers form one rack), leaders
+        go round-robin over that order from a random start, and each further replica is the next
+        broker, skipping brokers whose rack already holds a replica of the partition until
+        every rack has one. Without racks this is Kafka's rack-unaware round-robin.
+        """
+        live = self.live_broker_ids()
+        if replication_factor < 1 or replication_factor > len(live):
             raise BrokerError(
                 ErrorCode.INVALID_REPLICATION_FACTOR,
-                f"replication factor {replication_factor} needs that many live brokers; {len(brokers)} are live",
+                f"replication factor {replication_factor} needs that many live brokers; {len(live)} are live",
             )
+        brokers = self._rack_alternated(live)
+        rack = {b: self._rack(b) for b in brokers}
+        racks = len(set(rack.values()))
         n = len(brokers)
         first = random.randrange(n) if start is None else start % n
         shift = random.randrange(n) if start is None else 0
@@ -206,13 +258,46 @@ class ClusterState:
             p = first_partition + i
             leader = (first + p) % n
             step = 1 + (shift + p // n) % max(1, n - 1) if n > 1 else 0
-            replicas = [brokers[leader]]
-            for r in range(1, replication_factor):
-                replicas.append(brokers[(leader + r * step) % n])
-            if len(set(replicas)) != len(replicas):  # fall back to consecutive brokers
-                replicas = [brokers[(leader + r) % n] for r in range(replication_factor)]
-            plan[p] = tuple(replicas)
+            chosen = [brokers[leader]]
+            k = 1
+            while len(chosen) < replication_factor:
+                candidates = [brokers[(leader + (k + j) * max(step, 1)) % n] for j in range(n)]
+                candidates += brokers  # fall back to any broker not chosen yet
+                used_racks = {rack[b] for b in chosen}
+                pick = next(
+                    (
+                        b
+                        for b in candidates
+                        if b not in chosen and (rack[b] not in used_racks or len(used_racks) >= racks)
+                    ),
+                    None,
+                )
+                if pick is None:
+                    pick = next(b for b in candidates if b not in chosen)
+                chosen.append(pick)
+                k += 1
+            plan[p] = tuple(chosen)
         return plan
+
+    def _rack(self, broker_id: int) -> str:
+        reg = self.brokers.get(broker_id)
+        if reg is not None:
+            return reg.rack or ""
+        return self.config.broker_rack or "" if broker_id == self.broker_id else ""
+
+    def _rack_alternated(self, brokers: list[int]) -> list[int]:
+        by_rack: dict[str, list[int]] = {}
+        for b in sorted(brokers):
+            by_rack.setdefault(self._rack(b), []).append(b)
+        if len(by_rack) <= 1:
+            return sorted(brokers)
+        ordered: list[int] = []
+        queues = [by_rack[r] for r in sorted(by_rack)]
+        while any(queues):
+            for q in queues:
+                if q:
+                    ordered.append(q.pop(0))
+        return ordered
 
     def check_assignment(self, assignment: Mapping[int, tuple[int, ...]]) -> None:
         live = set(self.live_broker_ids())
@@ -238,9 +323,10 @@ class ClusterState:
             raise BrokerError(ErrorCode.INVALID_CONFIG, str(exc)) from None
         return checked
 
-    @staticmethod
-    def initial_states(assignment: Mapping[int, tuple[int, ...]]) -> dict[int, PartitionState]:
-        return {p: PartitionState(replicas[0], 0, tuple(replicas), 1) for p, replicas in assignment.items()}
+    def initial_states(self, assignment: Mapping[int, tuple[int, ...]]) -> dict[int, PartitionState]:
+        """Leader: the preferred (first) replica; ISR: all replicas (they are live and empty)."""
+        epoch = self.controller[1] if self.controller is not None else 0
+        return {p: PartitionState(replicas[0], 0, tuple(replicas), epoch) for p, replicas in assignment.items()}
 
     async def create_topic(
         self, name: str, assignment: dict[int, tuple[int, ...]], configs: Mapping[str, str], *, validate_only: bool

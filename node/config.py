@@ -616,6 +616,32 @@ BROKER_KEYS: tuple[ConfigKey, ...] = (
               doc="A follower that has not caught up for this long leaves the ISR."),
     ConfigKey(name="controlled.shutdown.enable", type=_B, default="true", group="Replication",
               doc="On a clean stop, hand leadership to other ISR members before exiting."),
+    ConfigKey(name="controlled.shutdown.max.retries", type=_I, default="3", minimum=0, group="Replication",
+              doc="How many times a stopping node asks the controller to move its leaderships away."),
+    ConfigKey(name="controlled.shutdown.retry.backoff.ms", type=_L, default="5000", minimum=0, group="Replication",
+              doc="Pause between controlled shutdown attempts."),
+    ConfigKey(name="replica.fetch.wait.max.ms", type=_I, default="500", minimum=0, group="Replication",
+              doc="How long a follower's fetch waits at the leader for new data (must stay below "
+                  "replica.lag.time.max.ms)."),
+    ConfigKey(name="replica.fetch.min.bytes", type=_I, default="1", minimum=1, group="Replication",
+              doc="Bytes a follower's fetch waits for before the leader answers."),
+    ConfigKey(name="replica.fetch.max.bytes", type=_I, default="1048576", minimum=0, group="Replication",
+              doc="Bytes a follower asks per partition in one fetch (the first batch is always returned)."),
+    ConfigKey(name="replica.fetch.response.max.bytes", type=_I, default="10485760", minimum=0,
+              group="Replication", doc="Bytes a follower asks in one fetch response across partitions."),
+    ConfigKey(name="replica.fetch.backoff.ms", type=_I, default="1000", minimum=0, group="Replication",
+              doc="Pause after a follower's fetch failed (leader unreachable, error)."),
+    ConfigKey(name="replica.socket.timeout.ms", type=_I, default="30000", minimum=1, group="Replication",
+              doc="A follower gives up on a leader connection after this long without an answer."),
+    ConfigKey(name="auto.leader.rebalance.enable", type=_B, default="true", group="Replication",
+              doc="The controller moves leadership back to each partition's preferred replica (the first "
+                  "in its assignment) when it is alive and in the ISR."),
+    ConfigKey(name="leader.imbalance.check.interval.seconds", type=_L, default="300", minimum=1,
+              group="Replication", doc="How often the controller checks for preferred leader imbalance."),
+    ConfigKey(name="leader.imbalance.per.broker.percentage", type=_I, default="10", minimum=0, maximum=100,
+              group="Replication",
+              doc="A broker's partitions are rebalanced when more than this percentage of them are not led by "
+                  "their preferred replica."),
     # groups and offsets
     ConfigKey(name="offsets.topic.num.partitions", type=_I, default="50", minimum=1, group="Groups and offsets",
               doc="Partitions of __consumer_offsets (fixed once created)."),
@@ -722,6 +748,17 @@ class NodeConfig:
     unclean_leader_election_enable: bool
     replica_lag_time_max_ms: int
     controlled_shutdown_enable: bool
+    controlled_shutdown_max_retries: int
+    controlled_shutdown_retry_backoff_ms: int
+    replica_fetch_wait_max_ms: int
+    replica_fetch_min_bytes: int
+    replica_fetch_max_bytes: int
+    replica_fetch_response_max_bytes: int
+    replica_fetch_backoff_ms: int
+    replica_socket_timeout_ms: int
+    auto_leader_rebalance_enable: bool
+    leader_imbalance_check_interval_seconds: int
+    leader_imbalance_per_broker_percentage: int
     offsets_topic_num_partitions: int
     offsets_topic_replication_factor: int
     offsets_topic_segment_bytes: int
@@ -930,6 +967,17 @@ def _build(v: _Values, explicit: Mapping[str, str], source: str) -> NodeConfig:
         unclean_leader_election_enable=v.as_bool("unclean.leader.election.enable"),
         replica_lag_time_max_ms=v.as_int("replica.lag.time.max.ms"),
         controlled_shutdown_enable=v.as_bool("controlled.shutdown.enable"),
+        controlled_shutdown_max_retries=v.as_int("controlled.shutdown.max.retries"),
+        controlled_shutdown_retry_backoff_ms=v.as_int("controlled.shutdown.retry.backoff.ms"),
+        replica_fetch_wait_max_ms=v.as_int("replica.fetch.wait.max.ms"),
+        replica_fetch_min_bytes=v.as_int("replica.fetch.min.bytes"),
+        replica_fetch_max_bytes=v.as_int("replica.fetch.max.bytes"),
+        replica_fetch_response_max_bytes=v.as_int("replica.fetch.response.max.bytes"),
+        replica_fetch_backoff_ms=v.as_int("replica.fetch.backoff.ms"),
+        replica_socket_timeout_ms=v.as_int("replica.socket.timeout.ms"),
+        auto_leader_rebalance_enable=v.as_bool("auto.leader.rebalance.enable"),
+        leader_imbalance_check_interval_seconds=v.as_int("leader.imbalance.check.interval.seconds"),
+        leader_imbalance_per_broker_percentage=v.as_int("leader.imbalance.per.broker.percentage"),
         offsets_topic_num_partitions=v.as_int("offsets.topic.num.partitions"),
         offsets_topic_replication_factor=v.as_int("offsets.topic.replication.factor"),
         offsets_topic_segment_bytes=v.as_int("offsets.topic.segment.bytes"),

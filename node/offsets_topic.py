@@ -6,7 +6,8 @@ replicas (refused, as in Kafka, while fewer brokers are live; the coordinator is
 unavailable). A group lives in partition ``hash(group) % partitions``; the broker that leads
 that partition is the group's coordinator. When a node starts leading such a partition it
 replays the partition's records into the coordinator (``load``); commits are appended to it
-and acknowledged only once written (``OffsetsTopicStore.append``).
+and acknowledged only once committed, below the high watermark (``OffsetsTopicStore.append``).
+The topic is replicated like any other.
 
 The topic is compacted (``cleanup.policy=compact``, segments of ``offsets.topic.segment.bytes``):
 the node's cleaner keeps the latest record per key and drops tombstones after
@@ -20,6 +21,9 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+import trio
+
+from node.errors import BrokerError
 from node.groups import GroupCoordinator, OffsetStoreError
 from storage import TopicPartition
 from storage.records import RecordBatch, build_batch, iter_batches
@@ -32,6 +36,7 @@ log = logging.getLogger("strait.node.offsets")
 OFFSETS_TOPIC = "__consumer_offsets"
 OFFSETS_TOPIC_CONFIG = {"cleanup.policy": "compact"}
 LOAD_CHUNK_BYTES = 4 * 1024 * 1024
+COMMIT_WAIT_CAP_S = 60.0
 
 
 class OffsetsTopicStore:
@@ -42,14 +47,19 @@ class OffsetsTopicStore:
 
     async def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
         local = self._cluster().partitions.get(TopicPartition(OFFSETS_TOPIC, partition))
-        if local is None or local.log.is_offline:
-            raise OffsetStoreError(f"{OFFSETS_TOPIC}-{partition} is not served by this broker")
+        if local is None or local.log.is_offline or not local.is_leader:
+            raise OffsetStoreError(f"{OFFSETS_TOPIC}-{partition} is not led by this broker")
         now = int(time.time() * 1000)
         batch = build_batch([(now, key, value) for key, value in records])
         try:
-            local.append_internal(batch)
+            last = local.append_internal(batch)
         except Exception as exc:
             raise OffsetStoreError(f"appending to {OFFSETS_TOPIC}-{partition} failed: {exc}") from exc
+        # Acknowledged only once committed (acks=all): the coordinator's commit timeout bounds the wait.
+        try:
+            await local.wait_for_hw(last, trio.current_time() + COMMIT_WAIT_CAP_S)
+        except BrokerError as exc:
+            raise OffsetStoreError(f"{OFFSETS_TOPIC}-{partition}: {exc.message}") from None
 
 
 def read_records(cluster: ClusterState, partition: int) -> Iterator[tuple[bytes | None, bytes | None]]:
@@ -57,7 +67,8 @@ def read_records(cluster: ClusterState, partition: int) -> Iterator[tuple[bytes 
     local = cluster.partitions[TopicPartition(OFFSETS_TOPIC, partition)]
     plog = local.log
     offset = plog.log_start_offset
-    end = plog.high_watermark
+    # A new leader's log is the partition's truth; its high watermark may still lag behind.
+    end = plog.log_end_offset
     while offset < end:
         data = plog.read_bytes(offset, LOAD_CHUNK_BYTES, max_offset=end)
         if not data:
@@ -72,11 +83,15 @@ def read_records(cluster: ClusterState, partition: int) -> Iterator[tuple[bytes 
 
 
 def sync_coordinator(cluster: ClusterState, coordinator: GroupCoordinator) -> None:
-    """Load the ``__consumer_offsets`` partitions this node now hosts; unload the ones it lost."""
+    """Load the ``__consumer_offsets`` partitions this node now leads; unload the ones it lost."""
     topic = cluster.topics.get(OFFSETS_TOPIC)
     local = set()
     if topic is not None:
-        local = {p for p in topic.assignment if TopicPartition(OFFSETS_TOPIC, p) in cluster.partitions}
+        local = {
+            p
+            for p in topic.assignment
+            if (lp := cluster.partitions.get(TopicPartition(OFFSETS_TOPIC, p))) is not None and lp.is_leader
+        }
     for p in sorted(local):
         if not coordinator.is_loaded(p):
             started = time.monotonic()

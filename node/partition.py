@@ -1,4 +1,4 @@
-"""A partition this node leads: its log, its idempotent producer state, and waiting fetchers.
+"""A partition replica on this node: its role, its log, its idempotent producer state, and waiting fetchers.
 
 ``append_produced`` applies Kafka's produce rules to one batch from a client, in this order:
 size (MESSAGE_TOO_LARGE), magic (UNSUPPORTED_FOR_MESSAGE_FORMAT), length and CRC-32C
@@ -7,7 +7,8 @@ lastOffsetDelta, no control or transactional batches (INVALID_RECORD), CreateTim
 ``message.timestamp.before/after.max.ms`` (INVALID_TIMESTAMP), then the idempotence rules
 (``node.producer_state``). Only then is the batch appended, as produced.
 
-Fetchers register an event with ``add_waiter``; every append (and deletion) sets it.
+Fetchers and acks=all producers register an event with ``add_waiter``; every append, high
+watermark move, role change and deletion sets it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 
 import trio
 
+from node.coordination import PartitionState
 from node.errors import BrokerError, invalid_record
 from node.producer_state import ProducerStateError, ProducerStateManager
 from node.protocol import ErrorCode
@@ -35,15 +37,41 @@ class ProduceResult:
     log_append_time: int
     log_start_offset: int
     duplicate: bool = False
+    last_offset: int = -1
+
+
+@dataclass(slots=True)
+class FollowerState:
+    """What the leader knows of one follower: its log end offset and when it was last caught up."""
+
+    leo: int = -1
+    last_fetch_ms: int = 0
+    last_caught_up_ms: int = 0
+    leader_leo_at_last_fetch: int = -1
+
+
+LEADER = "leader"
+FOLLOWER = "follower"
+NONE = "none"  # no leader known (offline partition) or not yet told
 
 
 class Partition:
+    """One local replica of a partition: leader or follower, with its log and producer state.
+
+    The role and the leader/ISR come from the partition state in ZooKeeper (``apply_state``).
+    As leader: appends from producers, tracks each follower's log end offset from its fetches
+    (``record_follower_fetch``), and keeps the high watermark at the lowest log end offset of
+    the ISR. As follower: the replica fetcher appends the leader's batches (``append_replica``)
+    and truncates a divergent tail (``truncate_to``).
+    """
+
     def __init__(
         self,
         tp: TopicPartition,
         log: PartitionLog,
         policy: TopicPolicy,
         *,
+        broker_id: int = 0,
         leader_epoch: int = 0,
         producer_max_ids: int = 10_000,
         clock: Callable[[], int],
@@ -51,17 +79,215 @@ class Partition:
         self.tp = tp
         self.log = log
         self.policy = policy
+        self.broker_id = broker_id
+        self.role = NONE
+        self.leader_id = -1
         self.leader_epoch = leader_epoch
+        self.isr: tuple[int, ...] = ()
+        self.replicas: tuple[int, ...] = ()
+        self.state_version = -1
+        self.controller_epoch = 0
+        self.followers: dict[int, FollowerState] = {}
+        self.needs_truncation = False  # a follower that must ask the leader where its log diverges
+        self.isr_change_pending = False
         self._clock = clock
+        self._producer_max_ids = producer_max_ids
         self.producers = ProducerStateManager(producer_max_ids)
-        self.producers.rebuild(h for _seg, _pos, h in log.batch_headers(log.log_start_offset))
+        self.rebuild_producer_state()
         self._waiters: set[trio.Event] = set()
-        # A single-replica partition: everything appended is committed.
-        log.high_watermark = log.log_end_offset
+
+    def rebuild_producer_state(self) -> None:
+        self.producers = ProducerStateManager(self._producer_max_ids)
+        self.producers.rebuild(h for _seg, _pos, h in self.log.batch_headers(self.log.log_start_offset))
+
+    # -- roles --------------------------------------------------------------------------------
+
+    @property
+    def is_leader(self) -> bool:
+        return self.role == LEADER
+
+    def apply_state(self, state: PartitionState, replicas: tuple[int, ...]) -> str | None:
+        """Take the leader/ISR ZooKeeper holds; returns the new role when it changed (or the epoch did)."""
+        me = self.broker_id
+        self.replicas = replicas
+        if state.leader_epoch < self.leader_epoch and self.role != NONE:
+            return None  # an older state than the one we act on: a stale read
+        same_epoch = state.leader_epoch == self.leader_epoch and state.leader == self.leader_id
+        if same_epoch and (self.role != NONE or state.leader < 0):
+            if state.version > self.state_version:
+                self.isr, self.state_version = state.isr, state.version
+                self.controller_epoch = state.controller_epoch
+                if self.is_leader:
+                    self._sync_followers()
+                    self.maybe_advance_hw()
+            return None
+        self.leader_id = state.leader
+        self.leader_epoch = state.leader_epoch
+        self.isr, self.state_version, self.controller_epoch = state.isr, state.version, state.controller_epoch
+        self.isr_change_pending = False
+        if state.leader == me:
+            self._become_leader()
+        elif state.leader < 0:
+            self.role = NONE
+            self.followers = {}
+        else:
+            self.role = FOLLOWER
+            self.followers = {}
+            self.needs_truncation = True
+        self.wake()
+        return self.role
+
+    def _become_leader(self) -> None:
+        self.role = LEADER
+        self.needs_truncation = False
+        self.log.assign_epoch(self.leader_epoch)
+        self.followers = {}
+        self._sync_followers()
+        self.maybe_advance_hw()
+
+    def _sync_followers(self) -> None:
+        now = self._clock()
+        for r in self.replicas:
+            if r != self.broker_id and r not in self.followers:
+                # An ISR member gets a full lag period to show up before it can be dropped.
+                self.followers[r] = FollowerState(last_caught_up_ms=now if r in self.isr else 0)
+        for r in list(self.followers):
+            if r not in self.replicas:
+                del self.followers[r]
+
+    def check_leader(self) -> None:
+        if not self.is_leader:
+            raise BrokerError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"broker {self.broker_id} is not the leader of {self.tp} (leader {self.leader_id}, "
+                f"epoch {self.leader_epoch})",
+            )
+
+    def check_epoch(self, current_leader_epoch: int) -> None:
+        """Fetch/ListOffsets/OffsetForLeaderEpoch fencing (KIP-320): -1 skips the check."""
+        if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch:
+            return
+        if current_leader_epoch < self.leader_epoch:
+            raise BrokerError(
+                ErrorCode.FENCED_LEADER_EPOCH,
+                f"{self.tp}: leader epoch {current_leader_epoch} is older than the current {self.leader_epoch}",
+            )
+        raise BrokerError(
+            ErrorCode.UNKNOWN_LEADER_EPOCH,
+            f"{self.tp}: leader epoch {current_leader_epoch} is newer than this broker knows ({self.leader_epoch})",
+        )
+
+    # -- leader: followers, ISR and the high watermark -------------------------------------------
+
+    def record_follower_fetch(self, replica_id: int, fetch_offset: int) -> bool:
+        """A follower fetched from ``fetch_offset`` (its log end). Returns True when it may join the ISR."""
+        follower = self.followers.get(replica_id)
+        if follower is None:
+            raise BrokerError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {replica_id} is not a replica of {self.tp}")
+        now = self._clock()
+        leo = self.log.log_end_offset
+        if fetch_offset >= leo:
+            follower.last_caught_up_ms = now
+        elif fetch_offset >= follower.leader_leo_at_last_fetch >= 0:
+            follower.last_caught_up_ms = max(follower.last_caught_up_ms, follower.last_fetch_ms)
+        follower.leo = fetch_offset
+        follower.leader_leo_at_last_fetch = leo
+        follower.last_fetch_ms = now
+        self.maybe_advance_hw()
+        if replica_id in self.isr:
+            return False
+        epoch_start = self.log.end_offset_for_epoch(self.leader_epoch - 1)[1] if self.leader_epoch > 0 else 0
+        return fetch_offset >= self.log.high_watermark and fetch_offset >= max(epoch_start, 0)
+
+    def lagging_followers(self, max_lag_ms: int) -> list[int]:
+        """ISR members that have not caught up for ``max_lag_ms``."""
+        now = self._clock()
+        return [
+            r
+            for r in self.isr
+            if r != self.broker_id
+            and (f := self.followers.get(r)) is not None
+            and now - f.last_caught_up_ms > max_lag_ms
+        ]
+
+    def maybe_advance_hw(self) -> bool:
+        """Leader: HW = the lowest log end offset over the ISR; never moves back. Wakes waiters."""
+        if not self.is_leader:
+            return False
+        hw = self.log.log_end_offset
+        for r in self.isr:
+            if r == self.broker_id:
+                continue
+            follower = self.followers.get(r)
+            if follower is None or follower.leo < 0:
+                return False
+            hw = min(hw, follower.leo)
+        if hw > self.log.high_watermark:
+            self.log.high_watermark = hw
+            self.wake()
+            return True
+        return False
+
+    async def wait_for_hw(self, offset: int, deadline: float) -> None:
+        """Wait until the high watermark passes ``offset`` (acks=all); raise BrokerError otherwise."""
+        epoch = self.leader_epoch
+        while self.log.high_watermark <= offset:
+            if not self.is_leader or self.leader_epoch != epoch:
+                raise BrokerError(
+                    ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{self.tp}: leadership moved before the write was replicated"
+                )
+            event = trio.Event()
+            self.add_waiter(event)
+            try:
+                with trio.move_on_at(deadline) as scope:
+                    await event.wait()
+            finally:
+                self.discard_waiter(event)
+            if scope.cancelled_caught and self.log.high_watermark <= offset:
+                raise BrokerError(
+                    ErrorCode.REQUEST_TIMED_OUT,
+                    f"{self.tp}: offset {offset} was not replicated to the ISR {list(self.isr)} in time",
+                )
+        if len(self.isr) < self.policy.min_insync_replicas:
+            raise BrokerError(
+                ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+                f"{self.tp}: written, but the ISR {list(self.isr)} shrank below min.insync.replicas="
+                f"{self.policy.min_insync_replicas}",
+            )
+
+    def check_min_isr(self) -> None:
+        if len(self.isr) < self.policy.min_insync_replicas:
+            raise BrokerError(
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                f"{self.tp}: the ISR {list(self.isr)} is smaller than min.insync.replicas="
+                f"{self.policy.min_insync_replicas}",
+            )
+
+    # -- follower ---------------------------------------------------------------------------------
+
+    def append_replica(self, records: memoryview | bytes) -> int:
+        """Append the leader's batches at their offsets; returns how many batches were appended."""
+        before = self.log.log_end_offset
+        count = self.log.append_batches(records)
+        if count:
+            for _seg, _pos, header in self.log.batch_headers(before):
+                if header.base_offset >= before:
+                    self.producers.update(header, header.base_offset)
+        return count
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove the divergent tail from ``offset`` (whole batches); rebuild producer state."""
+        if offset >= self.log.log_end_offset:
+            return 0
+        removed = self.log.truncate_to(offset)
+        self.rebuild_producer_state()
+        self.wake()
+        return removed
 
     def append_produced(self, records: memoryview | None, *, allow_zstd: bool = True) -> ProduceResult:
         """Validate and append one client batch; raises BrokerError with the Kafka code."""
         tp = self.tp
+        self.check_leader()
         if records is None or len(records) == 0:
             raise invalid_record(f"{tp}: produce request without records")
         size = len(records)
@@ -106,22 +332,31 @@ class Partition:
         except ProducerStateError as exc:
             raise BrokerError(ErrorCode(exc.error_code), f"{tp}: {exc}") from None
         if duplicate is not None:
-            return ProduceResult(duplicate.first_offset, -1, self.log.log_start_offset, duplicate=True)
+            return ProduceResult(
+                duplicate.first_offset,
+                -1,
+                self.log.log_start_offset,
+                duplicate=True,
+                last_offset=duplicate.first_offset + header.last_offset_delta,
+            )
         try:
             info = self.log.append(records, leader_epoch=self.leader_epoch, validate=False)
         except RecordTooLargeError as exc:
             raise BrokerError(ErrorCode.MESSAGE_TOO_LARGE, f"{tp}: {exc}") from None
         self.producers.update(header, info.base_offset)
-        self.log.high_watermark = self.log.log_end_offset
+        self.maybe_advance_hw()
         self.wake()
-        return ProduceResult(info.base_offset, info.log_append_time, info.log_start_offset)
+        return ProduceResult(
+            info.base_offset, info.log_append_time, info.log_start_offset, last_offset=info.last_offset
+        )
 
     def append_internal(self, batch: bytes) -> int:
-        """Append a batch the broker built itself (``__consumer_offsets``); returns its base offset."""
+        """Append a batch the broker built itself (``__consumer_offsets``); returns its last offset."""
+        self.check_leader()
         info = self.log.append(batch, leader_epoch=self.leader_epoch)
-        self.log.high_watermark = self.log.log_end_offset
+        self.maybe_advance_hw()
         self.wake()
-        return info.base_offset
+        return info.last_offset
 
     def _check_timestamps(self, first: int, last: int, now: int) -> None:
         before, after = self.policy.timestamp_before_max_ms, self.policy.timestamp_after_max_ms

@@ -6,6 +6,8 @@
 from ._checkpoint import read_offsets as read_offsets
 from ._cleaner import CleanResult as CleanResult
 from ._config import LogConfig as LogConfig
+from ._epochs import EpochEntry as EpochEntry
+from ._epochs import LeaderEpochCache as LeaderEpochCache
 from ._errors import CorruptBatchError as CorruptBatchError
 from ._errors import CorruptIndexError as CorruptIndexError
 from ._errors import FaultInjected as FaultInjected

@@ -2,7 +2,9 @@
 
 Invariants: segments are sorted by base offset and do not overlap; the last one is active
 (the only one appended to); ``log_start_offset <= high_watermark <= log_end_offset``;
-``recovery_point`` is the offset below which everything has been fsynced. Mutations are
+``recovery_point`` is the offset below which everything has been fsynced; ``epochs`` (the
+leader-epoch cache) has no entry past the log end offset and none before the log start
+offset. Mutations are
 serialised by a lock so that a broker may call from worker threads; reads work on a
 snapshot of the segment list and never block appends. Compaction (``compact``, in
 ``_cleaner``) reads and rewrites without the lock and takes it only to swap segments in.
@@ -21,6 +23,7 @@ from pathlib import Path
 
 from ._cleaner import CleanerRun, CleanResult, read_cleaner_checkpoint, write_cleaner_checkpoint
 from ._config import LogConfig
+from ._epochs import LeaderEpochCache
 from ._errors import (
     InvalidOffsetError,
     LogDirOfflineError,
@@ -31,7 +34,7 @@ from ._errors import (
 from ._faults import FaultPoints
 from ._files import TopicPartition
 from ._segment import FileSlice, LogSegment
-from .records import BatchHeader, check_batch, crc_of, read_header
+from .records import LOG_OVERHEAD, PREFIX, BatchHeader, check_batch, crc_of, read_header
 from .records._batch import ATTR_LOG_APPEND_TIME, CRC_POS, HEADER, NO_PARTITION_LEADER_EPOCH
 
 Clock = Callable[[], int]  # milliseconds since the epoch
@@ -58,15 +61,18 @@ class PartitionLog:
         log_start_offset: int,
         recovery_point: int,
         high_watermark: int,
+        epochs: LeaderEpochCache,
         faults: FaultPoints,
         clock: Clock,
         on_io_error: Callable[[OSError], None] | None = None,
     ) -> None:
+        """Take ownership of loaded ``segments`` and ``epochs`` (see ``load_log``/``create_log``)."""
         if not segments:
             raise ValueError(f"{directory}: a log needs at least one segment")
         self.dir = directory
         self.tp = tp
         self.config = config
+        self.epochs = epochs
         self._segments = segments
         self._faults = faults
         self._clock = clock
@@ -110,6 +116,11 @@ class PartitionLog:
     def high_watermark(self, offset: int) -> None:
         """Set by the replica manager; clamped to ``[log_start_offset, log_end_offset]``."""
         self._high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+
+    @property
+    def latest_epoch(self) -> int:
+        """The newest leader epoch in the epoch cache, or -1 when there is none."""
+        return self.epochs.latest_epoch
 
     @property
     def is_offline(self) -> bool:
@@ -189,10 +200,43 @@ class PartitionLog:
             base = leo if assign_offsets else header.base_offset
             prefix = _PREFIX.pack(base, header.batch_length, epoch)
             header = header._replace(base_offset=base, partition_leader_epoch=epoch)
+            if epoch > self.epochs.latest_epoch:
+                # Before the batch, as Kafka: an entry without its batch is dropped on load
+                # (it is at the log end), a batch without its entry would stay wrong.
+                self.epochs.assign(epoch, base)
             segment = self._maybe_roll(header, now)
             segment.append(prefix, memoryview(batch)[_PREFIX.size :], header)
             self._after_append(header.records_count, now)
             return AppendInfo(header.base_offset, header.last_offset, log_append_time, self.log_start_offset)
+
+    def append_batches(self, data: bytes | bytearray | memoryview) -> int:
+        """Append fetched batches keeping their offsets (a follower or mirror); returns how many.
+
+        ``data`` is record batches back to back, as a fetch response carries them. Each is
+        validated (length, magic, CRC-32C) and appended as ``append(assign_offsets=False)``
+        does, its partitionLeaderEpoch feeding the epoch cache. A trailing batch cut short
+        (fetches may cut the last one) is ignored. Batches whose last offset is below the
+        log end offset are skipped: the log has them. Raises InvalidOffsetError when a batch
+        starts past the log end offset (a gap), or ends past it while starting below it;
+        the batches before it stay appended. Raises CorruptBatchError, RecordTooLargeError
+        and LogDirOfflineError as ``append`` does.
+        """
+        view = memoryview(data)
+        end = len(view)
+        pos = 0
+        appended = 0
+        with self._lock, self._io():
+            while end - pos >= PREFIX.size:
+                size = PREFIX.unpack_from(view, pos)[1] + LOG_OVERHEAD
+                if size > end - pos:
+                    break  # a partial last batch: the next fetch brings it whole
+                header = check_batch(view, pos, pos + size)
+                pos += size
+                if header.last_offset < self.log_end_offset:
+                    continue
+                self.append(view[pos - size : pos], assign_offsets=False, validate=False)
+                appended += 1
+        return appended
 
     def _maybe_roll(self, header: BatchHeader, now: int) -> LogSegment:
         active = self._segments[-1]
@@ -311,6 +355,23 @@ class PartitionLog:
             for pos, header in segment.headers(found[0]):
                 yield segment, pos, header
 
+    # -- leader epochs ---------------------------------------------------------------------
+
+    def assign_epoch(self, epoch: int) -> bool:
+        """A new leader starts ``epoch`` at the log end offset; returns whether it was recorded.
+
+        An epoch not newer than the latest is ignored (an older one with a warning). Raises
+        LogDirOfflineError when the checkpoint cannot be written.
+        """
+        with self._lock, self._io():
+            return self.epochs.assign(epoch, self.log_end_offset)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """``(epoch, end offset)`` for OffsetsForLeaderEpoch (``LeaderEpochCache.end_offset_for``)
+        with the current log end offset; ``(-1, -1)`` when undefined. Raises LogDirOfflineError."""
+        with self._lock, self._io():
+            return self.epochs.end_offset_for(epoch, self.log_end_offset)
+
     # -- truncation and deletion -----------------------------------------------------------
 
     def truncate_to(self, offset: int) -> int:
@@ -334,6 +395,8 @@ class PartitionLog:
                 seg.delete_files()
             removed += self._segments[-1].truncate_to(offset)
             self._after_truncate()
+            # After the segments, so that a crash in between leaves entries that load drops.
+            self.epochs.truncate_from_end(self.log_end_offset)
             return removed
 
     def truncate_fully_and_start_at(self, offset: int) -> int:
@@ -351,6 +414,7 @@ class PartitionLog:
         self._segments = [new]
         self.log_start_offset = offset
         self._after_truncate()
+        self.epochs.clear()
         return removed
 
     def _after_truncate(self) -> None:
@@ -376,6 +440,7 @@ class PartitionLog:
                 raise OffsetOutOfRangeError(offset, self.log_start_offset, self._high_watermark)
             self.log_start_offset = max(self.log_start_offset, offset)
             self._delete_segments_locked(lambda seg, nxt: nxt is not None and nxt.base_offset <= offset)
+            self.epochs.truncate_from_start(self.log_start_offset)
             return self.log_start_offset
 
     def apply_retention(self, now_ms: int) -> int:
@@ -424,6 +489,7 @@ class PartitionLog:
             self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
             self._high_watermark = max(self._high_watermark, self.log_start_offset)
             self.recovery_point = max(self.recovery_point, self.log_start_offset)
+            self.epochs.truncate_from_start(self.log_start_offset)
         return count
 
     def compact(self, now_ms: int, *, force: bool = False) -> CleanResult:

@@ -16,6 +16,10 @@
    that ends cleanly before the next one starts is kept; the gap is reported (compacted
    Kafka logs have such gaps, and deleting data recovery cannot prove bad is worse).
 5. With no segment left, start an empty one at the log start offset.
+6. Load the leader-epoch cache from ``leader-epoch-checkpoint``; when that file is missing
+   or unparseable, rebuild it from the batch headers. Then drop the entries at or past the
+   recovered log end offset (a torn tail took their batches, or a leader assigned an epoch
+   and wrote nothing in it), after moving the first entry up to the log start offset.
 
 The result says how many bytes were dropped and where the first bad batch was.
 """
@@ -29,11 +33,13 @@ from pathlib import Path
 
 from ._cleaner import finish_interrupted_swaps
 from ._config import LogConfig
+from ._epochs import LeaderEpochCache
 from ._errors import StorageError
 from ._faults import FaultPoints
 from ._files import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
+    LEADER_EPOCH_CHECKPOINT,
     LOG_SUFFIX,
     TEMP_SUFFIX,
     TopicPartition,
@@ -59,6 +65,7 @@ class LoadReport:
     gaps: list[tuple[int, int]] = field(default_factory=list)  # [from, to) offsets no segment holds
     leftovers_removed: list[str] = field(default_factory=list)
     swaps_finished: list[str] = field(default_factory=list)  # compaction .swap files completed or rolled back
+    epochs_rebuilt: bool = False  # leader-epoch-checkpoint was missing or unparseable: rebuilt from batch headers
 
 
 def load_log(
@@ -154,6 +161,11 @@ def load_log(
     # Pass 5: a log always has an active segment.
     if not segments:
         segments.append(LogSegment.create(directory, log_start_offset, config, faults, now))
+
+    # Pass 6: leader epochs, cut to the recovered log (after the PartitionLog settles the start).
+    epochs, report.epochs_rebuilt = LeaderEpochCache.load(
+        directory, lambda: (header for seg in segments for _, header in seg.headers())
+    )
     partition_log = PartitionLog(
         directory,
         tp,
@@ -162,10 +174,13 @@ def load_log(
         log_start_offset=log_start_offset,
         recovery_point=segments[-1].next_offset if clean_shutdown else recovery_point,
         high_watermark=high_watermark,
+        epochs=epochs,
         faults=faults,
         clock=clock,
         on_io_error=on_io_error,
     )
+    epochs.truncate_from_start(partition_log.log_start_offset)
+    epochs.truncate_from_end(partition_log.log_end_offset)
     if report.bytes_dropped:
         partition_log.flush()
     return partition_log, report
@@ -181,7 +196,7 @@ def create_log(
     clock: Clock,
     on_io_error: Callable[[OSError], None] | None = None,
 ) -> PartitionLog:
-    """Make ``directory`` and a new empty log in it starting at ``start_offset``."""
+    """Make ``directory`` and a new empty log in it starting at ``start_offset`` (no leader epochs)."""
     directory.mkdir(parents=True, exist_ok=False)
     segment = LogSegment.create(directory, start_offset, config, faults, clock())
     return PartitionLog(
@@ -192,6 +207,7 @@ def create_log(
         log_start_offset=start_offset,
         recovery_point=start_offset,
         high_watermark=start_offset,
+        epochs=LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT),
         faults=faults,
         clock=clock,
         on_io_error=on_io_error,

@@ -78,8 +78,23 @@ async def _run(config: NodeConfig, ready_file: Path | None) -> None:
             async def stop_on_signal() -> None:
                 async for signum in signals:
                     log.info("received %s: shutting down", signal.Signals(signum).name)
-                    nursery.cancel_scope.cancel()
+                    break
+                else:
                     return
+                # Controlled shutdown while still serving; a second signal stops at once.
+                async with trio.open_nursery() as inner:
+
+                    async def second_signal() -> None:
+                        async for _ in signals:
+                            log.warning("second signal: stopping without waiting for controlled shutdown")
+                            inner.cancel_scope.cancel()
+                            return
+
+                    inner.start_soon(second_signal)
+                    if broker.status == "ok":
+                        await broker.controlled_shutdown()
+                    inner.cancel_scope.cancel()
+                nursery.cancel_scope.cancel()
 
             nursery.start_soon(stop_on_signal)
             info = await nursery.start(broker.run)

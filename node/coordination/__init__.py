@@ -11,13 +11,16 @@ from ._embedded import server_status as server_status
 from ._errors import BrokerIdInUse as BrokerIdInUse
 from ._errors import CoordinationError as CoordinationError
 from ._errors import MalformedZnode as MalformedZnode
+from ._errors import ReassignmentInProgress as ReassignmentInProgress
 from ._errors import StaleState as StaleState
 from ._errors import TopicExists as TopicExists
 from ._errors import UnknownTopic as UnknownTopic
 from ._errors import ZooKeeperError as ZooKeeperError
 from ._layout import BrokerRegistration as BrokerRegistration
 from ._layout import PartitionState as PartitionState
+from ._layout import Reassignment as Reassignment
 from ._layout import TopicAssignment as TopicAssignment
 from ._layout import validate_topic_name as validate_topic_name
+from ._snapshot import ClusterSnapshot as ClusterSnapshot
 from ._zk_state import ZkState as ZkState
 from ._zk_state import split_connect as split_connect

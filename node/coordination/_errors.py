@@ -56,3 +56,16 @@ class MalformedZnode(CoordinationError):
         super().__init__(f"znode {path} is malformed: {reason}")
         self.path = path
         self.reason = reason
+
+
+class ReassignmentInProgress(CoordinationError):
+    """``/admin/reassign_partitions`` exists: a reassignment is still running (one at a time, as in Kafka)."""
+
+    def __init__(self, pending: tuple[tuple[str, int], ...]) -> None:
+        shown = ", ".join(f"{topic}-{partition}" for topic, partition in pending[:10])
+        more = f" and {len(pending) - 10} more" if len(pending) > 10 else ""
+        super().__init__(
+            f"a partition reassignment is in progress ({len(pending)} partitions left: {shown}{more}); "
+            "wait for it to complete before starting another"
+        )
+        self.pending = pending

@@ -27,11 +27,23 @@ znode                                             kind   data (JSON)
 ``/latest_producer_id_block``                     P      ``{"version":1,"broker":2,"block_start":"1000",
                                                          "block_end":"1999"}``: the last block of producer ids
                                                          claimed (empty before the first); compare-and-set
+``/controller``                                   E      ``{"version":1,"brokerid":1,"timestamp":"<ms since
+                                                         epoch>"}``: the elected controller
+``/controller_epoch``                             P      ``3`` (a decimal string, not JSON): bumped in the same
+                                                         transaction that creates ``/controller``
+``/admin/reassign_partitions``                    P      ``{"version":1,"partitions":[{"topic":"t","partition":0,
+                                                         "replicas":[1,2,3]}],"throttle_bytes_per_s":null}``:
+                                                         the reassignment in progress (target replica lists);
+                                                         ``throttle_bytes_per_s`` (an integer or null) is a
+                                                         strait extension; entries are removed as they complete
+``/strait/offline_replicas/<id>``                 E      ``{"version":1,"partitions":[["t",0],["t",3]]}``: the
+                                                         replicas of broker ``<id>`` on failed log dirs
+                                                         (strait extension; absent when there are none)
 ================================================  =====  ==========================================================
 
 Kinds: P persistent, E ephemeral (vanishes with the session that created it), PS persistent
 sequential (ZooKeeper appends a 10-digit counter). The empty persistent parents Kafka
-creates at startup are listed in :data:`PERSISTENT_PATHS`.
+creates at startup are listed in :data:`PERSISTENT_PATHS`, strait's own in :data:`STRAIT_PATHS`.
 
 Decoders are lenient where Kafka is (missing optional keys, older versions) and raise
 :class:`MalformedZnode` naming the path for anything else.
@@ -43,7 +55,7 @@ import base64
 import json
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +69,11 @@ CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = f"{CONFIG_CHANGES}/config_change_"
 DELETE_TOPICS = "/admin/delete_topics"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+ADMIN = "/admin"
+REASSIGN_PARTITIONS = "/admin/reassign_partitions"
+OFFLINE_REPLICAS = "/strait/offline_replicas"
 
 #: Persistent paths Kafka brokers create at startup (``ZkData.PersistentZkPaths``).
 PERSISTENT_PATHS: tuple[str, ...] = (
@@ -76,12 +93,18 @@ PERSISTENT_PATHS: tuple[str, ...] = (
     "/config/ips",
 )
 
+#: Persistent parents of strait's own extensions, created at startup next to Kafka's.
+STRAIT_PATHS: tuple[str, ...] = (OFFLINE_REPLICAS,)
+
 BROKER_REGISTRATION_VERSION = 5
 TOPIC_ASSIGNMENT_VERSION = 3
 PARTITION_STATE_VERSION = 1
 ENTITY_CONFIG_VERSION = 1
 CONFIG_CHANGE_VERSION = 2
 PRODUCER_ID_BLOCK_VERSION = 1
+CONTROLLER_VERSION = 1
+REASSIGNMENT_VERSION = 1
+OFFLINE_REPLICAS_VERSION = 1
 
 # Kafka's security protocols; a listener named after one of them uses it.
 _SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
@@ -115,6 +138,10 @@ def topic_config_path(topic: str) -> str:
 
 def delete_topic_path(topic: str) -> str:
     return f"{DELETE_TOPICS}/{topic}"
+
+
+def offline_replicas_path(broker_id: int) -> str:
+    return f"{OFFLINE_REPLICAS}/{broker_id}"
 
 
 def validate_topic_name(topic: str) -> str:
@@ -196,6 +223,20 @@ class PartitionState:
     isr: tuple[int, ...]
     controller_epoch: int
     version: int = -1
+
+
+@dataclass(frozen=True)
+class Reassignment:
+    """The partition reassignment in progress (``/admin/reassign_partitions``) and that znode's version.
+
+    ``partitions`` maps ``(topic, partition)`` to its target replica list, preferred leader
+    first; an entry is removed when that partition's reassignment completes.
+    ``throttle_bytes_per_s`` caps the replication traffic the reassignment may use (None: no cap).
+    """
+
+    partitions: dict[tuple[str, int], tuple[int, ...]]
+    throttle_bytes_per_s: int | None
+    version: int
 
 
 # -- JSON helpers -----------------------------------------------------------------------------
@@ -405,6 +446,93 @@ def decode_producer_id_block_end(data: bytes | None) -> int | None:
     return int(end)
 
 
+# -- /controller and /controller_epoch ------------------------------------------------------
+
+
+def encode_controller(broker_id: int, timestamp_ms: int) -> bytes:
+    return _dump({"version": CONTROLLER_VERSION, "brokerid": broker_id, "timestamp": str(timestamp_ms)})
+
+
+def decode_controller(data: bytes | None) -> int:
+    """The controller's broker id."""
+    broker_id = _int(_load(data, CONTROLLER), "brokerid", CONTROLLER)
+    if broker_id < 0:
+        raise MalformedZnode(CONTROLLER, f"'brokerid' {broker_id} is negative")
+    return broker_id
+
+
+def encode_controller_epoch(epoch: int) -> bytes:
+    """Kafka writes the epoch as a bare decimal string."""
+    return str(epoch).encode("ascii")
+
+
+def decode_controller_epoch(data: bytes | None) -> int:
+    text = (data or b"").strip()
+    if not text.isdigit():
+        raise MalformedZnode(CONTROLLER_EPOCH, f"expected a decimal epoch, got {(data or b'')[:200]!r}")
+    return int(text)
+
+
+# -- /admin/reassign_partitions -----------------------------------------------------------------
+
+
+def encode_reassignment(
+    partitions: Mapping[tuple[str, int], tuple[int, ...]], throttle_bytes_per_s: int | None
+) -> bytes:
+    entries = [
+        {"topic": topic, "partition": partition, "replicas": list(replicas)}
+        for (topic, partition), replicas in sorted(partitions.items())
+    ]
+    return _dump({"version": REASSIGNMENT_VERSION, "partitions": entries, "throttle_bytes_per_s": throttle_bytes_per_s})
+
+
+def decode_reassignment(data: bytes | None, version: int) -> Reassignment:
+    """Kafka's format (any extra keys ignored); a repeated partition takes its last entry, as in Kafka."""
+    path = REASSIGN_PARTITIONS
+    obj = _load(data, path)
+    entries = obj.get("partitions")
+    if not isinstance(entries, list):
+        raise MalformedZnode(path, f"'partitions' must be a list, got {entries!r}")
+    partitions: dict[tuple[str, int], tuple[int, ...]] = {}
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("topic"), str):
+            raise MalformedZnode(path, f"entry {entry!r} has no 'topic' string")
+        partition = _int(entry, "partition", path)
+        partitions[entry["topic"], partition] = _int_list(
+            entry.get("replicas"), f"replicas of {entry['topic']}-{partition}", path
+        )
+    throttle = obj.get("throttle_bytes_per_s")
+    if throttle is not None and (isinstance(throttle, bool) or not isinstance(throttle, int)):
+        raise MalformedZnode(path, f"'throttle_bytes_per_s' must be an integer or null, got {throttle!r}")
+    return Reassignment(partitions=dict(sorted(partitions.items())), throttle_bytes_per_s=throttle, version=version)
+
+
+# -- /strait/offline_replicas/<id> --------------------------------------------------------------
+
+
+def encode_offline_replicas(partitions: Iterable[tuple[str, int]]) -> bytes:
+    return _dump({"version": OFFLINE_REPLICAS_VERSION, "partitions": [[t, p] for t, p in sorted(set(partitions))]})
+
+
+def decode_offline_replicas(broker_id: int, data: bytes | None) -> frozenset[tuple[str, int]]:
+    path = offline_replicas_path(broker_id)
+    entries = _load(data, path).get("partitions")
+    if not isinstance(entries, list):
+        raise MalformedZnode(path, f"'partitions' must be a list, got {entries!r}")
+    partitions = set()
+    for entry in entries:
+        if (
+            not isinstance(entry, list)
+            or len(entry) != 2
+            or not isinstance(entry[0], str)
+            or isinstance(entry[1], bool)
+            or not isinstance(entry[1], int)
+        ):
+            raise MalformedZnode(path, f"entry {entry!r} is not [topic, partition]")
+        partitions.add((entry[0], entry[1]))
+    return frozenset(partitions)
+
+
 # -- argument checks (ValueError naming the value) ---------------------------------------------
 
 
@@ -440,3 +568,23 @@ def validate_config(topic: str, config: Mapping[str, str]) -> None:
     for key, value in config.items():
         if not isinstance(key, str) or not isinstance(value, str):
             raise ValueError(f"topic {topic!r}: config {key!r}={value!r} must map strings to strings")
+
+
+def validate_reassignment(
+    partitions: Mapping[tuple[str, int], tuple[int, ...]], throttle_bytes_per_s: int | None
+) -> None:
+    """Shape only (names, numbers, replica lists); the worker checks the topics and partitions exist."""
+    if not partitions:
+        raise ValueError("a reassignment needs at least one partition")
+    for (topic, partition), replicas in partitions.items():
+        validate_topic_name(topic)
+        validate_partition(topic, partition)
+        if not replicas or len(set(replicas)) != len(replicas) or any(r < 0 for r in replicas):
+            raise ValueError(
+                f"reassignment of {topic}-{partition}: replicas {list(replicas)} must be distinct "
+                "non-negative broker ids, at least one"
+            )
+    if throttle_bytes_per_s is not None and (
+        isinstance(throttle_bytes_per_s, bool) or not isinstance(throttle_bytes_per_s, int) or throttle_bytes_per_s <= 0
+    ):
+        raise ValueError(f"throttle_bytes_per_s must be a positive integer or None, got {throttle_bytes_per_s!r}")

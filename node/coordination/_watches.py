@@ -1,12 +1,22 @@
 """Kazoo watches that turn ZooKeeper changes into hints for trio (see :mod:`._hints`).
 
-Three ``ChildrenWatch`` (topics, topic configs, broker ids) plus one ``DataWatch`` per topic
-assignment and per topic config. kazoo re-arms all of them after reconnects and session
-expiry. The callbacks run on kazoo's threads: they only post hints, which never blocks.
+Four ``ChildrenWatch`` (topics, topic configs, broker ids, offline replicas) and these
+``DataWatch``:
+
+- one per topic assignment (hint ``topic:<name>``) and per topic config (``config:<name>``);
+- one per partition state, for every partition in a topic's assignment as it appears
+  (``states``); set from the topic's assignment, so partitions added later are watched too;
+- one per offline-replicas znode (``offline``);
+- ``/controller`` (``controller``) and ``/admin/reassign_partitions`` (``reassignment``):
+  a ``DataWatch`` also reports creation and deletion.
+
+kazoo re-arms all of them after reconnects and session expiry. The callbacks run on kazoo's
+threads: they only post hints, which never blocks.
 
 Each watch's first call reports the state at the moment the watch was set; it is not a
 change, so it posts nothing. A deleted znode's ``DataWatch`` fires (hinting the deletion)
 before its parent's ``ChildrenWatch``, which then stops it; a re-created name gets a new one.
+A topic's partition-state watches share the topic's stop event and end with it.
 """
 
 from __future__ import annotations
@@ -17,8 +27,22 @@ from typing import Any
 
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch  # type: ignore[import-untyped]
 
+from ._errors import MalformedZnode
 from ._hints import Hints
-from ._layout import BROKER_IDS, CONFIG_TOPICS, TOPICS, topic_config_path, topic_path
+from ._layout import (
+    BROKER_IDS,
+    CONFIG_TOPICS,
+    CONTROLLER,
+    OFFLINE_REPLICAS,
+    REASSIGN_PARTITIONS,
+    TOPICS,
+    decode_topic,
+    partition_state_path,
+    topic_config_path,
+    topic_path,
+)
+
+OnData = Callable[[bytes | None], None]
 
 
 class ChangeWatches:
@@ -28,17 +52,22 @@ class ChangeWatches:
         self._client = client
         self._hints = hints
         self._closed = closed
-        # The DataWatch of each existing topic / config znode, by name, as the event that stops it.
-        # Each dict is touched only by the callback of the ChildrenWatch that owns it (kazoo runs
-        # one watch's callbacks one at a time).
+        # The DataWatch of each existing topic / config / offline-replicas znode, by name, as the
+        # event that stops it. Each dict is touched only by the callback of the ChildrenWatch that
+        # owns it (kazoo runs one watch's callbacks one at a time).
         self._topic_watches: dict[str, threading.Event] = {}
         self._config_watches: dict[str, threading.Event] = {}
+        self._offline_watches: dict[str, threading.Event] = {}
 
     def start(self) -> None:
-        """Set the watches. Blocking (reads every topic and config once): run it in a worker thread."""
+        """Set the watches. Blocking (reads every topic, config and partition state once): run it
+        in a worker thread."""
         self._watch_children(TOPICS, self._on_topics)
         self._watch_children(CONFIG_TOPICS, self._on_configs)
         self._watch_children(BROKER_IDS, self._on_brokers)
+        self._watch_children(OFFLINE_REPLICAS, self._on_offline)
+        self._watch_data(CONTROLLER, "controller")
+        self._watch_data(REASSIGN_PARTITIONS, "reassignment")
 
     def _watch_children(self, path: str, on_change: Callable[[list[str], bool], None]) -> None:
         calls = 0
@@ -53,9 +82,12 @@ class ChangeWatches:
 
         ChildrenWatch(self._client, path, watcher)
 
-    def _watch_data(self, path: str, hint: str) -> threading.Event:
-        """DataWatch ``path``, hinting ``hint`` on every change; set the returned event to end it."""
-        stop = threading.Event()
+    def _watch_data(
+        self, path: str, hint: str, stop: threading.Event | None = None, on_data: OnData | None = None
+    ) -> threading.Event:
+        """DataWatch ``path``, hinting ``hint`` on every change; set the returned event (``stop``,
+        or a new one) to end it. ``on_data`` sees the data of every call, the first included."""
+        stop = stop or threading.Event()
         calls = 0
 
         def watcher(data: bytes | None, stat: Any) -> bool | None:
@@ -63,6 +95,8 @@ class ChangeWatches:
             initial, calls = calls == 0, calls + 1
             if self._closed() or stop.is_set():
                 return False
+            if on_data is not None:
+                on_data(data)
             if not initial:
                 self._hints.post(hint)
             return None
@@ -70,25 +104,48 @@ class ChangeWatches:
         DataWatch(self._client, path, watcher)
         return stop
 
+    def _watch_topic(self, name: str) -> threading.Event:
+        """The topic's assignment, and the state of each partition it lists (from now on)."""
+        stop = threading.Event()
+        watched: set[int] = set()  # touched only by this topic's DataWatch callback
+
+        def on_assignment(data: bytes | None) -> None:
+            if data is None:
+                return  # deleted: the topics ChildrenWatch stops everything
+            try:
+                partitions = decode_topic(name, data, 0).partitions
+            except MalformedZnode:
+                return  # a reader of the assignment reports it
+            for partition in sorted(partitions.keys() - watched):
+                watched.add(partition)
+                self._watch_data(partition_state_path(name, partition), "states", stop)
+
+        return self._watch_data(topic_path(name), f"topic:{name}", stop, on_assignment)
+
     def _sync(
-        self, watches: dict[str, threading.Event], children: list[str], path: Callable[[str], str], kind: str
+        self,
+        watches: dict[str, threading.Event],
+        children: list[str],
+        watch: Callable[[str], threading.Event],
     ) -> list[str]:
-        """Watch every child's data and stop watching the ones gone; returns the new names."""
+        """Watch every child and stop watching the ones gone; returns the new names."""
         current = set(children)
         for name in [name for name in watches if name not in current]:
             watches.pop(name).set()
         added = sorted(current - watches.keys())
         for name in added:
-            watches[name] = self._watch_data(path(name), f"{kind}:{name}")
+            watches[name] = watch(name)
         return added
 
     def _on_topics(self, children: list[str], initial: bool) -> None:
-        self._sync(self._topic_watches, children, topic_path, "topic")
+        self._sync(self._topic_watches, children, self._watch_topic)
         if not initial:
             self._hints.post("topics")
 
     def _on_configs(self, children: list[str], initial: bool) -> None:
-        added = self._sync(self._config_watches, children, topic_config_path, "config")
+        added = self._sync(
+            self._config_watches, children, lambda name: self._watch_data(topic_config_path(name), f"config:{name}")
+        )
         if not initial:
             for name in added:
                 self._hints.post(f"config:{name}")
@@ -96,3 +153,10 @@ class ChangeWatches:
     def _on_brokers(self, children: list[str], initial: bool) -> None:
         if not initial:
             self._hints.post("brokers")
+
+    def _on_offline(self, children: list[str], initial: bool) -> None:
+        self._sync(
+            self._offline_watches, children, lambda name: self._watch_data(f"{OFFLINE_REPLICAS}/{name}", "offline")
+        )
+        if not initial:
+            self._hints.post("offline")

@@ -15,9 +15,10 @@ the outcome, as after a ZooKeeper connection loss. :meth:`ZkState.close` is shie
 
 Sessions: kazoo reconnects by itself. When ZooKeeper expired the session (the broker was
 unreachable for longer than the session timeout) kazoo opens a new one; the ephemeral broker
-registration died with the old session, so :class:`ZkState` re-creates it, then hints
-``"session"``. Watches (kazoo ``ChildrenWatch``/``DataWatch``) survive reconnects and session
-expiry.
+registration and offline-replicas znode died with the old session, so :class:`ZkState`
+re-creates them, then hints ``"session"``. Controllership is not restored: ``/controller``
+died too, and a new election decides. Watches (kazoo ``ChildrenWatch``/``DataWatch``) survive
+reconnects and session expiry.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any, TypeVar, TypeVarTuple, Unpack
 
@@ -36,12 +37,12 @@ from kazoo.exceptions import (  # type: ignore[import-untyped]
     KazooException,
     NodeExistsError,
     NoNodeError,
-    RolledBackError,
-    RuntimeInconsistency,
+    NotEmptyError,
 )
 from kazoo.protocol.states import KazooState  # type: ignore[import-untyped]
 from kazoo.retry import KazooRetry  # type: ignore[import-untyped]
 
+from . import _controller, _reassignment
 from ._errors import CoordinationError, StaleState, TopicExists, UnknownTopic
 from ._hints import Hints
 from ._layout import (
@@ -51,9 +52,11 @@ from ._layout import (
     CONFIG_TOPICS,
     PERSISTENT_PATHS,
     PRODUCER_ID_BLOCK,
+    STRAIT_PATHS,
     TOPICS,
     BrokerRegistration,
     PartitionState,
+    Reassignment,
     TopicAssignment,
     broker_path,
     decode_broker,
@@ -79,10 +82,14 @@ from ._layout import (
     validate_assignment,
     validate_config,
     validate_partition,
+    validate_reassignment,
     validate_states,
     validate_topic_name,
 )
+from ._offline import OfflineReplicas
 from ._registration import BrokerRegistrar
+from ._snapshot import ClusterSnapshot, read_snapshot
+from ._transactions import failure as _failure
 from ._watches import ChangeWatches
 
 logger = logging.getLogger(__name__)
@@ -151,7 +158,9 @@ class ZkState:
         self._client: Any = None  # KazooClient, set by start()
         self._hints = Hints()
         self._closed = False
+        self._clock_ms = clock_ms
         self._registrar = BrokerRegistrar(clock_ms)
+        self._offline = OfflineReplicas()
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -212,8 +221,12 @@ class ZkState:
 
         ``"topics"`` (a topic was created or deleted), ``"topic:<name>"`` (its assignment changed
         or it was deleted), ``"config:<name>"`` (its config znode appeared, changed or vanished),
-        ``"brokers"`` (a broker registered or went away), ``"session"`` (the session expired and
-        a new one was opened: anything may have changed meanwhile; our registration is restored).
+        ``"brokers"`` (a broker registered or went away), ``"states"`` (the leader/ISR state of
+        some partition was written or deleted), ``"controller"`` (``/controller`` appeared,
+        changed or vanished), ``"reassignment"`` (a reassignment started, progressed or ended),
+        ``"offline"`` (some broker's offline replicas changed), ``"session"`` (the session
+        expired and a new one was opened: anything may have changed meanwhile; our registration
+        and offline replicas are restored).
         Hints from before :meth:`start` returned are not sent: read the state after starting.
         Each hint is queued at most once until read. Always the same channel, meant for one
         reader; it ends after :meth:`close`.
@@ -368,6 +381,132 @@ class ZkState:
             f"write state of {topic}-{partition}", self._set_partition_state_sync, topic, partition, state
         )
 
+    async def set_assignment(self, topic: str, partitions: dict[int, tuple[int, ...]], version: int) -> int:
+        """Replace the topic's replica assignment if its znode is still at ``version`` (the
+        :attr:`TopicAssignment.version` it was read at); returns the new version.
+
+        The topic id and unknown keys are kept; ``adding_replicas``/``removing_replicas`` are
+        emptied (the new lists are the whole truth). The partitions must be exactly the topic's
+        (use :meth:`add_partitions` to add some).
+
+        Raises:
+            StaleState: the assignment changed since it was read at ``version``.
+            UnknownTopic: no such topic.
+            ValueError: invalid name or version; partitions not numbered 0..n-1 or not the topic's;
+                a replica list empty, negative or with duplicates.
+        """
+        validate_topic_name(topic)
+        validate_assignment(topic, partitions, first=0)
+        if version < 0:
+            raise ValueError(f"topic {topic!r}: assignment version {version} is negative")
+        return await self._run(
+            f"set the assignment of {topic!r}", self._set_assignment_sync, topic, dict(partitions), version
+        )
+
+    # -- controller -----------------------------------------------------------------------------
+
+    async def elect_controller(self, broker_id: int) -> int | None:
+        """Try to become controller: create the ephemeral ``/controller`` and bump
+        ``/controller_epoch`` in one transaction. Returns the new controller epoch, or None when
+        another broker holds ``/controller``.
+
+        No two elections get the same epoch, and epochs only grow. If this session already is
+        the controller as ``broker_id`` (say, a retry after a lost reply), returns the current
+        epoch. Controllership ends with the session (or :meth:`resign_controller`).
+
+        Raises:
+            ValueError: ``broker_id`` is negative.
+            MalformedZnode: ``/controller_epoch`` is not a decimal number.
+        """
+        _check_broker_id(broker_id)
+        return await self._run(
+            f"elect broker {broker_id} controller", _controller.elect, self._client, broker_id, self._clock_ms()
+        )
+
+    async def controller(self) -> tuple[int, int] | None:
+        """``(controller broker id, controller epoch)``, or None while there is no controller."""
+        current = await self._run("read the controller", self._read, _controller.read, self._client)
+        return None if current is None else current[:2]
+
+    async def resign_controller(self, broker_id: int) -> bool:
+        """Delete ``/controller`` if this session holds it as ``broker_id``; True if it did.
+
+        Anyone else's ``/controller`` is left alone (returns False).
+        """
+        _check_broker_id(broker_id)
+        return await self._run(f"resign controller {broker_id}", _controller.resign, self._client, broker_id)
+
+    # -- everything at once -----------------------------------------------------------------------
+
+    async def snapshot(self) -> ClusterSnapshot:
+        """Brokers, topics, their configs and partition states, the controller, the reassignment
+        and the offline replicas, read in one worker thread with pipelined reads (see
+        :class:`ClusterSnapshot`). A topic deleted during the read is left out."""
+        return await self._run("read a cluster snapshot", self._read, read_snapshot, self._client)
+
+    # -- partition reassignment -----------------------------------------------------------------
+
+    async def start_reassignment(
+        self, partitions: Mapping[tuple[str, int], Iterable[int]], throttle_bytes_per_s: int | None = None
+    ) -> Reassignment:
+        """Create ``/admin/reassign_partitions``: move each ``(topic, partition)`` to its new
+        replica list (preferred leader first). Returns what was written.
+
+        Created only if every topic still has the assignment it was checked against (one
+        transaction), so a reassignment never names a deleted topic or partition.
+
+        Raises:
+            ReassignmentInProgress: a reassignment is running (one at a time).
+            UnknownTopic: a topic does not exist.
+            ValueError: naming the bad entry: no partitions, an invalid name, a partition the
+                topic does not have, a replica list empty, negative or with duplicates; a
+                throttle that is not a positive integer.
+        """
+        wanted = {(topic, partition): tuple(replicas) for (topic, partition), replicas in partitions.items()}
+        validate_reassignment(wanted, throttle_bytes_per_s)
+        return await self._run(
+            f"start reassigning {len(wanted)} partitions",
+            _reassignment.start,
+            self._client,
+            wanted,
+            throttle_bytes_per_s,
+        )
+
+    async def reassignment(self) -> Reassignment | None:
+        """The reassignment in progress, or None."""
+        return await self._run("read the reassignment", self._read, _reassignment.read, self._client)
+
+    async def complete_reassignment(self, topic: str, partition: int) -> Reassignment | None:
+        """Remove ``(topic, partition)`` from the reassignment in progress (compare-and-set,
+        retried on a lost race), deleting the znode when it was the last. Returns what is left,
+        None when nothing is. Removing an entry that is not there changes nothing."""
+        validate_topic_name(topic)
+        validate_partition(topic, partition)
+        return await self._run(
+            f"complete the reassignment of {topic}-{partition}", _reassignment.complete, self._client, topic, partition
+        )
+
+    # -- offline replicas -----------------------------------------------------------------------
+
+    async def set_offline_replicas(self, broker_id: int, partitions: Iterable[tuple[str, int]]) -> None:
+        """Publish the replicas of ``broker_id`` on failed log dirs, replacing what was published.
+
+        Ephemeral ``/strait/offline_replicas/<broker_id>``: it ends with the session and is
+        re-created after a session expiry; an empty ``partitions`` deletes it.
+
+        Raises:
+            BrokerIdInUse: another session holds that broker's znode.
+            ValueError: a negative broker id, an invalid topic name or partition.
+        """
+        _check_broker_id(broker_id)
+        wanted = frozenset((topic, partition) for topic, partition in partitions)
+        for topic, partition in wanted:
+            validate_topic_name(topic)
+            validate_partition(topic, partition)
+        await self._run(
+            f"publish offline replicas of broker {broker_id}", self._offline.publish, self._client, broker_id, wanted
+        )
+
     # -- plumbing -----------------------------------------------------------------------------
 
     async def _run(self, what: str, fn: Callable[[Unpack[Ts]], T], *args: Unpack[Ts]) -> T:  # noqa: UP044
@@ -426,12 +565,13 @@ class ZkState:
 
     def _initialise_sync(self) -> None:
         client = self._client
-        for path in PERSISTENT_PATHS:
+        for path in PERSISTENT_PATHS + STRAIT_PATHS:
             client.ensure_path(path)
         self._registrar.after_connect(client)  # notes the first session (also done on kazoo's thread)
         ChangeWatches(client, self._hints, lambda: self._closed).start()
 
     def _close_sync(self, client: Any) -> None:
+        self._offline.close()
         self._registrar.deregister(client)
         _stop_quietly(client)
 
@@ -443,8 +583,10 @@ class ZkState:
             self._client.handler.spawn(self._after_connect)
 
     def _after_connect(self) -> None:
-        """Kazoo worker thread: restore the registration if needed; hint ``"session"`` for a new session."""
-        if self._registrar.after_connect(self._client):
+        """Kazoo worker thread: restore the ephemerals if needed; hint ``"session"`` for a new session."""
+        new_session = self._registrar.after_connect(self._client)
+        self._offline.after_connect(self._client)
+        if new_session:
             self._hints.post("session")
 
     # -- the operations, each run whole in one worker thread ----------------------------------
@@ -590,7 +732,14 @@ class ZkState:
         client = self._client
         if client.exists(topic_path(name)) is None:  # kazoo's recursive delete ignores a missing node
             raise UnknownTopic(name)
-        client.delete(topic_path(name), recursive=True)
+        for attempt in range(5):
+            try:
+                client.delete(topic_path(name), recursive=True)
+                break
+            except NotEmptyError:
+                # A partition state was written while we deleted (a leader changing its ISR): again.
+                if attempt == 4:
+                    raise
         for path in (topic_config_path(name), delete_topic_path(name)):
             with contextlib.suppress(NoNodeError):
                 client.delete(path, recursive=True)
@@ -670,6 +819,32 @@ class ZkState:
             raise UnknownTopic(topic) from None
         return 0
 
+    def _set_assignment_sync(self, topic: str, partitions: dict[int, tuple[int, ...]], version: int) -> int:
+        client = self._client
+        path = topic_path(topic)
+        try:
+            data, stat = self._read(client.get, path)
+        except NoNodeError:
+            raise UnknownTopic(topic) from None
+        if stat.version != version:
+            raise StaleState(path, version)
+        current = decode_topic(topic, data, stat.version)
+        if current.partitions.keys() != partitions.keys():
+            raise ValueError(
+                f"topic {topic!r}: the new assignment has partitions {sorted(partitions)}, the topic has "
+                f"{sorted(current.partitions)}; use add_partitions to add partitions"
+            )
+        raw = decode_topic_raw(topic, data)
+        kept = {k: v for k, v in raw.items() if k not in ("version", "topic_id", "partitions")}
+        kept.update(adding_replicas={}, removing_replicas={})
+        topic_id = current.topic_id or new_uuid()
+        try:
+            return int(client.set(path, encode_topic(topic_id, partitions, kept), version=version).version)
+        except BadVersionError:
+            raise StaleState(path, version) from None
+        except NoNodeError:
+            raise UnknownTopic(topic) from None
+
 
 # -- module helpers ---------------------------------------------------------------------------
 
@@ -685,12 +860,9 @@ def _stop_quietly(client: Any) -> None:
         logger.warning("closing the ZooKeeper client failed: %r", exc)
 
 
-def _failure(results: list[Any]) -> tuple[int, Exception] | None:
-    """The index and error of the operation that failed a transaction, or None if it committed."""
-    for index, result in enumerate(results):
-        if isinstance(result, Exception) and not isinstance(result, (RolledBackError, RuntimeInconsistency)):
-            return index, result
-    return None
+def _check_broker_id(broker_id: int) -> None:
+    if broker_id < 0:
+        raise ValueError(f"broker id {broker_id} is negative")
 
 
 def _add_state_creates(tx: Any, topic: str, states: Mapping[int, PartitionState], *, partitions_exist: bool) -> None:

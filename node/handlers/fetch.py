@@ -1,5 +1,9 @@
 """Fetch (API 1): whole batches by sendfile, long polling on ``max_wait_ms`` / ``min_bytes``.
 
+Only the leader serves a partition (NOT_LEADER_OR_FOLLOWER elsewhere; FENCED_LEADER_EPOCH /
+UNKNOWN_LEADER_EPOCH when the request's current_leader_epoch is not the leader's). Followers
+fetch with their broker id as ``replica_id``: they read up to the log end offset, and the
+offset they fetch from is their log end offset, which moves the high watermark and the ISR.
 Per partition the read starts at the batch that contains ``fetch_offset`` (clients skip the
 records before it) and stops at the high watermark, at ``partition_max_bytes`` and at what is
 left of the response's ``max_bytes``; the first batch of the first non-empty partition is
@@ -40,8 +44,16 @@ def _partition_entry(index: int, code: int = 0) -> dict[str, Any]:
     }
 
 
-def _read_once(broker: Broker, req: Struct, max_bytes: int) -> tuple[list[dict[str, Any]], int, bool, list[Partition]]:
-    """One pass over the requested partitions: (responses, bytes, any error, partitions read)."""
+def _read_once(
+    broker: Broker, req: Struct, max_bytes: int, *, first: bool
+) -> tuple[list[dict[str, Any]], int, bool, list[Partition]]:
+    """One pass over the requested partitions: (responses, bytes, any error, partitions read).
+
+    A follower's fetch (``replica_id`` >= 0) reads up to the log end offset and, on the first
+    pass, tells the leader where the follower's log ends; a consumer reads up to the high
+    watermark.
+    """
+    replica_id = req.replica_id
     responses = []
     budget = max_bytes
     total = 0
@@ -53,6 +65,11 @@ def _read_once(broker: Broker, req: Struct, max_bytes: int) -> tuple[list[dict[s
             entry = _partition_entry(fp.partition)
             try:
                 partition = broker.cluster.partition(topic.topic, fp.partition)
+                partition.check_epoch(getattr(fp, "current_leader_epoch", -1))
+                if replica_id >= 0 and first:
+                    plog = partition.log
+                    if plog.log_start_offset <= fp.fetch_offset <= plog.log_end_offset:
+                        broker.replicas.follower_fetched(partition, replica_id, fp.fetch_offset)
             except BrokerError as exc:
                 entry["error_code"] = exc.code
                 errors = True
@@ -61,14 +78,15 @@ def _read_once(broker: Broker, req: Struct, max_bytes: int) -> tuple[list[dict[s
             seen.append(partition)
             plog = partition.log
             hw = plog.high_watermark
+            end = plog.log_end_offset if replica_id >= 0 else hw
             entry["high_watermark"] = hw
             entry["last_stable_offset"] = hw
             entry["log_start_offset"] = plog.log_start_offset
             limit = min(fp.partition_max_bytes, budget)
-            if fp.fetch_offset < hw and (limit > 0 or total == 0):
+            if plog.log_start_offset <= fp.fetch_offset < end and (limit > 0 or total == 0):
                 try:
                     slices: list[FileSlice] = plog.read(
-                        fp.fetch_offset, max(limit, 0), max_offset=hw, min_one=total == 0
+                        fp.fetch_offset, max(limit, 0), max_offset=end, min_one=total == 0
                     )
                 except OffsetOutOfRangeError:
                     entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
@@ -100,8 +118,10 @@ async def handle_fetch(broker: Broker, header: RequestHeader, req: Struct) -> di
     max_bytes = req.max_bytes if header.api_version >= 3 else INT32_MAX
     max_wait = min(max(req.max_wait_ms, 0), MAX_WAIT_CAP_MS) / 1000
     deadline = trio.current_time() + max_wait
+    first = True
     while True:
-        responses, total, errors, seen = _read_once(broker, req, max_bytes)
+        responses, total, errors, seen = _read_once(broker, req, max_bytes, first=first)
+        first = False
         if total >= req.min_bytes or errors or not seen or trio.current_time() >= deadline:
             break
         arrived = trio.Event()

@@ -53,14 +53,19 @@ async def handle_metadata(broker: Broker, header: RequestHeader, req: Struct) ->
                 part_state = state.states.get(p)
                 isr = list(part_state.isr) if part_state is not None else replicas
                 leader = cluster.leader_of(state, p)
-                offline = [b for b in replicas if b not in cluster.brokers and b != cluster.broker_id]
+                offline = [
+                    b
+                    for b in replicas
+                    if (b not in cluster.brokers and b != cluster.broker_id)
+                    or (name, p) in cluster.offline_replicas.get(b, ())
+                ]
+                unavailable = leader < 0 or leader in offline
                 partitions.append(
                     {
-                        "error_code": ErrorCode.LEADER_NOT_AVAILABLE if leader in offline else 0,
+                        "error_code": ErrorCode.LEADER_NOT_AVAILABLE if unavailable else 0,
                         "partition_index": p,
-                        "leader_id": leader,
-                        # -1: clients then skip OffsetForLeaderEpoch validation (not served yet).
-                        "leader_epoch": -1,
+                        "leader_id": -1 if unavailable else leader,
+                        "leader_epoch": part_state.leader_epoch if part_state is not None else -1,
                         "replica_nodes": replicas,
                         "isr_nodes": isr,
                         "offline_replicas": offline,
@@ -83,7 +88,7 @@ async def handle_metadata(broker: Broker, header: RequestHeader, req: Struct) ->
         "throttle_time_ms": 0,
         "brokers": brokers,
         "cluster_id": broker.cluster_id,
-        "controller_id": cluster.live_broker_ids()[0],
+        "controller_id": cluster.controller[0] if cluster.controller is not None else -1,
         "topics": topics,
         "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
     }

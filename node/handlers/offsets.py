@@ -31,6 +31,7 @@ async def handle_list_offsets(broker: Broker, header: RequestHeader, req: Struct
             }
             try:
                 partition = broker.cluster.partition(topic.name, lp.partition_index)
+                partition.check_epoch(getattr(lp, "current_leader_epoch", -1))
                 plog = partition.log
                 ts = lp.timestamp
                 if ts == EARLIEST:

@@ -232,11 +232,29 @@ INCREMENTAL_ALTER_CONFIGS = ApiSchema(
         ))),
     ),
 )
+
+# Inter-broker: a stopping node asks the controller to move its leaderships away. v0 used a
+# request header without client id; strait declares v1+ only.
+CONTROLLED_SHUTDOWN = ApiSchema(
+    ApiKey.CONTROLLED_SHUTDOWN, "ControlledShutdown", max_version=2, flexible_from=3, min_version=1,
+    request=S(
+        F("broker_id", INT32),
+        F("broker_epoch", INT64, "2+", default=-1),
+    ),
+    response=S(
+        F("error_code", INT16),
+        F("remaining_partitions", A(S(
+            F("topic_name", STRING),
+            F("partition_index", INT32),
+        ))),
+    ),
+)
 # fmt: on
 
 ADMIN_APIS = (
     API_VERSIONS,
     METADATA,
+    CONTROLLED_SHUTDOWN,
     CREATE_TOPICS,
     DELETE_TOPICS,
     DESCRIBE_CONFIGS,

@@ -111,6 +111,7 @@ class NodeProcess:
         if self.proc is None or self.proc.poll() is not None:
             return None if self.proc is None else self.proc.returncode
         self.proc.send_signal(signal.SIGTERM)
+        self.resume()  # a paused node handles SIGTERM once it runs again
         try:
             return self.proc.wait(STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:
@@ -124,6 +125,20 @@ class NodeProcess:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait(STOP_TIMEOUT_S)
+
+    def pause(self) -> None:
+        """SIGSTOP the node's process group (a GC pause or a frozen VM, as seen from outside)."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGCONT)
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
 
     def restart(self, *, hard: bool = False) -> NodeProcess:
         if hard:

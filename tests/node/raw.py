@@ -81,13 +81,14 @@ def produce_raw(
     seq: int = -1,
     batch: bytes | None = None,
     version: int = 8,
+    acks: int = -1,
 ) -> Struct:
     """Produce one batch (built here unless given) and return the partition's response."""
     if batch is None:
         now = int(time.time() * 1000)
         batch = build_batch([(now, None, v) for v in values], producer_id=pid, producer_epoch=epoch, base_sequence=seq)
     with connect(bootstrap) as sock:
-        response = request(sock, ApiKey.PRODUCE, version, produce_body(topic, partition, batch))
+        response = request(sock, ApiKey.PRODUCE, version, produce_body(topic, partition, batch, acks))
     return response.responses[0].partition_responses[0]
 
 

@@ -7,19 +7,34 @@ import json
 
 import pytest
 
-from node.coordination import BrokerRegistration, MalformedZnode, PartitionState, split_connect, validate_topic_name
+from node.coordination import (
+    BrokerRegistration,
+    MalformedZnode,
+    PartitionState,
+    Reassignment,
+    split_connect,
+    validate_topic_name,
+)
 from node.coordination._layout import (
     decode_broker,
     decode_cluster_id,
+    decode_controller,
+    decode_controller_epoch,
+    decode_offline_replicas,
     decode_partition_state,
     decode_producer_id_block_end,
+    decode_reassignment,
     decode_topic,
     decode_topic_config,
     encode_broker,
     encode_cluster_id,
     encode_config_change,
+    encode_controller,
+    encode_controller_epoch,
+    encode_offline_replicas,
     encode_partition_state,
     encode_producer_id_block,
+    encode_reassignment,
     encode_topic,
     encode_topic_config,
     new_uuid,
@@ -170,3 +185,57 @@ def test_producer_id_block_is_kafkas() -> None:
     assert decode_producer_id_block_end(b"") is None  # Kafka creates the znode empty
     with pytest.raises(MalformedZnode, match="latest_producer_id_block"):
         decode_producer_id_block_end(b'{"block_end": 5}')
+
+
+def test_controller_znodes_are_kafkas() -> None:
+    data = encode_controller(3, 1700000000123)
+    assert json.loads(data) == {"version": 1, "brokerid": 3, "timestamp": "1700000000123"}
+    assert decode_controller(data) == 3
+    assert encode_controller_epoch(12) == b"12"
+    assert decode_controller_epoch(b"12") == 12
+    for bad in (b"", b"-1", b"x", None):
+        with pytest.raises(MalformedZnode, match="/controller_epoch"):
+            decode_controller_epoch(bad)
+    with pytest.raises(MalformedZnode, match="/controller is malformed: 'brokerid'"):
+        decode_controller(b'{"version":1,"brokerid":"3"}')
+
+
+def test_reassignment_is_kafkas_with_a_throttle() -> None:
+    moves = {("t", 1): (3, 1), ("a", 0): (2,)}
+    data = encode_reassignment(moves, 1024)
+    assert json.loads(data) == {
+        "version": 1,
+        "partitions": [
+            {"topic": "a", "partition": 0, "replicas": [2]},
+            {"topic": "t", "partition": 1, "replicas": [3, 1]},
+        ],
+        "throttle_bytes_per_s": 1024,
+    }
+    assert decode_reassignment(data, 4) == Reassignment({("a", 0): (2,), ("t", 1): (3, 1)}, 1024, 4)
+    # Kafka's own (no throttle key, an extra log_dirs key).
+    kafkas = b'{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1],"log_dirs":["any"]}]}'
+    assert decode_reassignment(kafkas, 0) == Reassignment({("t", 0): (1,)}, None, 0)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"version":1}',
+        b'{"partitions":[{"partition":0,"replicas":[1]}]}',
+        b'{"partitions":[{"topic":"t","partition":"0","replicas":[1]}]}',
+        b'{"partitions":[{"topic":"t","partition":0,"replicas":"1"}]}',
+        b'{"partitions":[],"throttle_bytes_per_s":"fast"}',
+    ],
+)
+def test_malformed_reassignment_names_its_path(data: bytes) -> None:
+    with pytest.raises(MalformedZnode, match="/admin/reassign_partitions"):
+        decode_reassignment(data, 0)
+
+
+def test_offline_replicas_round_trip() -> None:
+    data = encode_offline_replicas([("t", 3), ("a", 0), ("t", 3)])
+    assert json.loads(data) == {"version": 1, "partitions": [["a", 0], ["t", 3]]}
+    assert decode_offline_replicas(2, data) == frozenset({("a", 0), ("t", 3)})
+    for bad in (b'{"partitions":{}}', b'{"partitions":[["t"]]}', b'{"partitions":[["t",true]]}'):
+        with pytest.raises(MalformedZnode, match="/strait/offline_replicas/2"):
+            decode_offline_replicas(2, bad)

@@ -1,23 +1,18 @@
 """ZkState against the session's real ZooKeeper, one chroot per test.
 
-Each test is a plain function running ``trio.run``. A raw kazoo client (``Raw``) checks what
-landed in ZooKeeper, byte for byte where Kafka compatibility matters.
+Each test is a plain function running ``trio.run``. A raw kazoo client (``Raw`` in
+:mod:`.zk_helpers`) checks what landed in ZooKeeper, byte for byte where Kafka compatibility matters.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager, suppress
-from typing import Any
+from contextlib import suppress
 
 import pytest
 import trio
-from kazoo.client import KazooClient  # type: ignore[import-untyped]
 
 from node.coordination import (
     BrokerIdInUse,
-    BrokerRegistration,
     CoordinationError,
     PartitionState,
     StaleState,
@@ -26,70 +21,9 @@ from node.coordination import (
     ZkState,
 )
 from tests.node.coordination.tcp_proxy import TcpProxy
+from tests.node.coordination.zk_helpers import DEADLINE, expire_session, next_hint, raw_session, reg, run
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
-
-DEADLINE = 15.0  # for anything that waits on ZooKeeper
-
-
-def run(main: Callable[[], Awaitable[None]]) -> None:
-    async def with_deadline() -> None:
-        with trio.fail_after(DEADLINE * 2):
-            await main()
-
-    trio.run(with_deadline)
-
-
-class Raw:
-    """A plain kazoo session to check what landed in ZooKeeper; its calls run in worker threads."""
-
-    def __init__(self, connect: str) -> None:
-        self.client = KazooClient(hosts=connect)
-
-    async def json(self, path: str) -> Any:
-        data, _ = await trio.to_thread.run_sync(self.client.get, path)
-        return json.loads(data)
-
-    async def exists(self, path: str) -> bool:
-        return await trio.to_thread.run_sync(self.client.exists, path) is not None
-
-    async def children(self, path: str) -> list[str]:
-        return sorted(await trio.to_thread.run_sync(self.client.get_children, path))
-
-    async def owner(self, path: str) -> int:
-        _, stat = await trio.to_thread.run_sync(self.client.get, path)
-        return int(stat.ephemeralOwner)
-
-    def stop(self) -> None:
-        self.client.stop()
-        self.client.close()
-
-
-@asynccontextmanager
-async def raw_session(connect: str) -> AsyncIterator[Raw]:
-    raw = Raw(connect)
-    await trio.to_thread.run_sync(raw.client.start, DEADLINE)
-    try:
-        yield raw
-    finally:
-        with trio.CancelScope(shield=True):
-            await trio.to_thread.run_sync(raw.stop)
-
-
-async def next_hint(events: trio.MemoryReceiveChannel[str], wanted: str) -> list[str]:
-    """Read hints until ``wanted`` arrives; returns everything read (fails after the deadline)."""
-    seen = []
-    with trio.fail_after(DEADLINE):
-        async for hint in events:
-            seen.append(hint)
-            if hint == wanted:
-                return seen
-    raise AssertionError(f"the channel ended before {wanted!r}; saw {seen}")
-
-
-def reg(broker_id: int, port: int = 9092, rack: str | None = None) -> BrokerRegistration:
-    return BrokerRegistration(broker_id, "127.0.0.1", port, (f"PLAINTEXT://127.0.0.1:{port}",), rack)
-
 
 STATE = PartitionState(leader=1, leader_epoch=0, isr=(1, 2), controller_epoch=1)
 
@@ -452,14 +386,6 @@ def test_unread_hints_do_not_pile_up(zk_connect: str) -> None:
 
 
 # -- sessions ---------------------------------------------------------------------------------
-
-
-def expire_session(connect: str, session: tuple[int, bytes]) -> None:
-    """Expire ``session`` now: attach to it with its id and password, then close it (blocking)."""
-    thief = KazooClient(hosts=connect, client_id=session)
-    thief.start(timeout=DEADLINE)
-    thief.stop()
-    thief.close()
 
 
 def test_session_expiry_restores_the_registration(zookeeper: str, zk_connect: str) -> None:

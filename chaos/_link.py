@@ -1,0 +1,274 @@
+"""One proxied connection: two pumps, client -> upstream and upstream -> client, that apply the toxics.
+
+Each direction is a reader and a writer joined by a bounded channel of ``(arrival time, bytes)``
+chunks. The reader never waits on toxics, so arrival times are true and delays do not add up
+from chunk to chunk; the writer handles chunks one at a time, in order, so bytes are never
+reordered. Before each step the writer looks at the toxics *now* (the proxy's list, filtered by
+this connection's toxicity draws), and every wait ends early when that list changes, so a toxic
+added to or removed from a live connection takes effect at once:
+
+1. a ``timeout`` toxic drops the chunk (and holds back end-of-stream while it stays);
+2. ``latency`` toxics hold the chunk until arrival + the sum of their delays (jitter drawn per chunk);
+3. the smallest ``bandwidth`` rate splits the chunk into 100 ms slices, each sent when the previous
+   one's time is up;
+4. ``limit_data`` toxics cut the chunk at their remaining budget and close the connection when it is spent.
+
+End-of-stream from one side is passed on as a half close (FIN) after ``latency`` and
+``slow_close`` delays; the connection closes once both directions have ended. ``timeout``
+(when > 0) and ``reset_peer`` toxics run a timer per connection from the moment they meet it.
+
+When a connection ends for any reason both sockets are closed; a reset closes the socket
+the reset stream writes to with SO_LINGER 0, so that peer reads ECONNRESET.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import socket
+import struct
+from collections.abc import Sequence
+from typing import Protocol
+
+import trio
+
+from chaos._toxic import Toxic
+
+__all__ = ["Link", "ToxicSource"]
+
+_log = logging.getLogger(__name__)
+
+#: Bytes read from a socket at a time: a chunk, the unit of delay.
+CHUNK_BYTES = 32 * 1024
+#: Chunks buffered per direction between reader and writer before the reader waits (backpressure).
+QUEUE_CHUNKS = 64
+#: Seconds of data per bandwidth slice, as toxiproxy does.
+_SLICE_SECONDS = 0.1
+#: SO_LINGER on, timeout 0: close() then sends RST instead of FIN.
+_LINGER_RESET = struct.pack("ii", 1, 0)
+
+_SocketErrors = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
+
+
+class ToxicSource(Protocol):
+    """The proxy as a link sees it. Called on the trio thread; must not block."""
+
+    def active_toxics(self) -> Sequence[Toxic]:
+        """The proxy's toxics, both streams, in the order they were added."""
+        ...
+
+    def toxics_changed(self) -> trio.Event:
+        """An event set at the next change of the toxic list (add, update, remove)."""
+        ...
+
+
+class Link:
+    """Forwards one accepted client connection to its upstream connection, applying the toxics."""
+
+    def __init__(
+        self, source: ToxicSource, client: trio.SocketStream, upstream: trio.SocketStream, rng: random.Random
+    ) -> None:
+        self._source = source
+        self._sockets = {"downstream": client, "upstream": upstream}  # keyed by the stream that writes to it
+        self._rng = rng
+        self._scope = trio.CancelScope()
+        self._reset: set[str] = set()
+        self._applies: dict[int, bool] = {}  # toxic serial -> toxicity draw for this connection
+        self._passed: dict[int, int] = {}  # limit_data toxic serial -> bytes it let through
+        self._paced_until = {"upstream": 0.0, "downstream": 0.0}
+
+    async def run(self) -> None:
+        """Forward until both directions end or :meth:`close` is called, then close both sockets.
+
+        Socket errors end the connection quietly; cancellation closes the sockets and propagates.
+        """
+        try:
+            with self._scope:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._watch_timers)
+                    async with trio.open_nursery() as pumps:
+                        pumps.start_soon(self._pump, "upstream")
+                        pumps.start_soon(self._pump, "downstream")
+                    nursery.cancel_scope.cancel()
+        finally:
+            self._close_sockets()
+
+    def close(self, *, reset: str | None = None) -> None:
+        """End the connection now. ``reset`` ("upstream"/"downstream") sends RST to the peer that stream writes to."""
+        if reset is not None:
+            self._reset.add(reset)
+        self._scope.cancel()
+
+    def _close_sockets(self) -> None:
+        for stream, sock_stream in self._sockets.items():
+            sock = sock_stream.socket
+            if stream in self._reset:
+                try:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
+                except OSError as exc:  # already dead: the close below is all that is left
+                    _log.debug("cannot set SO_LINGER for a reset: %s", exc)
+            sock.close()
+
+    # -- toxics as this connection sees them ------------------------------------------------------
+
+    def _active(self, stream: str) -> list[Toxic]:
+        return [t for t in self._source.active_toxics() if t.stream == stream and self._drawn(t)]
+
+    def _drawn(self, toxic: Toxic) -> bool:
+        """Whether ``toxic`` applies to this connection: drawn once against its toxicity, then fixed."""
+        applies = self._applies.get(toxic.serial)
+        if applies is None:
+            applies = self._applies[toxic.serial] = self._rng.random() < toxic.toxicity
+        return applies
+
+    def _forget_removed(self, present: set[int]) -> None:
+        for serial in [s for s in self._applies if s not in present]:
+            del self._applies[serial]
+        for serial in [s for s in self._passed if s not in present]:
+            del self._passed[serial]
+
+    def _latency(self, toxics: list[Toxic], jitter: dict[int, float]) -> float:
+        """Seconds of delay from the ``latency`` toxics; each toxic's jitter is drawn once into ``jitter``."""
+        total = 0.0
+        for toxic in toxics:
+            if toxic.type != "latency":
+                continue
+            if toxic.serial not in jitter:
+                spread = toxic.attribute("jitter")
+                jitter[toxic.serial] = self._rng.uniform(-spread, spread) if spread else 0.0
+            total += max(0.0, toxic.attribute("latency") + jitter[toxic.serial]) / 1000
+        return total
+
+    @staticmethod
+    async def _wait(deadline: float, changed: trio.Event) -> None:
+        """Sleep until ``deadline`` or until the toxics change, whichever comes first."""
+        with trio.move_on_at(deadline):
+            await changed.wait()
+
+    # -- the pumps -------------------------------------------------------------------------------
+
+    async def _pump(self, stream: str) -> None:
+        source = self._sockets["upstream" if stream == "downstream" else "downstream"]
+        send, receive = trio.open_memory_channel[tuple[float, bytes]](QUEUE_CHUNKS)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._read, source, send)
+            await self._write(receive, stream)
+
+    async def _read(self, source: trio.SocketStream, send: trio.MemorySendChannel[tuple[float, bytes]]) -> None:
+        async with send:
+            while True:
+                try:
+                    data = await source.receive_some(CHUNK_BYTES)
+                except _SocketErrors as exc:
+                    _log.debug("connection closed: read failed: %r", exc)
+                    self.close()
+                    return
+                await send.send((trio.current_time(), data))
+                if not data:
+                    return
+
+    async def _write(self, receive: trio.MemoryReceiveChannel[tuple[float, bytes]], stream: str) -> None:
+        async with receive:
+            async for arrival, data in receive:
+                if not data:
+                    await self._deliver_eof(arrival, stream)
+                    return
+                await self._deliver(arrival, data, stream)
+
+    async def _deliver(self, arrival: float, data: bytes, stream: str) -> None:
+        """Send ``data`` on ``stream`` as the toxics allow (or drop it, or close the connection)."""
+        jitter: dict[int, float] = {}
+        sent = 0
+        while sent < len(data):
+            changed = self._source.toxics_changed()
+            toxics = self._active(stream)
+            if any(t.type == "timeout" for t in toxics):
+                return  # dropped, as toxiproxy's timeout toxic does
+            now = trio.current_time()
+            due = arrival + self._latency(toxics, jitter)
+            if now < due:
+                await self._wait(due, changed)
+                continue
+            rate = min(
+                (t.attribute("rate") for t in toxics if t.type == "bandwidth" and t.attribute("rate")), default=0
+            )
+            if rate and now < self._paced_until[stream]:
+                await self._wait(self._paced_until[stream], changed)
+                continue
+            end = len(data)
+            if rate:
+                end = min(end, sent + max(1, int(rate * 1000 * _SLICE_SECONDS)))
+            limits = [t for t in toxics if t.type == "limit_data"]
+            for toxic in limits:
+                end = min(end, sent + max(0, toxic.attribute("bytes") - self._passed.get(toxic.serial, 0)))
+            if end > sent and not await self._send(stream, data[sent:end]):
+                return
+            for toxic in limits:
+                self._passed[toxic.serial] = self._passed.get(toxic.serial, 0) + end - sent
+            if rate:
+                self._paced_until[stream] = max(self._paced_until[stream], now) + (end - sent) / (rate * 1000)
+            sent = end
+            if any(self._passed[t.serial] >= t.attribute("bytes") for t in limits):
+                _log.debug("connection closed: limit_data reached on %s", stream)
+                self.close()
+                return
+
+    async def _deliver_eof(self, arrival: float, stream: str) -> None:
+        """Pass end-of-stream on as a half close, after the latency and slow_close delays."""
+        jitter: dict[int, float] = {}
+        while True:
+            changed = self._source.toxics_changed()
+            toxics = self._active(stream)
+            if any(t.type == "timeout" for t in toxics):
+                await changed.wait()
+                continue
+            slow_close = sum(t.attribute("delay") for t in toxics if t.type == "slow_close") / 1000
+            due = arrival + self._latency(toxics, jitter) + slow_close
+            if trio.current_time() < due:
+                await self._wait(due, changed)
+                continue
+            break
+        try:
+            await self._sockets[stream].send_eof()
+        except _SocketErrors as exc:
+            _log.debug("connection closed: half close failed: %r", exc)
+            self.close()
+
+    async def _send(self, stream: str, data: bytes) -> bool:
+        try:
+            await self._sockets[stream].send_all(data)
+        except _SocketErrors as exc:
+            _log.debug("connection closed: write failed: %r", exc)
+            self.close()
+            return False
+        return True
+
+    # -- timers ----------------------------------------------------------------------------------
+
+    async def _watch_timers(self) -> None:
+        """Keep one timer per ``timeout`` (> 0) and ``reset_peer`` toxic that applies to this connection."""
+        timers: dict[int, trio.CancelScope] = {}
+        async with trio.open_nursery() as nursery:
+            while True:
+                changed = self._source.toxics_changed()
+                toxics = self._source.active_toxics()
+                self._forget_removed({t.serial for t in toxics})
+                wanted = {
+                    t.serial: t
+                    for t in toxics
+                    if (t.type == "reset_peer" or (t.type == "timeout" and t.attribute("timeout") > 0))
+                    and self._drawn(t)
+                }
+                for serial in [s for s in timers if s not in wanted]:
+                    timers.pop(serial).cancel()
+                for serial, toxic in wanted.items():
+                    if serial not in timers:
+                        timers[serial] = await nursery.start(self._timer, toxic)
+                await changed.wait()
+
+    async def _timer(self, toxic: Toxic, *, task_status: trio.TaskStatus[trio.CancelScope]) -> None:
+        with trio.CancelScope() as scope:
+            task_status.started(scope)
+            await trio.sleep(toxic.attribute("timeout") / 1000)
+            _log.debug("connection closed by %s toxic %r", toxic.type, toxic.name)
+            self.close(reset=toxic.stream if toxic.type == "reset_peer" else None)

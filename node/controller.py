@@ -1,0 +1,343 @@
+"""The controller: one broker per site, elected through ZooKeeper, that elects partition leaders.
+
+Every broker runs :class:`Controller`; the one that creates the ephemeral ``/controller``
+znode (and bumps ``/controller_epoch``) is active until its ZooKeeper session ends. Brokers
+learn their roles from ZooKeeper itself: the controller (and a leader changing its ISR)
+writes ``/brokers/topics/T/partitions/P/state`` with a compare-and-set on the znode version,
+and every broker watches those znodes (see ``ClusterState.refresh``). No LeaderAndIsr
+requests are sent.
+
+After every change it sees (a broker came or went, a state, a reassignment, offline log dirs)
+the active controller walks all partitions:
+
+- a partition whose leader is gone (not registered, its log dir offline, or shutting down)
+  gets a new leader: the first replica in assignment order that is alive and in the ISR, with
+  the leader epoch bumped. With none, the partition goes offline (leader -1, ISR kept) unless
+  ``unclean.leader.election.enable`` (per topic) lets a live out-of-sync replica lead;
+- dead replicas leave the ISR of partitions whose leader is alive (no epoch bump).
+
+It also serves ControlledShutdown (moves a stopping broker's leaderships to other ISR
+members and drops it from every ISR), runs preferred leader election every
+``leader.imbalance.check.interval.seconds`` when ``auto.leader.rebalance.enable``, and carries
+out partition reassignments (``/admin/reassign_partitions``).
+
+A controller that lost its session may still write once before it notices: every write is a
+compare-and-set on the partition state's version, so it only succeeds if nothing changed the
+partition since the controller read it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import trio
+
+from node.coordination import CoordinationError, PartitionState, StaleState
+
+if TYPE_CHECKING:
+    from node.broker import Broker
+    from node.cluster import ClusterState, TopicState
+
+log = logging.getLogger("strait.node.controller")
+
+
+class Controller:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.broker_id = broker.config.broker_id
+        self.epoch: int | None = None  # set while this broker is the active controller
+        self.shutting_down: set[int] = set()
+        self._poked = trio.Event()
+        self._lock = trio.Lock()
+        self.elections = 0
+
+    @property
+    def active(self) -> bool:
+        return self.epoch is not None
+
+    def poke(self) -> None:
+        """Something changed in ZooKeeper (called after every cluster refresh)."""
+        self._poked.set()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        zk = self.broker.zk
+        while True:
+            cluster = self.broker.cluster
+            if cluster.controller is None or cluster.controller[0] == self.broker_id:
+                try:
+                    epoch = await zk.elect_controller(self.broker_id)
+                except CoordinationError as exc:
+                    log.warning("controller election failed: %s; retrying", exc)
+                    epoch = None
+                    await trio.sleep(1)
+                if epoch is not None:
+                    await self._serve(epoch)
+                    continue
+            self._poked = trio.Event()
+            with trio.move_on_after(1):
+                await self._poked.wait()
+
+    async def _serve(self, epoch: int) -> None:
+        self.epoch = epoch
+        log.info("broker %d is the controller (epoch %d)", self.broker_id, epoch)
+        try:
+            await self.broker.cluster.refresh()
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._preferred_leader_loop)
+                while True:
+                    cluster = self.broker.cluster
+                    if cluster.controller != (self.broker_id, epoch):
+                        log.warning(
+                            "broker %d is no longer the controller (ZooKeeper says %s)",
+                            self.broker_id,
+                            cluster.controller,
+                        )
+                        nursery.cancel_scope.cancel()
+                        return
+                    self._poked = trio.Event()
+                    try:
+                        async with self._lock:
+                            await self._reconcile(cluster, epoch)
+                            await self._reassign(cluster, epoch)
+                    except CoordinationError as exc:
+                        log.warning("controller pass failed: %s; retrying", exc)
+                        await trio.sleep(0.5)
+                        continue
+                    with trio.move_on_after(5):
+                        await self._poked.wait()
+        finally:
+            self.epoch = None
+
+    # -- elections -------------------------------------------------------------------------
+
+    def _usable(self, cluster: ClusterState, broker_id: int, topic: str, partition: int) -> bool:
+        return (
+            broker_id in cluster.brokers
+            and broker_id not in self.shutting_down
+            and (topic, partition) not in cluster.offline_replicas.get(broker_id, frozenset())
+        )
+
+    async def _reconcile(self, cluster: ClusterState, epoch: int) -> None:
+        for gone in [b for b in self.shutting_down if b not in cluster.brokers]:
+            self.shutting_down.discard(gone)
+        changed = False
+        for topic in list(cluster.topics.values()):
+            for p, replicas in topic.assignment.items():
+                new = self._decide(cluster, topic, p, replicas, epoch)
+                if new is not None:
+                    changed |= await self._write(topic.name, p, new)
+        if changed:
+            await cluster.refresh()
+
+    def _decide(
+        self, cluster: ClusterState, topic: TopicState, p: int, replicas: tuple[int, ...], epoch: int
+    ) -> PartitionState | None:
+        name = topic.name
+        state = topic.states.get(p)
+        if state is None:
+            return None  # written with the topic in one transaction; absent only while it is deleted
+        isr_usable = [b for b in state.isr if self._usable(cluster, b, name, p)]
+        if state.leader >= 0 and self._usable(cluster, state.leader, name, p):
+            if len(isr_usable) != len(state.isr):
+                return PartitionState(state.leader, state.leader_epoch, tuple(isr_usable), epoch, state.version)
+            return None
+        candidates = [b for b in replicas if b in isr_usable]
+        if candidates:
+            leader = candidates[0]
+            isr = tuple(b for b in replicas if b in isr_usable)
+            log.info(
+                "%s-%d: leader %d is gone; electing %d from ISR %s (epoch %d)",
+                name,
+                p,
+                state.leader,
+                leader,
+                list(isr),
+                state.leader_epoch + 1,
+            )
+            return PartitionState(leader, state.leader_epoch + 1, isr, epoch, state.version)
+        live = [b for b in replicas if self._usable(cluster, b, name, p)]
+        if live and topic.policy.unclean_leader_election:
+            log.warning(
+                "%s-%d: no ISR member of %s is alive; UNCLEAN election of %d (unclean.leader.election.enable): "
+                "records only the old ISR had are lost",
+                name,
+                p,
+                list(state.isr),
+                live[0],
+            )
+            return PartitionState(live[0], state.leader_epoch + 1, (live[0],), epoch, state.version)
+        if state.leader == -1:
+            return None
+        log.warning(
+            "%s-%d: leader %d is gone and no other ISR member of %s is alive: the partition is offline until one "
+            "returns (unclean.leader.election.enable=false)",
+            name,
+            p,
+            state.leader,
+            list(state.isr),
+        )
+        # Keep the ISR: its members hold every committed record, so any of them may lead again.
+        return PartitionState(-1, state.leader_epoch + 1, state.isr, epoch, state.version)
+
+    async def _write(self, topic: str, p: int, state: PartitionState) -> bool:
+        try:
+            await self.broker.zk.set_partition_state(topic, p, state)
+        except StaleState:
+            log.info("%s-%d: the partition state moved meanwhile; deciding again", topic, p)
+            return True
+        self.elections += 1
+        return True
+
+    # -- controlled shutdown ---------------------------------------------------------------------
+
+    async def controlled_shutdown(self, broker_id: int) -> list[tuple[str, int]]:
+        """Move ``broker_id``'s leaderships to other ISR members and drop it from every ISR.
+
+        Returns the partitions it still leads (no other ISR member is alive).
+        """
+        epoch = self.epoch
+        if epoch is None:
+            raise CoordinationError("this broker is not the controller")
+        self.shutting_down.add(broker_id)
+        remaining: list[tuple[str, int]] = []
+        async with self._lock:
+            cluster = self.broker.cluster
+            await cluster.refresh()
+            for topic in list(cluster.topics.values()):
+                for p, replicas in topic.assignment.items():
+                    state = topic.states.get(p)
+                    if state is None or broker_id not in (state.leader, *state.isr):
+                        continue
+                    others = [b for b in replicas if b in state.isr and self._usable(cluster, b, topic.name, p)]
+                    isr = tuple(b for b in state.isr if b != broker_id)
+                    if state.leader == broker_id:
+                        if not others:
+                            remaining.append((topic.name, p))
+                            continue
+                        new = PartitionState(others[0], state.leader_epoch + 1, isr, epoch, state.version)
+                    else:
+                        new = PartitionState(state.leader, state.leader_epoch, isr, epoch, state.version)
+                    try:
+                        await self.broker.zk.set_partition_state(topic.name, p, new)
+                    except StaleState:
+                        remaining.append((topic.name, p))
+            await cluster.refresh()
+        log.info(
+            "controlled shutdown of broker %d: leaderships moved; %d partition(s) have no other ISR member",
+            broker_id,
+            len(remaining),
+        )
+        return remaining
+
+    # -- preferred leaders -----------------------------------------------------------------------
+
+    async def _preferred_leader_loop(self) -> None:
+        config = self.broker.config
+        if not config.auto_leader_rebalance_enable:
+            return
+        while True:
+            await trio.sleep(config.leader_imbalance_check_interval_seconds)
+            try:
+                await self.elect_preferred_leaders(config.leader_imbalance_per_broker_percentage)
+            except CoordinationError as exc:
+                log.warning("preferred leader election failed: %s", exc)
+
+    async def elect_preferred_leaders(self, threshold_percent: int = 0) -> int:
+        """Move leadership back to each partition's preferred replica where it is alive and in sync.
+
+        Per preferred broker, only when more than ``threshold_percent`` of its partitions are led
+        elsewhere (Kafka's leader.imbalance.per.broker.percentage). Returns how many moved.
+        """
+        epoch = self.epoch
+        if epoch is None:
+            return 0
+        moved = 0
+        async with self._lock:
+            cluster = self.broker.cluster
+            preferred: dict[int, list[tuple[TopicState, int]]] = {}
+            for topic in cluster.topics.values():
+                for p, replicas in topic.assignment.items():
+                    if replicas:
+                        preferred.setdefault(replicas[0], []).append((topic, p))
+            for broker_id, owned in preferred.items():
+                imbalanced = [
+                    (t, p) for t, p in owned if (st := t.states.get(p)) is not None and st.leader != broker_id
+                ]
+                if not owned or 100 * len(imbalanced) / len(owned) <= threshold_percent:
+                    continue
+                for topic, p in imbalanced:
+                    state = topic.states[p]
+                    if broker_id not in state.isr or not self._usable(cluster, broker_id, topic.name, p):
+                        continue
+                    new = PartitionState(broker_id, state.leader_epoch + 1, state.isr, epoch, state.version)
+                    try:
+                        await self.broker.zk.set_partition_state(topic.name, p, new)
+                        moved += 1
+                    except StaleState:
+                        continue
+            if moved:
+                log.info("preferred leader election moved %d leadership(s)", moved)
+                await cluster.refresh()
+        return moved
+
+    # -- reassignment ----------------------------------------------------------------------------
+
+    async def _reassign(self, cluster: ClusterState, epoch: int) -> None:
+        """Advance each partition of ``/admin/reassign_partitions`` one step.
+
+        1. assignment := target + the current replicas not in it (new replicas start following);
+        2. once every target replica is in the ISR: lead from the target (epoch bump if the
+           leader leaves), ISR := ISR ∩ target, assignment := target (old replicas delete
+           their logs), and the entry is removed.
+        """
+        plan = cluster.reassignment
+        if plan is None:
+            return
+        for (name, p), target in plan.partitions.items():
+            topic = cluster.topics.get(name)
+            if topic is None or p not in topic.assignment:
+                log.warning("reassignment of %s-%d: no such partition; dropping it", name, p)
+                await self.broker.zk.complete_reassignment(name, p)
+                continue
+            current = topic.assignment[p]
+            state = topic.states.get(p)
+            if state is None:
+                continue
+            if tuple(current) == tuple(target):
+                await self.broker.zk.complete_reassignment(name, p)
+                log.info("reassignment of %s-%d to %s is complete", name, p, list(target))
+                continue
+            union = tuple(target) + tuple(b for b in current if b not in target)
+            if tuple(current) != union:
+                assignment = dict(topic.assignment)
+                assignment[p] = union
+                try:
+                    await self.broker.zk.set_assignment(name, assignment, topic.version)
+                except StaleState:
+                    return
+                log.info("reassignment of %s-%d: replicas %s -> %s (catching up)", name, p, list(current), list(union))
+                await cluster.refresh()
+                return  # one assignment write per pass: the topic's version moved
+            if not all(b in state.isr for b in target):
+                continue  # still catching up; the next pass (a state change pokes us) checks again
+            isr = tuple(b for b in state.isr if b in target)
+            if state.leader in target:
+                new = PartitionState(state.leader, state.leader_epoch, isr, epoch, state.version)
+            else:
+                live = [b for b in target if self._usable(cluster, b, name, p) and b in isr]
+                if not live:
+                    continue
+                new = PartitionState(live[0], state.leader_epoch + 1, isr, epoch, state.version)
+            try:
+                await self.broker.zk.set_partition_state(name, p, new)
+                assignment = dict(topic.assignment)
+                assignment[p] = tuple(target)
+                await self.broker.zk.set_assignment(name, assignment, topic.version)
+            except StaleState:
+                return
+            await self.broker.zk.complete_reassignment(name, p)
+            log.info("reassignment of %s-%d to %s is complete", name, p, list(target))
+            await cluster.refresh()
+            return

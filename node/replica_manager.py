@@ -1,0 +1,458 @@
+"""The replica manager: follower fetchers, and the leader's side of the ISR.
+
+Followers: one fetcher task per leader broker (Kafka's replica fetcher thread) keeps one
+connection to that leader and fetches every partition this node follows from it, with this
+broker's id as ``replica_id``, ``replica.fetch.wait.max.ms`` of long poll and
+``replica.fetch.max.bytes`` per partition. Batches are appended at the leader's offsets. A
+partition that starts following (a new leader epoch, or after a restart) first asks the
+leader OffsetForLeaderEpoch for the end of the latest epoch it has and truncates exactly its
+divergent tail (KIP-101/KIP-279), never blindly to its high watermark.
+
+Leaders: a follower's fetch offset is its log end offset; the high watermark is the lowest
+log end offset over the ISR. A follower that has caught up joins the ISR, and an ISR member
+that has not caught up for ``replica.lag.time.max.ms`` leaves it. The leader writes each ISR
+change to the partition state in ZooKeeper with a compare-and-set on the znode version, and
+only then acts on it: a leader that lost a race (the controller moved leadership meanwhile)
+learns the new state instead of shrinking the ISR to itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from node.client import ClientError, NodeConnection
+from node.coordination import CoordinationError, PartitionState, StaleState
+from node.partition import FOLLOWER, Partition
+from node.protocol import ApiKey, ErrorCode, ProtocolError
+from storage import InvalidOffsetError, LogDirOfflineError, StorageError, TopicPartition
+
+if TYPE_CHECKING:
+    from node.broker import Broker
+
+log = logging.getLogger("strait.node.replicas")
+
+FETCH_VERSION = 11
+EPOCH_VERSION = 3
+MAX_TRUNCATION_ROUNDS = 16
+
+
+class TokenBucket:
+    """Bytes per second for throttled (reassigning) replicas; ``None`` rate means unthrottled."""
+
+    def __init__(self) -> None:
+        self.rate: float | None = None
+        self._tokens = 0.0
+        self._stamp = 0.0
+
+    def take(self, now: float, amount: int) -> None:
+        if self.rate is None:
+            return
+        self._refill(now)
+        self._tokens -= amount
+
+    def available(self, now: float) -> bool:
+        if self.rate is None:
+            return True
+        self._refill(now)
+        return self._tokens > 0
+
+    def _refill(self, now: float) -> None:
+        assert self.rate is not None
+        self._tokens = min(self._tokens + (now - self._stamp) * self.rate, self.rate)
+        self._stamp = now
+
+
+class ReplicaManager:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.config = broker.config
+        self.broker_id = broker.config.broker_id
+        self._nursery: trio.Nursery | None = None
+        self._fetchers: dict[int, trio.CancelScope] = {}
+        self._isr_writes: set[TopicPartition] = set()
+        self.throttle = TokenBucket()
+        self.fetch_errors = 0
+        self._retry_at: dict[TopicPartition, float] = {}
+
+    # -- life -----------------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            nursery.start_soon(self._shrink_isr_loop)
+            task_status.started()
+            self.roles_changed(list(self.broker.cluster.partitions.values()))
+            await trio.sleep_forever()
+
+    def roles_changed(self, changed: Iterable[Partition]) -> None:
+        """After a refresh: make sure a fetcher runs for every leader this node follows."""
+        cluster = self.broker.cluster
+        reassigning = cluster.reassignment
+        self.throttle.rate = (
+            float(reassigning.throttle_bytes_per_s)
+            if reassigning is not None and reassigning.throttle_bytes_per_s
+            else None
+        )
+        for p in changed:
+            log.info(
+                "%s: now %s in leader epoch %d (leader %d, isr %s)",
+                p.tp,
+                p.role,
+                p.leader_epoch,
+                p.leader_id,
+                list(p.isr),
+            )
+        if self._nursery is None:
+            return
+        for partition, state in cluster.startup_claims:
+            if partition.tp not in self._isr_writes:
+                self._isr_writes.add(partition.tp)
+                self._nursery.start_soon(self._hand_over, partition, state)
+        leaders = {p.leader_id for p in cluster.partitions.values() if p.role == FOLLOWER and p.leader_id >= 0}
+        for leader_id in leaders - set(self._fetchers):
+            scope = trio.CancelScope()
+            self._fetchers[leader_id] = scope
+            self._nursery.start_soon(self._fetcher, leader_id, scope)
+
+    # -- leader side ------------------------------------------------------------------------
+
+    def follower_fetched(self, partition: Partition, replica_id: int, fetch_offset: int) -> None:
+        """Called by the Fetch handler for a follower's fetch; may start an ISR expansion."""
+        if partition.record_follower_fetch(replica_id, fetch_offset):
+            new_isr = tuple(sorted({*partition.isr, replica_id}))
+            self._start_isr_change(partition, new_isr, f"broker {replica_id} caught up")
+
+    async def _shrink_isr_loop(self) -> None:
+        max_lag = self.config.replica_lag_time_max_ms
+        while True:
+            await trio.sleep(max(max_lag / 2, 100) / 1000)
+            for partition in list(self.broker.cluster.partitions.values()):
+                if not partition.is_leader or partition.log.is_offline:
+                    continue
+                lagging = partition.lagging_followers(max_lag)
+                if lagging:
+                    new_isr = tuple(r for r in partition.isr if r not in lagging)
+                    self._start_isr_change(
+                        partition,
+                        new_isr,
+                        f"brokers {lagging} did not catch up within replica.lag.time.max.ms={max_lag}",
+                    )
+
+    def _start_isr_change(self, partition: Partition, new_isr: tuple[int, ...], why: str) -> None:
+        if partition.tp in self._isr_writes or self._nursery is None or new_isr == partition.isr:
+            return
+        self._isr_writes.add(partition.tp)
+        self._nursery.start_soon(self._change_isr, partition, new_isr, why)
+
+    async def _change_isr(self, partition: Partition, new_isr: tuple[int, ...], why: str) -> None:
+        tp = partition.tp
+        try:
+            epoch = partition.leader_epoch
+            state = PartitionState(self.broker_id, epoch, new_isr, partition.controller_epoch, partition.state_version)
+            try:
+                version = await self.broker.zk.set_partition_state(tp.topic, tp.partition, state)
+            except StaleState:
+                log.info("%s: ISR change to %s lost a race; re-reading the partition state", tp, list(new_isr))
+                await self.broker.cluster.refresh()
+                return
+            except CoordinationError as exc:
+                log.warning("%s: ISR change to %s failed: %s", tp, list(new_isr), exc)
+                return
+            if partition.is_leader and partition.leader_epoch == epoch:
+                log.info("%s: ISR %s -> %s (%s)", tp, list(partition.isr), list(new_isr), why)
+                partition.apply_state(
+                    PartitionState(self.broker_id, epoch, new_isr, partition.controller_epoch, version),
+                    partition.replicas,
+                )
+                partition.maybe_advance_hw()
+                partition.wake()
+        finally:
+            self._isr_writes.discard(tp)
+
+    async def _hand_over(self, partition: Partition, state: PartitionState) -> None:
+        """At startup ZooKeeper still named this broker leader (it restarted before its old session
+        expired, so the controller never saw it leave): give leadership to another live ISR member,
+        or take it under a new epoch if there is none, so followers re-check their logs against it."""
+        tp = partition.tp
+        cluster = self.broker.cluster
+        try:
+            others = [
+                b
+                for b in partition.replicas
+                if b in state.isr
+                and b != self.broker_id
+                and b in cluster.brokers
+                and (tp.topic, tp.partition) not in cluster.offline_replicas.get(b, frozenset())
+            ]
+            if others:
+                isr = tuple(b for b in state.isr if b != self.broker_id)
+                new = PartitionState(others[0], state.leader_epoch + 1, isr, state.controller_epoch, state.version)
+            else:
+                new = PartitionState(
+                    self.broker_id, state.leader_epoch + 1, state.isr, state.controller_epoch, state.version
+                )
+            try:
+                await self.broker.zk.set_partition_state(tp.topic, tp.partition, new)
+                log.info(
+                    "%s: restarted as its recorded leader; leadership now %d (epoch %d)",
+                    tp,
+                    new.leader,
+                    new.leader_epoch,
+                )
+            except StaleState:
+                pass
+            except CoordinationError as exc:
+                log.warning("%s: handing leadership over after restart failed: %s", tp, exc)
+                await trio.sleep(1)
+        finally:
+            self._isr_writes.discard(tp)
+        await cluster.refresh()
+
+    # -- follower side ----------------------------------------------------------------------
+
+    def _followed(self, leader_id: int) -> list[Partition]:
+        return [
+            p
+            for p in self.broker.cluster.partitions.values()
+            if p.role == FOLLOWER and p.leader_id == leader_id and not p.log.is_offline
+        ]
+
+    async def _fetcher(self, leader_id: int, scope: trio.CancelScope) -> None:
+        backoff = self.config.replica_fetch_backoff_ms / 1000
+        try:
+            with scope:
+                while self._followed(leader_id):
+                    reg = self.broker.cluster.brokers.get(leader_id)
+                    if reg is None:
+                        await trio.sleep(backoff)
+                        continue
+                    address = f"{reg.host}:{reg.port}"
+                    try:
+                        conn = await NodeConnection.open(
+                            address,
+                            client_id=f"strait-replica-fetcher-{self.broker_id}",
+                            timeout=self.config.replica_socket_timeout_ms / 1000,
+                        )
+                    except ClientError as exc:
+                        log.info("fetcher for leader %d: %s; retrying", leader_id, exc)
+                        await trio.sleep(backoff)
+                        continue
+                    try:
+                        async with conn:
+                            await self._fetch_loop(conn, leader_id)
+                    except (ClientError, ProtocolError, OSError, trio.BrokenResourceError) as exc:
+                        self.fetch_errors += 1
+                        log.info("fetcher for leader %d at %s failed: %s; reconnecting", leader_id, address, exc)
+                        await trio.sleep(backoff)
+        finally:
+            if self._fetchers.get(leader_id) is scope:
+                del self._fetchers[leader_id]
+            if trio.current_effective_deadline() != -math.inf:
+                # Not shutting down: a partition may have moved to this leader while we were stopping.
+                self.roles_changed([])
+
+    async def _fetch_loop(self, conn: NodeConnection, leader_id: int) -> None:
+        timeout = self.config.replica_socket_timeout_ms / 1000
+        while True:
+            partitions = self._followed(leader_id)
+            if not partitions:
+                return
+            truncating = [p for p in partitions if p.needs_truncation]
+            if truncating:
+                await self._truncate(conn, truncating, timeout)
+                continue
+            now = trio.current_time()
+            moving = self._throttled()
+            chosen = [
+                p
+                for p in partitions
+                if self._retry_at.get(p.tp, 0.0) <= now and (p.tp not in moving or self.throttle.available(now))
+            ]
+            if not chosen:
+                await trio.sleep(0.05)
+                continue
+            request = {
+                "replica_id": self.broker_id,
+                "max_wait_ms": self.config.replica_fetch_wait_max_ms,
+                "min_bytes": self.config.replica_fetch_min_bytes,
+                "max_bytes": self.config.replica_fetch_response_max_bytes,
+                "isolation_level": 0,
+                "session_id": 0,
+                "session_epoch": -1,
+                "topics": _by_topic(
+                    chosen,
+                    lambda p: {
+                        "partition": p.tp.partition,
+                        "current_leader_epoch": p.leader_epoch,
+                        "fetch_offset": p.log.log_end_offset,
+                        "log_start_offset": p.log.log_start_offset,
+                        "partition_max_bytes": self.config.replica_fetch_max_bytes,
+                    },
+                ),
+                "forgotten_topics_data": [],
+                "rack_id": self.config.broker_rack or "",
+            }
+            epochs = {p.tp: p.leader_epoch for p in chosen}
+            body = await conn.request(
+                ApiKey.FETCH, FETCH_VERSION, request, timeout=timeout + self.config.replica_fetch_wait_max_ms / 1000
+            )
+            if body.error_code:
+                raise ClientError.from_code(body.error_code, "replica fetch")
+            self._apply_fetch(body, epochs, moving)
+
+    def _throttled(self) -> set[TopicPartition]:
+        cluster = self.broker.cluster
+        if cluster.reassignment is None or self.throttle.rate is None:
+            return set()
+        out = set()
+        for (topic, p), target in cluster.reassignment.partitions.items():
+            local = cluster.partitions.get(TopicPartition(topic, p))
+            if local is not None and self.broker_id in target and self.broker_id not in local.isr:
+                out.add(local.tp)
+        return out
+
+    def _apply_fetch(self, body: Any, epochs: dict[TopicPartition, int], moving: set[TopicPartition]) -> None:
+        cluster = self.broker.cluster
+        for topic in body.responses:
+            for part in topic.partitions:
+                tp = TopicPartition(topic.topic, part.partition_index)
+                partition = cluster.partitions.get(tp)
+                if partition is None or partition.role != FOLLOWER or partition.leader_epoch != epochs.get(tp):
+                    continue  # the role changed while the fetch was in flight
+                code = part.error_code
+                if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    self._out_of_range(partition, part.log_start_offset)
+                    continue
+                if code:
+                    # Typically this node or the leader is behind ZooKeeper (NOT_LEADER_OR_FOLLOWER,
+                    # FENCED/UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION): back off this partition.
+                    self._retry_at[tp] = trio.current_time() + self.config.replica_fetch_backoff_ms / 1000
+                    log.debug("%s: replica fetch error %s", tp, ErrorCode(code).name)
+                    continue
+                self._retry_at.pop(tp, None)
+                try:
+                    records = part.records
+                    if records:
+                        if tp in moving:
+                            self.throttle.take(trio.current_time(), len(records))
+                        partition.append_replica(records)
+                    plog = partition.log
+                    if part.log_start_offset > plog.log_start_offset and part.log_start_offset <= plog.log_end_offset:
+                        plog.delete_records_before(part.log_start_offset)
+                    plog.high_watermark = min(part.high_watermark, plog.log_end_offset)
+                except InvalidOffsetError as exc:
+                    log.warning("%s: leader sent data past our log end (%s); re-checking divergence", tp, exc)
+                    partition.needs_truncation = True
+                except LogDirOfflineError:
+                    log.warning("%s: log dir offline; not following any more", tp)
+                except StorageError as exc:
+                    log.error("%s: appending replicated data failed: %s", tp, exc)
+                    partition.needs_truncation = True
+
+    def _out_of_range(self, partition: Partition, leader_start: int) -> None:
+        plog = partition.log
+        if leader_start > plog.log_end_offset:
+            # The leader deleted what we would fetch next (retention): start where it starts.
+            log.warning(
+                "%s: the leader's log starts at %d, past our end %d; restarting the replica there",
+                partition.tp,
+                leader_start,
+                plog.log_end_offset,
+            )
+            plog.truncate_fully_and_start_at(leader_start)
+            partition.rebuild_producer_state()
+        else:
+            partition.needs_truncation = True
+
+    async def _truncate(self, conn: NodeConnection, partitions: list[Partition], timeout: float) -> None:
+        """OffsetForLeaderEpoch with the leader, then truncate each divergent tail."""
+        asking: dict[TopicPartition, int] = {p.tp: p.log.latest_epoch for p in partitions}
+        by_tp = {p.tp: p for p in partitions}
+        epochs_at_start = {p.tp: p.leader_epoch for p in partitions}
+        for _ in range(MAX_TRUNCATION_ROUNDS):
+            if not asking:
+                return
+            undefined = [tp for tp, e in asking.items() if e < 0]
+            for tp in undefined:
+                # An empty log (or one without epochs) has nothing that can diverge.
+                p = by_tp[tp]
+                if p.log.log_end_offset > p.log.high_watermark:
+                    self._truncate_one(p, p.log.high_watermark, "no leader epochs in the local log")
+                p.needs_truncation = False
+                del asking[tp]
+            if not asking:
+                return
+            request = {
+                "replica_id": self.broker_id,
+                "topics": _by_topic(
+                    [by_tp[tp] for tp in asking],
+                    lambda p, ask=asking: {
+                        "partition": p.tp.partition,
+                        "current_leader_epoch": p.leader_epoch,
+                        "leader_epoch": ask[p.tp],
+                    },
+                ),
+            }
+            body = await conn.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, EPOCH_VERSION, request, timeout=timeout)
+            again: dict[TopicPartition, int] = {}
+            for topic in body.topics:
+                for part in topic.partitions:
+                    tp = TopicPartition(topic.topic, part.partition)
+                    found = by_tp.get(tp)
+                    if found is None or tp not in asking:
+                        continue
+                    p = found
+                    if p.role != FOLLOWER or p.leader_epoch != epochs_at_start[tp]:
+                        continue
+                    if part.error_code:
+                        log.info("%s: OffsetForLeaderEpoch error %s; retrying", tp, ErrorCode(part.error_code).name)
+                        continue  # still needs truncation; the fetch loop comes back here
+                    leader_epoch, leader_end = part.leader_epoch, part.end_offset
+                    if leader_epoch < 0 or leader_end < 0:
+                        # The leader has no epoch at or below ours: our whole log is from other epochs.
+                        self._truncate_one(
+                            p, min(p.log.high_watermark, p.log.log_end_offset), "leader knows no such epoch"
+                        )
+                        p.needs_truncation = False
+                        continue
+                    local_epoch, local_end = p.log.end_offset_for_epoch(leader_epoch)
+                    if local_epoch == leader_epoch:
+                        self._truncate_one(
+                            p, min(leader_end, local_end), f"epoch {leader_epoch} ends at {leader_end} on the leader"
+                        )
+                        p.needs_truncation = False
+                    elif local_epoch < 0:
+                        self._truncate_one(p, min(p.log.high_watermark, p.log.log_end_offset), "no common epoch")
+                        p.needs_truncation = False
+                    else:
+                        again[tp] = local_epoch  # we do not have the leader's epoch: ask about our older one
+            asking = again
+        for tp in asking:
+            by_tp[tp].needs_truncation = True
+
+    def _truncate_one(self, partition: Partition, offset: int, why: str) -> None:
+        plog = partition.log
+        end = plog.log_end_offset
+        if offset < end:
+            removed = partition.truncate_to(offset)
+            log.warning(
+                "%s: truncated the divergent tail %d..%d (%d bytes, %s); log end now %d",
+                partition.tp,
+                offset,
+                end,
+                removed,
+                why,
+                plog.log_end_offset,
+            )
+
+
+def _by_topic(partitions: list[Partition], entry: Any) -> list[dict[str, Any]]:
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for p in partitions:
+        topics.setdefault(p.tp.topic, []).append(entry(p))
+    return [{"topic": name, "partitions": parts} for name, parts in topics.items()]
