@@ -231,6 +231,13 @@ class ClusterState:
 
     # -- admin ----------------------------------------------------------------------------
 
+    async def ensure_live(self, count: int = 0, broker_ids: tuple[int, ...] = ()) -> None:
+        """Re-read ZooKeeper when fewer than ``count`` brokers (or not all of ``broker_ids``) look live:
+        a broker that just registered may not have reached this node's view yet."""
+        live = set(self.live_broker_ids())
+        if len(live) < count or not set(broker_ids) <= live:
+            await self.refresh()
+
     def plan_assignment(
         self, partitions: int, replication_factor: int, *, first_partition: int = 0, start: int | None = None
     ) -> dict[int, tuple[int, ...]]:
@@ -334,6 +341,7 @@ class ClusterState:
         check_topic_name(name)
         if name in self.topics:
             raise BrokerError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+        await self.ensure_live(broker_ids=tuple(b for r in assignment.values() for b in r))
         self.check_assignment(assignment)
         if validate_only:
             return None
@@ -373,8 +381,10 @@ class ClusterState:
                     f"{len(assignments)} assignments given for {count - current} new partitions",
                 )
             added = {current + i: tuple(r) for i, r in enumerate(assignments)}
+            await self.ensure_live(broker_ids=tuple(b for r in added.values() for b in r))
         else:
             rf = len(next(iter(topic.assignment.values())))
+            await self.ensure_live(rf)
             added = self.plan_assignment(count - current, rf, first_partition=current)
         self.check_assignment(added)
         if validate_only:

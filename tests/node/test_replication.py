@@ -220,3 +220,22 @@ def test_acks_all_fails_with_not_enough_replicas_when_the_isr_is_too_small(site:
     refused = produce_raw(leader.bootstrap, "mi", 0, [b"refused"], acks=-1)
     assert refused.error_code == ErrorCode.NOT_ENOUGH_REPLICAS
     assert produce_raw(leader.bootstrap, "mi", 0, [b"acks=1 is fine"], acks=1).error_code == ErrorCode.NONE
+
+
+def test_preferred_leader_election_moves_leadership_back_after_a_restart(site: Site) -> None:
+    nodes = site(3, leader_imbalance_check_interval_seconds="1")
+    create_topic(nodes, "pref", partitions=1, rf=3)
+    preferred_id = partition_states(nodes[0], "pref")[0]["replicas"][0]
+    preferred = next(n for n in nodes if n.broker_id == preferred_id)
+    assert leader_of(nodes, "pref") is preferred
+    preferred.kill()
+    others = [n for n in nodes if n is not preferred]
+    wait_for("another leader", lambda: partition_states(others[0], "pref")[0]["leader"] not in (preferred_id, -1))
+    produce(bootstrap(others), "pref", [b"while away"])
+    preferred.start()
+    wait_for(
+        "the preferred replica to lead again",
+        lambda: all(partition_states(n, "pref")[0]["leader"] == preferred_id for n in nodes),
+        timeout=60,
+    )
+    assert produce(bootstrap(nodes), "pref", [b"back"])[0][1] == 1
