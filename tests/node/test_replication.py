@@ -198,12 +198,18 @@ def test_controlled_shutdown_moves_leadership_before_the_node_stops(site: Site) 
     epoch = partition_states(leader, "cs")[0]["leader_epoch"]
     assert leader.stop() == 0
     others = [n for n in nodes if n is not leader]
-    # Right after the stop, the survivors already agree on a new leader with a newer epoch.
-    states = [partition_states(n, "cs")[0] for n in others]
-    assert {s["leader"] for s in states} <= {n.broker_id for n in others}
-    assert all(s["leader_epoch"] > epoch for s in states)
-    assert leader.broker_id not in states[0]["isr"]
-    assert "controlled shutdown" in leader.log_path.read_text()
+    # The stopping node had the controller move its leadership before it exited.
+    assert "controlled shutdown: leaderships moved away" in leader.log_path.read_text()
+
+    def moved() -> bool:
+        states = [partition_states(n, "cs")[0] for n in others]
+        return (
+            {s["leader"] for s in states} <= {n.broker_id for n in others}
+            and all(s["leader_epoch"] > epoch for s in states)
+            and all(leader.broker_id not in s["isr"] for s in states)
+        )
+
+    wait_for("the survivors to agree on the new leader", moved, timeout=5)
     acked = produce(bootstrap(others), "cs", [b"3"])
     assert acked[0][1] == 2
 
@@ -239,3 +245,63 @@ def test_preferred_leader_election_moves_leadership_back_after_a_restart(site: S
         timeout=60,
     )
     assert produce(bootstrap(nodes), "pref", [b"back"])[0][1] == 1
+
+
+def test_a_lagging_follower_leaves_the_isr_and_rejoins_when_it_catches_up(site: Site) -> None:
+    # Node 3 keeps its ZooKeeper session through the pause, so only the leader's lag check can drop it.
+    nodes = site(3, replica_lag_time_max_ms="2000", per_node={3: {"zookeeper.session.timeout.ms": "30000"}})
+    create_topic(nodes, "lag", partitions=1, rf=3, **{"min.insync.replicas": "2"})
+    leader = leader_of(nodes, "lag")
+    if leader.broker_id == 3:  # make sure the paused node is a follower
+        leader.stop()
+        leader.start()
+        leader = leader_of(nodes, "lag")
+    follower = nodes[2]
+    follower.pause()
+    try:
+        produce(bootstrap([n for n in nodes if n is not follower]), "lag", [b"a", b"b"])
+        wait_for("the leader to drop the paused follower", lambda: 3 not in partition_states(leader, "lag")[0]["isr"])
+        # acks=all still succeeds with the two remaining in-sync replicas.
+        assert produce(leader.bootstrap, "lag", [b"c"])[0][1] == 2
+    finally:
+        follower.resume()
+    wait_for("the follower to rejoin the ISR", lambda: 3 in partition_states(leader, "lag")[0]["isr"])
+    assert partition_states(follower, "lag")[0]["log_end_offset"] == 3
+
+
+def test_unclean_leader_election_only_where_the_topic_allows_it(site: Site) -> None:
+    nodes = site(3)
+    n1, n2, _ = nodes
+    admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
+    topics = [
+        NewTopic("clean", num_partitions=1, replica_assignment=[[1, 2]]),
+        NewTopic(
+            "unclean", num_partitions=1, replica_assignment=[[1, 2]], config={"unclean.leader.election.enable": "true"}
+        ),
+    ]
+    for future in admin.create_topics(topics).values():
+        future.result(30)
+    for name in ("clean", "unclean"):
+        produce(bootstrap(nodes), name, [b"replicated"])
+    n2.kill()
+    wait_for(
+        "node 2 to leave both ISRs", lambda: all(partition_states(n1, t)[0]["isr"] == [1] for t in ("clean", "unclean"))
+    )
+    for name in ("clean", "unclean"):
+        produce(n1.bootstrap, name, [b"only on node 1"])
+    n1.kill()
+    n2.start()
+    # The out-of-sync node 2 may lead only the topic that allows unclean election (losing offset 1).
+    wait_for("node 2 to lead the unclean topic", lambda: partition_states(n2, "unclean")[0]["leader"] == 2)
+    assert partition_states(n2, "clean")[0]["leader"] == -1
+    with connect(n2.bootstrap) as sock:
+        meta = request(sock, ApiKey.METADATA, 8, {"topics": [{"name": "clean"}], "allow_auto_topic_creation": False})
+    assert meta.topics[0].partitions[0].error_code == ErrorCode.LEADER_NOT_AVAILABLE
+    n1.start()
+    wait_for("node 1 to lead the clean topic again", lambda: partition_states(n2, "clean")[0]["leader"] == 1)
+    read = consume_all(bootstrap(nodes), "clean")
+    assert [v for _, _, v in read] == [b"replicated", b"only on node 1"]
+    # Node 1 comes back as a follower of the unclean topic and truncates the record node 2 never had.
+    wait_for("node 1 to rejoin the unclean topic's ISR", lambda: 1 in partition_states(n2, "unclean")[0]["isr"])
+    assert partition_states(n1, "unclean")[0]["log_end_offset"] == 1
+    assert [v for _, _, v in consume_all(bootstrap(nodes), "unclean")] == [b"replicated"]
