@@ -4,9 +4,12 @@ Routes (``GET``, and ``HEAD`` as HTTP requires; any other method gets 405 with a
 
     /health             200 when the view reports status "ok", else 503; JSON body from AdminView.health()
     /metrics            Prometheus text format from NodeMetrics.render()
+    /v1/cluster         JSON object from AdminView.cluster(): controller, live brokers, partition counts
     /v1/topics          JSON list from AdminView.topics()
     /v1/topics/{name}   one topic, or 404 naming it
     /v1/log-dirs        JSON list from AdminView.log_dirs()
+    /v1/groups          JSON list from AdminView.groups()
+    /v1/groups/{id}     one group, or 404 naming it
     /openapi.json       the OpenAPI 3.1 document below, describing every route and schema
 
 Every response except ``/metrics`` is JSON; errors are ``{"error": <code>, "detail": <message>}``.
@@ -63,21 +66,29 @@ class AdminView(MetricsView, Protocol):
     """
 
     def health(self) -> dict[str, object]:
-        """``{"status": "ok" | "degraded" | "starting", "broker_id": int, ...}``; only "ok" is healthy."""
+        """``{"status": "ok" | "degraded" | "starting", "broker_id": int, "controller_id": int (-1: none),
+        "is_controller": bool, ...}``; only "ok" is healthy."""
         ...
 
     def topics(self) -> list[dict[str, object]]:
         """The topics this node knows, each::
 
             {"name": str, "topic_id": str, "configs": {key: str | None},
-             "partitions": [{"partition": int, "leader": int (-1: none), "replicas": [int], "isr": [int],
+             "partitions": [{"partition": int, "leader": int (-1: none), "leader_epoch": int,
+                             "replicas": [int], "isr": [int],
+                             "role": "leader" | "follower" | "none" | None,
+                             "under_replicated": bool, "offline": bool,
+                             "followers": [{"broker_id": int, "log_end_offset": int | None,
+                                            "caught_up_ms_ago": int | None}],
                              "log_start_offset": int | None, "high_watermark": int | None,
                              "log_end_offset": int | None, "size_bytes": int | None,
                              "log_dir": str | None, "online": bool}]}
 
-        Offsets, size and log dir are None when this node holds no readable replica of the
-        partition; ``online`` is false when the partition cannot be served (no leader, or this
-        node's replica sits on an offline log dir).
+        ``role`` is that of this node's replica, None when it has none. ``under_replicated``: the
+        ISR is smaller than the replicas; ``offline``: the partition has no live leader.
+        ``followers`` is filled only where this node leads. Offsets, size and log dir are None
+        when this node holds no readable replica of the partition; ``online`` is false when the
+        partition cannot be served (no live leader, or this node's replica sits on an offline log dir).
         """
         ...
 
@@ -108,6 +119,9 @@ def create_app(view: AdminView, metrics: NodeMetrics) -> Starlette:
     async def prometheus(request: Request) -> Response:
         return Response(metrics.render(), media_type=metrics.content_type)
 
+    async def cluster(request: Request) -> Response:
+        return JSONResponse(view.cluster())
+
     async def topics(request: Request) -> Response:
         return JSONResponse(view.topics())
 
@@ -137,6 +151,7 @@ def create_app(view: AdminView, metrics: NodeMetrics) -> Starlette:
     routes = [
         Route("/health", health, methods=["GET"]),
         Route("/metrics", prometheus, methods=["GET"]),
+        Route("/v1/cluster", cluster, methods=["GET"]),
         Route("/v1/topics", topics, methods=["GET"]),
         Route("/v1/topics/{name}", topic, methods=["GET"]),
         Route("/v1/log-dirs", log_dirs, methods=["GET"]),
@@ -364,20 +379,101 @@ def openapi_document() -> dict[str, object]:
         },
         "Health": {
             "type": "object",
-            "required": ["status", "broker_id"],
+            "required": ["status", "broker_id", "controller_id", "is_controller"],
             "properties": {
                 "status": {"enum": list(_HEALTH_STATUSES), "description": "Only ok answers 200."},
                 "broker_id": {"type": "integer"},
+                "controller_id": {
+                    "type": "integer",
+                    "description": "Broker id of the controller in ZooKeeper; -1 when there is none.",
+                },
+                "is_controller": {"type": "boolean", "description": "True while this node is the active controller."},
+                "cluster_id": {"type": "string"},
+                "offline_log_dirs": {"type": "array", "items": {"type": "string"}},
             },
             "additionalProperties": True,
+        },
+        "Cluster": {
+            "type": "object",
+            "required": [
+                "broker_id",
+                "controller",
+                "is_controller",
+                "live_brokers",
+                "partitions",
+                "leaders",
+                "under_replicated",
+                "under_replicated_led",
+                "offline",
+                "replica_fetch_errors",
+            ],
+            "properties": {
+                "broker_id": {"type": "integer", "description": "This node."},
+                "controller": {
+                    "type": ["object", "null"],
+                    "required": ["broker_id", "epoch"],
+                    "properties": {"broker_id": {"type": "integer"}, "epoch": {"type": "integer", "minimum": 0}},
+                    "description": "The controller ZooKeeper names, with its controller epoch; null when none.",
+                },
+                "is_controller": {"type": "boolean", "description": "True while this node is the active controller."},
+                "live_brokers": {
+                    "type": "array",
+                    "items": {"type": "integer"},
+                    "description": "Broker ids registered in ZooKeeper, ascending.",
+                },
+                "partitions": {"type": "integer", "minimum": 0, "description": "Partitions of all topics."},
+                "leaders": {"type": "integer", "minimum": 0, "description": "Partitions this node leads."},
+                "under_replicated": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "Partitions of the whole cluster whose ISR is smaller than their replicas.",
+                },
+                "under_replicated_led": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "Of those, the ones this node leads (Kafka's UnderReplicatedPartitions).",
+                },
+                "offline": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "Partitions of the whole cluster without a live leader.",
+                },
+                "replica_fetch_errors": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "Times a replica fetcher's session with a leader failed and was restarted.",
+                },
+            },
+        },
+        "Follower": {
+            "type": "object",
+            "required": ["broker_id", "log_end_offset", "caught_up_ms_ago"],
+            "properties": {
+                "broker_id": {"type": "integer"},
+                "log_end_offset": {
+                    "type": ["integer", "null"],
+                    "description": "The follower's log end offset as its last fetch said; null before it fetched.",
+                },
+                "caught_up_ms_ago": {
+                    "type": ["integer", "null"],
+                    "minimum": 0,
+                    "description": "Milliseconds since the follower last reached the leader's log end "
+                    "(ISR members count from when this node became leader); null if never.",
+                },
+            },
         },
         "Partition": {
             "type": "object",
             "required": [
                 "partition",
                 "leader",
+                "leader_epoch",
                 "replicas",
                 "isr",
+                "role",
+                "under_replicated",
+                "offline",
+                "followers",
                 "log_start_offset",
                 "high_watermark",
                 "log_end_offset",
@@ -389,13 +485,34 @@ def openapi_document() -> dict[str, object]:
                 "partition": {"type": "integer", "minimum": 0},
                 "leader": {"type": "integer", "description": "Broker id of the leader; -1 when there is none."},
                 "replicas": {"type": "array", "items": {"type": "integer"}},
+                "leader_epoch": {"type": "integer", "description": "Leader epoch in ZooKeeper; -1 when not known."},
                 "isr": {"type": "array", "items": {"type": "integer"}, "description": "In-sync replicas."},
+                "role": {
+                    "type": ["string", "null"],
+                    "enum": ["leader", "follower", "none", None],
+                    "description": "What this node's replica acts as; none: no leader known; null: no replica here.",
+                },
+                "under_replicated": {"type": "boolean", "description": "The ISR is smaller than the replicas."},
+                "offline": {
+                    "type": "boolean",
+                    "description": "No live leader: none elected, or the leader is not registered or its replica "
+                    "is on a failed log dir.",
+                },
+                "followers": {
+                    "type": "array",
+                    "items": _ref("Follower"),
+                    "description": "Where this node leads: what it knows of each follower; empty otherwise.",
+                },
                 "log_start_offset": nullable_int,
                 "high_watermark": nullable_int,
                 "log_end_offset": nullable_int,
                 "size_bytes": nullable_int,
                 "log_dir": {"type": ["string", "null"], "description": "Null when no replica is on this node."},
-                "online": {"type": "boolean", "description": "False when the partition cannot be served."},
+                "online": {
+                    "type": "boolean",
+                    "description": "False when the partition cannot be served: offline, or this node's replica "
+                    "is on a failed log dir.",
+                },
             },
         },
         "Topic": {
@@ -444,6 +561,16 @@ def openapi_document() -> dict[str, object]:
                         "description": "Prometheus text exposition format; metric names start with strait_.",
                         "content": {"text/plain": {"schema": {"type": "string"}}},
                     },
+                    "default": error_response,
+                },
+            }
+        },
+        "/v1/cluster": {
+            "get": {
+                "summary": "The cluster as this node sees it in ZooKeeper: controller, live brokers, partition counts",
+                "operationId": "getCluster",
+                "responses": {
+                    "200": _json(_ref("Cluster"), "The cluster."),
                     "default": error_response,
                 },
             }

@@ -1,72 +1,233 @@
-"""The admin API's read-only view of a running broker (``node.admin_http.AdminView``)."""
+"""The admin API's read-only view of a running broker (``node.admin_http.AdminView``).
+
+Every call reads the broker's in-memory state afresh: ZooKeeper's picture of the cluster as the
+last refresh left it (``ClusterState.topics``, ``.brokers``, ``.controller``, ``.offline_replicas``),
+this node's replicas (``ClusterState.partitions``), the controller and the replica manager.
+Nothing here blocks, awaits or changes state.
+
+Replication state of one partition, as reported by ``topics()`` and counted by ``cluster()``:
+
+- ``leader``, ``leader_epoch``, ``isr``: the partition state in ZooKeeper. When this node leads the
+  partition and has already written a newer ISR itself (its compare-and-set succeeded but the
+  watch has not brought the new state back yet), that newer ISR.
+- ``role``: what this node's replica acts as (``leader``, ``follower``, ``none``), or None
+  when no replica of the partition is assigned to this node.
+- ``under_replicated``: the ISR is smaller than the replica list.
+- ``offline``: the partition has no live leader: none was elected (leader -1), or the leader
+  is not registered in ZooKeeper, or its replica sits on a failed log dir. This is how the
+  controller decides it (Kafka's OfflinePartitionsCount), so during the seconds between a
+  leader's death and the election the partition counts as offline.
+- ``followers`` (leader only): each follower's log end offset as its last fetch told it, and how
+  long ago it was last caught up with the leader's log end (for ISR members, at most since this
+  node became leader); None where not known yet.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from storage import LogDirOfflineError, TopicPartition
+from node.partition import LEADER, Partition
+from storage import LogDirOfflineError, TopicPartition, wall_clock_ms
 
 if TYPE_CHECKING:
     from node.broker import Broker
+    from node.cluster import ClusterState, TopicState
+
+__all__ = ["BrokerView"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Replication:
+    """One partition's replication state as this node sees it (see the module docstring)."""
+
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline: bool
+    local: Partition | None
+
+    @property
+    def role(self) -> str | None:
+        return self.local.role if self.local is not None else None
+
+    @property
+    def under_replicated(self) -> bool:
+        return len(self.isr) < len(self.replicas)
+
+    @property
+    def led_here(self) -> bool:
+        return self.local is not None and self.local.role == LEADER
 
 
 class BrokerView:
-    def __init__(self, broker: Broker) -> None:
+    """``AdminView`` over a ``Broker``; ``clock`` gives wall-clock milliseconds (the partitions' clock)."""
+
+    def __init__(self, broker: Broker, *, clock: Callable[[], int] = wall_clock_ms) -> None:
         self._broker = broker
+        self._clock = clock
+
+    # -- health and the cluster ---------------------------------------------------------------
 
     def health(self) -> dict[str, object]:
         b = self._broker
         status = b.status
         offline: list[str] = []
+        controller_id = -1
         if b._cluster is not None:
             offline = [str(p) for p in b.cluster.logs.offline_dirs()]
             if status == "ok" and offline:
                 status = "degraded"
+            if b.cluster.controller is not None:
+                controller_id = b.cluster.controller[0]
         return {
             "status": status,
             "broker_id": b.config.broker_id,
             "cluster_id": b.cluster_id,
             "offline_log_dirs": offline,
+            "controller_id": controller_id,
+            "is_controller": b.controller.active,
         }
+
+    def cluster(self) -> dict[str, object]:
+        b = self._broker
+        controller: dict[str, object] | None = None
+        live: list[int] = []
+        partitions = leaders = under_replicated = under_replicated_led = offline = 0
+        if b._cluster is not None:
+            cluster = b.cluster
+            if cluster.controller is not None:
+                controller = {"broker_id": cluster.controller[0], "epoch": cluster.controller[1]}
+            live = sorted(cluster.brokers)
+            for state in self._replication(cluster):
+                partitions += 1
+                leaders += state.led_here
+                under_replicated += state.under_replicated
+                under_replicated_led += state.led_here and state.under_replicated
+                offline += state.offline
+        return {
+            "broker_id": b.config.broker_id,
+            "controller": controller,
+            "is_controller": b.controller.active,
+            "live_brokers": live,
+            "partitions": partitions,
+            "leaders": leaders,
+            "under_replicated": under_replicated,
+            "under_replicated_led": under_replicated_led,
+            "offline": offline,
+            "replica_fetch_errors": b.replicas.fetch_errors,
+        }
+
+    # -- topics -----------------------------------------------------------------------------------
 
     def topics(self) -> list[dict[str, object]]:
         b = self._broker
         if b._cluster is None:
             return []
         cluster = b.cluster
-        out: list[dict[str, object]] = []
+        by_topic: dict[str, list[dict[str, object]]] = {}
+        for state in self._replication(cluster):
+            by_topic.setdefault(state.topic, []).append(self._partition_entry(state))
+        return [
+            {
+                "name": name,
+                "topic_id": cluster.topics[name].topic_id,
+                "partitions": by_topic.get(name, []),
+                "configs": cluster.topics[name].overrides,
+            }
+            for name in sorted(cluster.topics)
+        ]
+
+    def _replication(self, cluster: ClusterState) -> Iterator[_Replication]:
+        """Every partition of every topic in ZooKeeper, topics by name and partitions by index."""
         for name in sorted(cluster.topics):
             topic = cluster.topics[name]
-            partitions: list[dict[str, object]] = []
             for p in sorted(topic.assignment):
-                state = topic.states.get(p)
-                entry: dict[str, object] = {
-                    "partition": p,
-                    "leader": cluster.leader_of(topic, p),
-                    "replicas": list(topic.assignment[p]),
-                    "isr": list(state.isr) if state is not None else list(topic.assignment[p]),
-                    "leader_epoch": state.leader_epoch if state is not None else -1,
-                    "role": None,
-                    "online": False,
+                yield self._replication_of(cluster, topic, p)
+
+    def _replication_of(self, cluster: ClusterState, topic: TopicState, p: int) -> _Replication:
+        replicas = tuple(topic.assignment[p])
+        local = cluster.partitions.get(TopicPartition(topic.name, p))
+        state = topic.states.get(p)
+        if state is None:
+            # Written with the topic in one transaction, so absent only while the topic is created or deleted.
+            leader, epoch, isr = cluster.leader_of(topic, p), -1, replicas
+        else:
+            leader, epoch, isr = state.leader, state.leader_epoch, state.isr
+            if (
+                local is not None
+                and local.role == LEADER
+                and local.leader_epoch == state.leader_epoch
+                and local.state_version > state.version
+            ):
+                isr = local.isr  # this node's own ISR write, not yet read back from ZooKeeper
+        offline = (
+            leader < 0
+            or leader not in cluster.brokers
+            or (topic.name, p) in cluster.offline_replicas.get(leader, frozenset())
+        )
+        return _Replication(topic.name, p, leader, epoch, replicas, tuple(isr), offline, local)
+
+    def _partition_entry(self, state: _Replication) -> dict[str, object]:
+        entry: dict[str, object] = {
+            "partition": state.partition,
+            "leader": state.leader,
+            "leader_epoch": state.leader_epoch,
+            "replicas": list(state.replicas),
+            "isr": list(state.isr),
+            "role": state.role,
+            "under_replicated": state.under_replicated,
+            "offline": state.offline,
+            "followers": [],
+            "log_start_offset": None,
+            "high_watermark": None,
+            "log_end_offset": None,
+            "size_bytes": None,
+            "log_dir": None,
+            "online": not state.offline,
+        }
+        local = state.local
+        if local is None:
+            return entry
+        plog = local.log
+        entry["log_dir"] = str(plog.dir.parent)
+        if plog.is_offline:
+            entry["online"] = False  # its offsets are not readable any more: reported as unknown
+            return entry
+        try:
+            entry.update(
+                log_start_offset=plog.log_start_offset,
+                high_watermark=plog.high_watermark,
+                log_end_offset=plog.log_end_offset,
+                size_bytes=plog.size_bytes,
+            )
+        except LogDirOfflineError:
+            entry.update(log_start_offset=None, high_watermark=None, log_end_offset=None, size_bytes=None, online=False)
+            return entry
+        if state.led_here:
+            entry["followers"] = self._followers(local)
+        return entry
+
+    def _followers(self, leader: Partition) -> list[dict[str, object]]:
+        now = self._clock()
+        out: list[dict[str, object]] = []
+        for broker_id, follower in sorted(leader.followers.items()):
+            # -1 and 0 are FollowerState's "not yet": no fetch seen, never caught up.
+            caught_up = follower.last_caught_up_ms
+            out.append(
+                {
+                    "broker_id": broker_id,
+                    "log_end_offset": follower.leo if follower.leo >= 0 else None,
+                    "caught_up_ms_ago": max(0, now - caught_up) if caught_up > 0 else None,
                 }
-                local = cluster.partitions.get(TopicPartition(name, p))
-                if local is not None:
-                    plog = local.log
-                    try:
-                        entry.update(
-                            log_start_offset=plog.log_start_offset,
-                            high_watermark=plog.high_watermark,
-                            log_end_offset=plog.log_end_offset,
-                            size_bytes=plog.size_bytes,
-                            log_dir=str(plog.dir.parent),
-                            online=not plog.is_offline,
-                            role=local.role,
-                        )
-                    except LogDirOfflineError:
-                        entry["online"] = False
-                partitions.append(entry)
-            out.append({"name": name, "topic_id": topic.topic_id, "partitions": partitions, "configs": topic.overrides})
+            )
         return out
+
+    # -- log dirs and groups ----------------------------------------------------------------------
 
     def log_dirs(self) -> list[dict[str, object]]:
         b = self._broker
@@ -74,8 +235,9 @@ class BrokerView:
             return []
         out: list[dict[str, object]] = []
         for d in b.cluster.logs.dirs:
-            size = 0
+            size: int | None = None
             if d.online:
+                size = 0
                 for plog in list(d.logs.values()):
                     try:
                         size += plog.size_bytes

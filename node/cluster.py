@@ -220,10 +220,7 @@ class ClusterState:
 
     def leader_of(self, topic: TopicState, index: int) -> int:
         state = topic.states.get(index)
-        if state is not None:
-            return state.leader
-        replicas = topic.assignment.get(index, ())
-        return replicas[0] if replicas else -1
+        return state.leader if state is not None else -1
 
     def live_broker_ids(self) -> list[int]:
         ids = set(self.brokers) | {self.broker_id}

@@ -8,8 +8,9 @@ metrics live in it:
   histograms, open connections and why connections closed. The hot-path methods look up each
   label set once and cache the child series, so a call costs a dict lookup plus the increments.
 * **Pulled** at scrape time from a :class:`MetricsView` (the broker's state): partition counts,
-  log dir sizes and health, and per-partition offsets. Nothing is copied or cached between
-  scrapes, so a scrape always shows the state at that moment.
+  log dir sizes and health, per-partition offsets, replication state (leaders, ISR, follower lag,
+  under-replicated and offline partitions) and the controller. Nothing is copied or cached
+  between scrapes, so a scrape always shows the state at that moment.
 
 Metric names (all prefixed ``strait_``)::
 
@@ -29,6 +30,20 @@ Metric names (all prefixed ``strait_``)::
     strait_log_start_offset{topic,partition}       gauge      from the view
     strait_high_watermark{topic,partition}         gauge      from the view
     strait_log_end_offset{topic,partition}         gauge      from the view
+    strait_partition_leader{topic,partition}       gauge      leader broker id, -1: none
+    strait_partition_leader_epoch{topic,partition} gauge      from the view
+    strait_partition_isr_size{topic,partition}     gauge      from the view
+    strait_partition_replicas{topic,partition}     gauge      replication factor
+    strait_partition_log_end_offset{topic,partition} gauge    of the local replica
+    strait_follower_lag_records{topic,partition,follower}  gauge  on the leader: its log end - the follower's
+    strait_under_replicated_partitions             gauge      under-replicated partitions this node leads
+    strait_offline_partitions                      gauge      partitions of the cluster without a live leader
+    strait_controller_active                       gauge      1 on the active controller, else 0
+    strait_controller_epoch                        gauge      epoch of the controller ZooKeeper names
+    strait_replica_fetch_errors_total              counter    replica fetcher sessions that failed
+    strait_group_members{group}                    gauge      from the view
+    strait_group_lag{group,topic,partition}        gauge      from the view
+    strait_group_lag_total{group}                  gauge      from the view
 """
 
 from __future__ import annotations
@@ -37,7 +52,7 @@ from collections.abc import Iterable, Mapping
 from typing import Protocol
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 __all__ = ["LATENCY_BUCKETS", "MetricsView", "NodeMetrics"]
 
@@ -65,18 +80,26 @@ LATENCY_BUCKETS: tuple[float, ...] = (
 class MetricsView(Protocol):
     """The part of the broker's state that metrics read at scrape time.
 
-    Both methods are called on the thread that renders the metrics (the trio thread when served
+    The methods are called on the thread that renders the metrics (the trio thread when served
     by ``node.admin_http``), must not block, and return plain JSON-like data. The shapes are those
     of ``node.admin_http.AdminView``; the keys read here are:
 
     * ``topics()``: ``[{"name": str, "partitions": [{"partition": int, "online": bool,
+      "leader": int, "leader_epoch": int, "replicas": [int], "isr": [int], "role": str | None,
+      "followers": [{"broker_id": int, "log_end_offset": int | None}],
       "log_start_offset": int | None, "high_watermark": int | None, "log_end_offset": int | None}]}]``
       (an offset is ``None`` when this node cannot read that partition's log);
+    * ``cluster()``: ``{"is_controller": bool, "controller": {"epoch": int} | None,
+      "under_replicated_led": int, "offline": int, "replica_fetch_errors": int}``;
     * ``log_dirs()``: ``[{"path": str, "online": bool, "bytes": int | None}]``.
     """
 
     def topics(self) -> list[dict[str, object]]:
         """The topics this node knows, with their partitions."""
+        ...
+
+    def cluster(self) -> dict[str, object]:
+        """The cluster as this node sees it: controller, counts of under-replicated and offline partitions."""
         ...
 
     def log_dirs(self) -> list[dict[str, object]]:
@@ -264,17 +287,10 @@ class _ViewCollector:
                 partitions += 1
                 if not _bool(partition, "online", where):
                     offline += 1
-                labels = [name, str(index)]
-                for family, key in (
-                    (families.log_start_offset, "log_start_offset"),
-                    (families.high_watermark, "high_watermark"),
-                    (families.log_end_offset, "log_end_offset"),
-                ):
-                    value = _int(partition, key, where)
-                    if value is not None:
-                        family.add_metric(labels, value)
+                self._partition(families, name, index, partition, where)
         families.partitions.add_metric([], partitions)
         families.partitions_offline.add_metric([], offline)
+        self._cluster(families, view.cluster())
         for log_dir in view.log_dirs():
             path = _str(log_dir, "path", "log dir")
             families.log_dir_online.add_metric([path], 1 if _bool(log_dir, "online", f"log dir {path!r}") else 0)
@@ -296,16 +312,64 @@ class _ViewCollector:
             families.group_lag_total.add_metric([group_id], total)
         return families.all()
 
+    @staticmethod
+    def _partition(families: _Families, topic: str, index: int, partition: Mapping[str, object], where: str) -> None:
+        """The per-partition samples of one partition entry of ``topics()``."""
+        labels = [topic, str(index)]
+        for family, key in (
+            (families.log_start_offset, "log_start_offset"),
+            (families.high_watermark, "high_watermark"),
+            (families.log_end_offset, "log_end_offset"),
+            (families.partition_log_end_offset, "log_end_offset"),
+            (families.partition_leader, "leader"),
+            (families.partition_leader_epoch, "leader_epoch"),
+        ):
+            value = _int(partition, key, where)
+            if value is not None:
+                family.add_metric(labels, value)
+        families.partition_isr_size.add_metric(labels, len(_ints(partition, "isr", where)))
+        families.partition_replicas.add_metric(labels, len(_ints(partition, "replicas", where)))
+        if _optional_str(partition, "role", where) != "leader":
+            return
+        leader_end = _int(partition, "log_end_offset", where)
+        for follower in _records(partition, "followers", where):
+            follower_id = _int(follower, "broker_id", f"{where} follower")
+            if follower_id is None:
+                raise TypeError(f"{where}: a follower has no 'broker_id': {follower!r}")
+            follower_end = _int(follower, "log_end_offset", f"{where} follower {follower_id}")
+            if leader_end is not None and follower_end is not None:
+                # A follower's fetch offset never passes the leader's log end; clamp the instant between reads.
+                lag = max(0, leader_end - follower_end)
+                families.follower_lag.add_metric([topic, str(index), str(follower_id)], lag)
+
+    @staticmethod
+    def _cluster(families: _Families, cluster: Mapping[str, object]) -> None:
+        """The node-wide replication and controller samples from ``cluster()``."""
+        families.controller_active.add_metric([], 1 if _bool(cluster, "is_controller", "cluster") else 0)
+        controller = cluster.get("controller")
+        if controller is not None:
+            if not isinstance(controller, dict):
+                raise TypeError(f"cluster: 'controller' must be an object or None, got {controller!r}")
+            epoch = _int(controller, "epoch", "cluster controller")
+            if epoch is not None:
+                families.controller_epoch.add_metric([], epoch)
+        families.under_replicated.add_metric([], _count(cluster, "under_replicated_led", "cluster"))
+        families.offline_partitions.add_metric([], _count(cluster, "offline", "cluster"))
+        families.replica_fetch_errors.add_metric([], _count(cluster, "replica_fetch_errors", "cluster"))
+
 
 class _Families:
     """Fresh, empty gauge families for one scrape."""
 
     def __init__(self) -> None:
+        partition = ["topic", "partition"]
         self.partitions = GaugeMetricFamily(
             "strait_partitions", "Partitions this node reports (from the broker's state).", labels=[]
         )
         self.partitions_offline = GaugeMetricFamily(
-            "strait_partitions_offline", "Partitions this node reports as offline.", labels=[]
+            "strait_partitions_offline",
+            "Partitions this node reports as not servable (no live leader, or its replica on a failed log dir).",
+            labels=[],
         )
         self.log_dir_bytes = GaugeMetricFamily(
             "strait_log_dir_bytes", "Bytes of log segments in a log dir.", labels=["dir"]
@@ -314,13 +378,58 @@ class _Families:
             "strait_log_dir_online", "1 while a log dir is online, 0 once it has failed.", labels=["dir"]
         )
         self.log_start_offset = GaugeMetricFamily(
-            "strait_log_start_offset", "First offset still held by a partition's log.", labels=["topic", "partition"]
+            "strait_log_start_offset", "First offset still held by a partition's log.", labels=partition
         )
         self.high_watermark = GaugeMetricFamily(
-            "strait_high_watermark", "High watermark (committed end) of a partition.", labels=["topic", "partition"]
+            "strait_high_watermark", "High watermark (committed end) of a partition.", labels=partition
         )
         self.log_end_offset = GaugeMetricFamily(
-            "strait_log_end_offset", "Offset the next appended record will get.", labels=["topic", "partition"]
+            "strait_log_end_offset", "Offset the next appended record will get.", labels=partition
+        )
+
+        self.partition_leader = GaugeMetricFamily(
+            "strait_partition_leader", "Broker id of a partition's leader; -1 when it has none.", labels=partition
+        )
+        self.partition_leader_epoch = GaugeMetricFamily(
+            "strait_partition_leader_epoch", "Leader epoch of a partition (-1: not known yet).", labels=partition
+        )
+        self.partition_isr_size = GaugeMetricFamily(
+            "strait_partition_isr_size", "Number of in-sync replicas of a partition.", labels=partition
+        )
+        self.partition_replicas = GaugeMetricFamily(
+            "strait_partition_replicas", "Number of replicas assigned to a partition.", labels=partition
+        )
+        self.partition_log_end_offset = GaugeMetricFamily(
+            "strait_partition_log_end_offset", "Log end offset of this node's replica of a partition.", labels=partition
+        )
+        self.follower_lag = GaugeMetricFamily(
+            "strait_follower_lag_records",
+            "On the leader: its log end offset minus a follower's, as of the follower's last fetch.",
+            labels=[*partition, "follower"],
+        )
+        self.under_replicated = GaugeMetricFamily(
+            "strait_under_replicated_partitions",
+            "Partitions this node leads whose ISR is smaller than their replicas (Kafka's UnderReplicatedPartitions).",
+            labels=[],
+        )
+        self.offline_partitions = GaugeMetricFamily(
+            "strait_offline_partitions",
+            "Partitions of the whole cluster without a live leader, as this node sees ZooKeeper "
+            "(Kafka's OfflinePartitionsCount).",
+            labels=[],
+        )
+        self.controller_active = GaugeMetricFamily(
+            "strait_controller_active", "1 while this node is the active controller, else 0.", labels=[]
+        )
+        self.controller_epoch = GaugeMetricFamily(
+            "strait_controller_epoch",
+            "Epoch of the controller ZooKeeper names (absent while there is none).",
+            labels=[],
+        )
+        self.replica_fetch_errors = CounterMetricFamily(
+            "strait_replica_fetch_errors",
+            "Times a replica fetcher's session with a leader failed (connection lost or fetch refused) and restarted.",
+            labels=[],
         )
 
         self.group_members = GaugeMetricFamily(
@@ -347,6 +456,17 @@ class _Families:
             self.log_start_offset,
             self.high_watermark,
             self.log_end_offset,
+            self.partition_leader,
+            self.partition_leader_epoch,
+            self.partition_isr_size,
+            self.partition_replicas,
+            self.partition_log_end_offset,
+            self.follower_lag,
+            self.under_replicated,
+            self.offline_partitions,
+            self.controller_active,
+            self.controller_epoch,
+            self.replica_fetch_errors,
         ]
 
 
@@ -363,6 +483,27 @@ def _int(record: Mapping[str, object], key: str, where: str) -> int | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{where}: {key!r} must be an integer or None, got {value!r}")
+    return value
+
+
+def _optional_str(record: Mapping[str, object], key: str, where: str) -> str | None:
+    value = record.get(key)
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"{where}: {key!r} must be a string or None, got {value!r}")
+    return value
+
+
+def _count(record: Mapping[str, object], key: str, where: str) -> int:
+    value = _int(record, key, where)
+    if value is None or value < 0:
+        raise TypeError(f"{where}: {key!r} must be a count (an integer >= 0), got {value!r}")
+    return value
+
+
+def _ints(record: Mapping[str, object], key: str, where: str) -> list[int]:
+    value = record.get(key)
+    if not isinstance(value, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in value):
+        raise TypeError(f"{where}: {key!r} must be a list of integers, got {value!r}")
     return value
 
 

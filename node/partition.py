@@ -110,7 +110,7 @@ class Partition:
         """Take the leader/ISR ZooKeeper holds; returns the new role when it changed (or the epoch did)."""
         me = self.broker_id
         self.replicas = replicas
-        if state.leader_epoch < self.leader_epoch and self.role != NONE:
+        if state.leader_epoch < self.leader_epoch:
             return None  # an older state than the one we act on: a stale read
         same_epoch = state.leader_epoch == self.leader_epoch and state.leader == self.leader_id
         if same_epoch and (self.role != NONE or state.leader < 0):

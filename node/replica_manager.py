@@ -239,6 +239,7 @@ class ReplicaManager:
                             timeout=self.config.replica_socket_timeout_ms / 1000,
                         )
                     except ClientError as exc:
+                        self.fetch_errors += 1
                         log.info("fetcher for leader %d: %s; retrying", leader_id, exc)
                         await trio.sleep(backoff)
                         continue
@@ -332,6 +333,7 @@ class ReplicaManager:
                     # Typically this node or the leader is behind ZooKeeper (NOT_LEADER_OR_FOLLOWER,
                     # FENCED/UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION): back off this partition.
                     self._retry_at[tp] = trio.current_time() + self.config.replica_fetch_backoff_ms / 1000
+                    self.fetch_errors += 1
                     log.debug("%s: replica fetch error %s", tp, ErrorCode(code).name)
                     continue
                 self._retry_at.pop(tp, None)

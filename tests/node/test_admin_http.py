@@ -10,9 +10,14 @@ import json
 import logging
 import re
 import socket
+import time
+import urllib.request
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 import trio
@@ -24,7 +29,16 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from node.admin_http import create_app, openapi_document, serve_admin
+from node.broker_view import BrokerView
+from node.cluster import ClusterState
+from node.coordination import PartitionState
 from node.metrics import NodeMetrics
+from node.partition import FollowerState
+from storage import TopicPartition
+from tests.node.harness import NodeProcess
+
+if TYPE_CHECKING:
+    from node.broker import Broker
 
 DEADLINE = 10.0  # seconds any one test may take before it fails instead of hanging
 
@@ -33,8 +47,16 @@ def partition(index: int, **changes: object) -> dict[str, object]:
     entry: dict[str, object] = {
         "partition": index,
         "leader": 1,
+        "leader_epoch": 4,
         "replicas": [1, 2, 3],
         "isr": [1, 2],
+        "role": "leader",
+        "under_replicated": True,
+        "offline": False,
+        "followers": [
+            {"broker_id": 2, "log_end_offset": 12 + index, "caught_up_ms_ago": 15},
+            {"broker_id": 3, "log_end_offset": None, "caught_up_ms_ago": None},
+        ],
         "log_start_offset": 0,
         "high_watermark": 10 + index,
         "log_end_offset": 12 + index,
@@ -50,7 +72,25 @@ class FakeView:
     """An AdminView over data the test sets; ``fail`` makes every method raise."""
 
     def __init__(self) -> None:
-        self.health_body: dict[str, object] = {"status": "ok", "broker_id": 1, "cluster_id": "c-1"}
+        self.health_body: dict[str, object] = {
+            "status": "ok",
+            "broker_id": 1,
+            "controller_id": 2,
+            "is_controller": False,
+            "cluster_id": "c-1",
+        }
+        self.cluster_body: dict[str, object] = {
+            "broker_id": 1,
+            "controller": {"broker_id": 2, "epoch": 7},
+            "is_controller": False,
+            "live_brokers": [1, 2],
+            "partitions": 3,
+            "leaders": 2,
+            "under_replicated": 3,
+            "under_replicated_led": 2,
+            "offline": 1,
+            "replica_fetch_errors": 0,
+        }
         self.group_list: list[dict[str, object]] = [
             {
                 "group_id": "billing",
@@ -83,6 +123,10 @@ class FakeView:
                 "partitions": [
                     partition(
                         0,
+                        leader=-1,
+                        role="none",
+                        offline=True,
+                        followers=[],
                         online=False,
                         log_start_offset=None,
                         high_watermark=None,
@@ -111,6 +155,10 @@ class FakeView:
     def topics(self) -> list[dict[str, object]]:
         self._check()
         return self.topic_list
+
+    def cluster(self) -> dict[str, object]:
+        self._check()
+        return self.cluster_body
 
     def groups(self) -> list[dict[str, object]]:
         self._check()
@@ -233,6 +281,15 @@ def test_the_schema_checker_finds_problems() -> None:
     assert "$: missing 'partitions'" in problems
     assert "$.configs.retention.ms: 5 is not of type ['string', 'null']" in problems
 
+    bad_partition = partition(0, role="boss", followers=[{"broker_id": 2}])
+    del bad_partition["under_replicated"]
+    problems = schema_problems(
+        {**FakeView().topic_list[0], "partitions": [bad_partition]}, response_schema("/v1/topics", 200)["items"]
+    )
+    assert "$.partitions[0]: missing 'under_replicated'" in problems
+    assert "$.partitions[0].role: 'boss' not in ['leader', 'follower', 'none', None]" in problems
+    assert "$.partitions[0].followers[0]: missing 'log_end_offset'" in problems
+
 
 # -- routes -------------------------------------------------------------------------------------
 
@@ -240,7 +297,7 @@ def test_the_schema_checker_finds_problems() -> None:
 @pytest.mark.parametrize(("status", "code"), [("ok", 200), ("degraded", 503), ("starting", 503)])
 def test_health_answers_200_only_when_ok(status: str, code: int) -> None:
     view = FakeView()
-    view.health_body = {"status": status, "broker_id": 7, "detail": "x"}
+    view.health_body = {"status": status, "broker_id": 7, "controller_id": -1, "is_controller": False, "detail": "x"}
 
     async def test(port: int) -> None:
         reply = await fetch(port, "/health")
@@ -272,6 +329,16 @@ def test_metrics_serves_parseable_text_with_recorded_and_view_values() -> None:
         assert samples[("strait_high_watermark", (("partition", "1"), ("topic", "orders")))] == 11
         assert samples[("strait_partitions_offline", ())] == 1
         assert samples[("strait_log_dir_online", (("dir", "/data/d2"),))] == 0
+        # Replication state from the view: per partition, per follower, and from cluster().
+        assert samples[("strait_partition_leader_epoch", (("partition", "1"), ("topic", "orders")))] == 4
+        assert samples[("strait_partition_isr_size", (("partition", "1"), ("topic", "orders")))] == 2
+        assert (
+            samples[("strait_follower_lag_records", (("follower", "2"), ("partition", "0"), ("topic", "orders")))] == 0
+        )
+        assert samples[("strait_under_replicated_partitions", ())] == 2
+        assert samples[("strait_offline_partitions", ())] == 1
+        assert samples[("strait_controller_active", ())] == 0
+        assert samples[("strait_controller_epoch", ())] == 7
 
     run_server(test, metrics=metrics)
 
@@ -301,6 +368,38 @@ def test_topics_list_and_log_dirs_return_the_view_as_documented() -> None:
         assert missing.status == 404 and "'nope'" in missing.json()["detail"]
 
     run_server(test, view)
+
+
+def test_cluster_returns_the_view_as_documented() -> None:
+    view = FakeView()
+
+    async def test(port: int) -> None:
+        reply = await fetch(port, "/v1/cluster")
+        assert reply.status == 200
+        assert reply.json() == view.cluster_body
+        assert schema_problems(reply.json(), response_schema("/v1/cluster", 200)) == []
+
+        # Before any controller is elected.
+        view.cluster_body.update(controller=None, live_brokers=[1], partitions=0, leaders=0, under_replicated=0)
+        view.cluster_body.update(under_replicated_led=0, offline=0)
+        reply = await fetch(port, "/v1/cluster")
+        assert reply.status == 200
+        assert reply.json() == view.cluster_body
+        assert schema_problems(reply.json(), response_schema("/v1/cluster", 200)) == []
+
+    run_server(test, view)
+
+
+def test_the_cluster_schema_requires_every_count_and_a_well_formed_controller() -> None:
+    schema = response_schema("/v1/cluster", 200)
+    body = dict(FakeView().cluster_body)
+    del body["under_replicated_led"]
+    body["controller"] = {"broker_id": 2}
+    body["offline"] = -1
+    problems = schema_problems(body, schema)
+    assert "$: missing 'under_replicated_led'" in problems
+    assert "$.controller: missing 'epoch'" in problems
+    assert "$.offline: -1 < 0" in problems
 
 
 def test_one_topic_by_name_or_404_naming_it() -> None:
@@ -336,10 +435,23 @@ def test_unknown_paths_get_a_json_404_naming_the_path() -> None:
     run_server(test)
 
 
+def served_paths() -> list[str]:
+    """Every route the app serves, with its path parameters filled in."""
+    app = create_app(FakeView(), NodeMetrics())
+    paths = []
+    for route in app.routes:
+        assert isinstance(route, Route), route
+        paths.append(re.sub(r"{\w+}", "x", route.path))
+    return paths
+
+
 @pytest.mark.parametrize("method", ["POST", "PUT", "PATCH", "DELETE", "OPTIONS"])
 def test_other_methods_get_405_with_allow_on_every_route(method: str) -> None:
+    paths = served_paths()
+    assert "/v1/cluster" in paths and "/v1/topics/x" in paths
+
     async def test(port: int) -> None:
-        for path in ("/health", "/metrics", "/v1/topics", "/v1/topics/orders", "/v1/log-dirs", "/openapi.json"):
+        for path in paths:
             reply = await fetch(port, path, method, body=b"{}")
             assert reply.status == 405, (method, path)
             assert reply.headers["allow"] == "GET, HEAD"
@@ -592,3 +704,362 @@ def test_access_log_goes_to_a_logger_not_to_stdout(
     out, err = capfd.readouterr()
     assert out == ""
     assert err == ""
+
+
+# -- the broker's view (node.broker_view) over a stand-in broker ---------------------------------
+
+NOW_MS = 1_700_000_000_000
+
+
+class StubLog:
+    """The PartitionLog attributes BrokerView reads."""
+
+    def __init__(self, directory: Path, start: int, hw: int, end: int, *, offline: bool = False) -> None:
+        self.dir = directory
+        self.log_start_offset = start
+        self.high_watermark = hw
+        self.log_end_offset = end
+        self.size_bytes = 100 * (end - start)
+        self.is_offline = offline
+
+
+class StubReplica:
+    """The Partition attributes BrokerView reads."""
+
+    def __init__(self, role: str, state: PartitionState, log: StubLog, followers: dict[int, FollowerState]) -> None:
+        self.role = role
+        self.leader_epoch = state.leader_epoch
+        self.state_version = state.version
+        self.isr = state.isr
+        self.log = log
+        self.followers = followers
+
+
+class StubCluster:
+    """The ClusterState attributes BrokerView reads; ``leader_of`` is the real one."""
+
+    leader_of = ClusterState.leader_of
+
+    def __init__(self) -> None:
+        self.topics: dict[str, SimpleNamespace] = {}
+        self.partitions: dict[TopicPartition, StubReplica] = {}
+        self.brokers: dict[int, object] = {1: object(), 2: object()}  # broker 3 is not registered
+        self.controller: tuple[int, int] | None = (2, 7)
+        self.offline_replicas: dict[int, frozenset[tuple[str, int]]] = {}
+        self.logs = SimpleNamespace(offline_dirs=lambda: [], dirs=[])
+
+    def add(self, name: str, assignment: dict[int, tuple[int, ...]], states: dict[int, PartitionState]) -> None:
+        self.topics[name] = SimpleNamespace(
+            name=name, topic_id=f"id-{name}", assignment=assignment, overrides={}, states=states
+        )
+
+
+def stub_broker(cluster: StubCluster | None, *, active: bool = False, fetch_errors: int = 0) -> Broker:
+    """A stand-in for node.broker.Broker with what BrokerView reads."""
+    broker = SimpleNamespace(
+        status="ok",
+        config=SimpleNamespace(broker_id=1),
+        cluster_id="c-1",
+        _cluster=cluster,
+        cluster=cluster,
+        controller=SimpleNamespace(active=active),
+        replicas=SimpleNamespace(fetch_errors=fetch_errors),
+        groups=SimpleNamespace(group_ids=lambda: []),
+    )
+    return cast("Broker", broker)
+
+
+def three_node_cluster(tmp_path: Path) -> StubCluster:
+    """Broker 1's picture: it leads orders-0 (3 out of the ISR) and follows orders-1; orders-2 lost
+    its leader; audit-0 is not on broker 1 and names unregistered broker 3 as leader."""
+    cluster = StubCluster()
+    led = PartitionState(leader=1, leader_epoch=4, isr=(1, 2), controller_epoch=7, version=11)
+    followed = PartitionState(leader=2, leader_epoch=2, isr=(2, 3, 1), controller_epoch=7, version=3)
+    leaderless = PartitionState(leader=-1, leader_epoch=9, isr=(3,), controller_epoch=7, version=8)
+    cluster.add("orders", {0: (1, 2, 3), 1: (2, 3, 1), 2: (3, 1, 2)}, {0: led, 1: followed, 2: leaderless})
+    cluster.add("audit", {0: (3, 2)}, {0: PartitionState(3, 0, (3, 2), 7, 0)})
+    followers = {
+        2: FollowerState(leo=40, last_fetch_ms=NOW_MS - 5, last_caught_up_ms=NOW_MS - 250),
+        3: FollowerState(leo=-1, last_caught_up_ms=0),  # never fetched since broker 1 became leader
+    }
+    cluster.partitions[TopicPartition("orders", 0)] = StubReplica(
+        "leader", led, StubLog(tmp_path / "d1" / "orders-0", 0, 40, 42), followers
+    )
+    cluster.partitions[TopicPartition("orders", 1)] = StubReplica(
+        "follower", followed, StubLog(tmp_path / "d2" / "orders-1", 5, 7, 7), {}
+    )
+    cluster.partitions[TopicPartition("orders", 2)] = StubReplica(
+        "none", leaderless, StubLog(tmp_path / "d1" / "orders-2", 0, 3, 3), {}
+    )
+    return cluster
+
+
+def view_of(cluster: StubCluster | None, **broker: object) -> BrokerView:
+    return BrokerView(stub_broker(cluster, **broker), clock=lambda: NOW_MS)
+
+
+def by_partition(view: BrokerView, topic: str) -> dict[int, dict[str, object]]:
+    (entry,) = [t for t in view.topics() if t["name"] == topic]
+    partitions = entry["partitions"]
+    assert isinstance(partitions, list)
+    return {p["partition"]: p for p in partitions}
+
+
+def test_broker_view_reports_roles_epochs_and_followers_of_each_partition(tmp_path: Path) -> None:
+    view = view_of(three_node_cluster(tmp_path))
+    orders = by_partition(view, "orders")
+    assert orders[0] == {
+        "partition": 0,
+        "leader": 1,
+        "leader_epoch": 4,
+        "replicas": [1, 2, 3],
+        "isr": [1, 2],
+        "role": "leader",
+        "under_replicated": True,
+        "offline": False,
+        "followers": [
+            {"broker_id": 2, "log_end_offset": 40, "caught_up_ms_ago": 250},
+            {"broker_id": 3, "log_end_offset": None, "caught_up_ms_ago": None},
+        ],
+        "log_start_offset": 0,
+        "high_watermark": 40,
+        "log_end_offset": 42,
+        "size_bytes": 4200,
+        "log_dir": str(tmp_path / "d1"),
+        "online": True,
+    }
+    follower = orders[1]
+    assert (follower["role"], follower["leader"], follower["leader_epoch"]) == ("follower", 2, 2)
+    assert (follower["under_replicated"], follower["offline"], follower["followers"]) == (False, False, [])
+    assert follower["log_end_offset"] == 7
+    leaderless = orders[2]
+    assert (leaderless["role"], leaderless["leader"], leaderless["leader_epoch"]) == ("none", -1, 9)
+    assert (leaderless["offline"], leaderless["online"], leaderless["under_replicated"]) == (True, False, True)
+    # Not on this node: no role and no offsets; its leader is not registered, so it is offline.
+    (audit,) = by_partition(view, "audit").values()
+    assert (audit["role"], audit["leader"], audit["offline"], audit["online"]) == (None, 3, True, False)
+    assert [audit[k] for k in ("log_start_offset", "high_watermark", "log_end_offset", "size_bytes")] == [None] * 4
+    assert audit["log_dir"] is None
+    assert audit["followers"] == []
+    for entry in view.topics():
+        assert schema_problems(entry, response_schema("/v1/topics/{name}", 200)) == []
+
+
+def test_broker_view_counts_cluster_wide_and_what_this_node_leads(tmp_path: Path) -> None:
+    cluster = three_node_cluster(tmp_path)
+    body = view_of(cluster, active=True, fetch_errors=3).cluster()
+    assert body == {
+        "broker_id": 1,
+        "controller": {"broker_id": 2, "epoch": 7},
+        "is_controller": True,
+        "live_brokers": [1, 2],
+        "partitions": 4,
+        "leaders": 1,
+        "under_replicated": 2,  # orders-0 and orders-2
+        "under_replicated_led": 1,  # orders-0
+        "offline": 2,  # orders-2 (no leader) and audit-0 (leader 3 is not registered)
+        "replica_fetch_errors": 3,
+    }
+    assert schema_problems(body, response_schema("/v1/cluster", 200)) == []
+    health = view_of(cluster, active=True).health()
+    assert (health["controller_id"], health["is_controller"]) == (2, True)
+    assert schema_problems(health, response_schema("/health", 200)) == []
+
+    # Broker 3 registers: audit-0 has a live leader again. The leader's replica on a failed log dir
+    # makes the partition offline just the same.
+    cluster.brokers[3] = object()
+    assert view_of(cluster).cluster()["offline"] == 1
+    cluster.offline_replicas[3] = frozenset({("audit", 0)})
+    assert view_of(cluster).cluster()["offline"] == 2
+
+
+def test_broker_view_prefers_the_leaders_own_newer_isr_write(tmp_path: Path) -> None:
+    cluster = three_node_cluster(tmp_path)
+    replica = cluster.partitions[TopicPartition("orders", 0)]
+    # The leader's compare-and-set moved the state to version 12 with the ISR shrunk to itself;
+    # the watch has not brought it back into ClusterState.topics yet.
+    replica.isr, replica.state_version = (1,), 12
+    entry = by_partition(view_of(cluster), "orders")[0]
+    assert entry["isr"] == [1]
+    # A ZooKeeper state at least as new wins.
+    replica.state_version = 11
+    assert by_partition(view_of(cluster), "orders")[0]["isr"] == [1, 2]
+
+
+def test_broker_view_of_a_replica_on_a_failed_log_dir(tmp_path: Path) -> None:
+    cluster = three_node_cluster(tmp_path)
+    cluster.partitions[TopicPartition("orders", 1)].log.is_offline = True
+    entry = by_partition(view_of(cluster), "orders")[1]
+    assert entry["online"] is False
+    assert entry["log_dir"] == str(tmp_path / "d2")
+    assert [entry[k] for k in ("log_start_offset", "high_watermark", "log_end_offset", "size_bytes")] == [None] * 4
+    assert entry["offline"] is False  # the partition itself still has a live leader elsewhere
+
+
+def test_broker_view_reports_no_size_for_a_failed_log_dir(tmp_path: Path) -> None:
+    cluster = three_node_cluster(tmp_path)
+    sized = SimpleNamespace(size_bytes=300)
+    cluster.logs.dirs = [
+        SimpleNamespace(path=tmp_path / "d1", online=True, logs={"a": sized, "b": sized}),
+        SimpleNamespace(path=tmp_path / "d2", online=False, logs={"c": sized}),
+    ]
+    dirs = view_of(cluster).log_dirs()
+    assert dirs == [
+        {"path": str(tmp_path / "d1"), "online": True, "bytes": 600, "partitions": 2},
+        {"path": str(tmp_path / "d2"), "online": False, "bytes": None, "partitions": 1},
+    ]
+    assert schema_problems(dirs, response_schema("/v1/log-dirs", 200)) == []
+
+
+def test_broker_view_before_the_broker_has_started() -> None:
+    view = view_of(None)
+    assert view.topics() == []
+    body = view.cluster()
+    assert body["controller"] is None and body["live_brokers"] == [] and body["partitions"] == 0
+    assert schema_problems(body, response_schema("/v1/cluster", 200)) == []
+    health = view.health()
+    assert (health["controller_id"], health["is_controller"]) == (-1, False)
+
+
+def test_broker_view_feeds_the_replication_metrics(tmp_path: Path) -> None:
+    metrics = NodeMetrics()
+    metrics.attach_view(view_of(three_node_cluster(tmp_path), fetch_errors=2))
+    samples = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(metrics.render().decode("utf-8"))
+        for sample in family.samples
+    }
+    orders0 = (("partition", "0"), ("topic", "orders"))
+    assert samples[("strait_partition_leader", orders0)] == 1
+    assert samples[("strait_partition_leader_epoch", orders0)] == 4
+    assert samples[("strait_partition_isr_size", orders0)] == 2
+    assert samples[("strait_partition_replicas", orders0)] == 3
+    assert samples[("strait_partition_log_end_offset", orders0)] == 42
+    assert samples[("strait_follower_lag_records", (("follower", "2"), *orders0))] == 2
+    assert ("strait_follower_lag_records", (("follower", "3"), *orders0)) not in samples
+    assert samples[("strait_under_replicated_partitions", ())] == 1
+    assert samples[("strait_offline_partitions", ())] == 2
+    assert samples[("strait_controller_active", ())] == 0
+    assert samples[("strait_controller_epoch", ())] == 7
+    assert samples[("strait_replica_fetch_errors_total", ())] == 2
+
+
+# -- three real nodes ------------------------------------------------------------------------------
+
+REPLICATION_DEADLINE_S = 30.0  # ISR shrink: replica.lag.time.max.ms=5000 (+ half of it), ZK session 6 s
+
+
+def admin_get(node: NodeProcess, path: str) -> Any:
+    with urllib.request.urlopen(f"{node.admin_url}{path}", timeout=10) as response:
+        if path == "/metrics":
+            return {
+                (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+                for family in text_string_to_metric_families(response.read().decode("utf-8"))
+                for sample in family.samples
+            }
+        return json.loads(response.read())
+
+
+def wait_until(what: str, check: Callable[[], Any], timeout: float = REPLICATION_DEADLINE_S) -> Any:
+    """Poll ``check`` until it returns something truthy; fail naming ``what`` and the last answer."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+        except (KeyError, OSError, ValueError) as exc:
+            last = exc
+        else:
+            if last:
+                return last
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}; last: {last!r}")
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(180)
+def test_three_nodes_report_replication_and_a_killed_follower(site: Callable[..., list[NodeProcess]]) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    nodes = site(3)
+    by_id = {n.broker_id: n for n in nodes}
+    admin = AdminClient({"bootstrap.servers": ",".join(n.bootstrap for n in nodes)})
+    admin.create_topics([NewTopic("replicated", 1, 3)])["replicated"].result(30)
+
+    # One controller that every node names, exactly one node acting as it, three live brokers,
+    # and the new topic in every node's view (each learns of it through its ZooKeeper watch).
+    def one_controller() -> list[dict[str, Any]] | None:
+        bodies = [admin_get(n, "/v1/cluster") for n in nodes]
+        controllers = {json.dumps(b["controller"], sort_keys=True) for b in bodies}
+        acting = [b["broker_id"] for b in bodies if b["is_controller"]]
+        if len(controllers) != 1 or bodies[0]["controller"] is None or len(acting) != 1:
+            return None
+        if acting[0] != bodies[0]["controller"]["broker_id"]:
+            return None
+        if any(b["live_brokers"] != [1, 2, 3] or b["partitions"] != 1 for b in bodies):
+            return None
+        return bodies
+
+    clusters = wait_until("one agreed controller, three live brokers and the topic everywhere", one_controller)
+    controller = clusters[0]["controller"]["broker_id"]
+    for body in clusters:
+        assert schema_problems(body, response_schema("/v1/cluster", 200)) == []
+        assert (body["under_replicated"], body["offline"]) == (0, 0), body
+        health = admin_get(by_id[body["broker_id"]], "/health")
+        assert (health["controller_id"], health["is_controller"]) == (controller, body["broker_id"] == controller)
+
+    # Everyone agrees on the leader; the ISR is complete; the leader lists both followers' log ends.
+    def replicated() -> dict[int, dict[str, Any]] | None:
+        states = {n.broker_id: admin_get(n, "/v1/topics/replicated")["partitions"][0] for n in nodes}
+        leaders = {s["leader"] for s in states.values()}
+        if len(leaders) != 1 or -1 in leaders:
+            return None
+        lead = states[leaders.pop()]
+        if lead["role"] != "leader" or sorted(lead["isr"]) != [1, 2, 3]:
+            return None
+        if len(lead["followers"]) != 2 or any(f["log_end_offset"] is None for f in lead["followers"]):
+            return None
+        return states
+
+    states = wait_until("a full ISR with the followers known to the leader", replicated)
+    leader_id = next(b for b, s in states.items() if s["role"] == "leader")
+    leader = by_id[leader_id]
+    assert {b: s["role"] for b, s in states.items()} == {b: "leader" if b == leader_id else "follower" for b in by_id}
+    assert len({s["leader_epoch"] for s in states.values()}) == 1
+    assert not any(s["under_replicated"] or s["offline"] for s in states.values())
+    assert sorted(f["broker_id"] for f in states[leader_id]["followers"]) == sorted(set(by_id) - {leader_id})
+    for state in states.values():
+        assert schema_problems(state, {"$ref": "#/components/schemas/Partition"}) == []
+    samples = admin_get(leader, "/metrics")
+    labels = (("partition", "0"), ("topic", "replicated"))
+    assert samples[("strait_partition_leader", labels)] == leader_id
+    assert samples[("strait_partition_isr_size", labels)] == 3
+    assert samples[("strait_under_replicated_partitions", ())] == 0
+    assert sum(admin_get(n, "/metrics")[("strait_controller_active", ())] for n in nodes) == 1
+
+    # kill -9 a follower: the leader drops it from the ISR and reports the partition under-replicated.
+    victim = next(n for n in nodes if n.broker_id != leader_id)
+    victim.kill()
+
+    def under_replicated() -> dict[str, Any] | None:
+        entry: dict[str, Any] = admin_get(leader, "/v1/topics/replicated")["partitions"][0]
+        metrics = admin_get(leader, "/metrics")
+        if entry["under_replicated"] and metrics[("strait_under_replicated_partitions", ())] == 1:
+            return entry
+        return None
+
+    entry = wait_until(f"leader {leader_id} to report the partition under-replicated", under_replicated)
+    assert victim.broker_id not in entry["isr"]
+    assert (entry["role"], entry["leader"], entry["offline"]) == ("leader", leader_id, False)
+    assert victim.broker_id in [f["broker_id"] for f in entry["followers"]]  # still a replica, out of sync
+    survivors = [n for n in nodes if n is not victim]
+    wait_until(
+        f"the survivors to see broker {victim.broker_id} gone and one under-replicated partition",
+        lambda: all(
+            (b := admin_get(n, "/v1/cluster"))["live_brokers"] == sorted(x.broker_id for x in survivors)
+            and b["under_replicated"] == 1
+            and b["offline"] == 0
+            for n in survivors
+        ),
+    )
+    assert admin_get(leader, "/v1/cluster")["under_replicated_led"] == 1

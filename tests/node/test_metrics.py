@@ -27,6 +27,28 @@ def value(samples: Samples, name: str, **labels: str) -> float | None:
     return samples.get((name, frozenset(labels.items())))
 
 
+def partition(index: int, **changes: object) -> dict[str, object]:
+    """A partition entry of ``topics()``: broker 1 leads it, follower 2 is in sync, 3 has fallen out."""
+    entry: dict[str, object] = {
+        "partition": index,
+        "online": True,
+        "leader": 1,
+        "leader_epoch": 5,
+        "replicas": [1, 2, 3],
+        "isr": [1, 2],
+        "role": "leader",
+        "followers": [
+            {"broker_id": 2, "log_end_offset": 42, "caught_up_ms_ago": 20},
+            {"broker_id": 3, "log_end_offset": 30, "caught_up_ms_ago": 9000},
+        ],
+        "log_start_offset": 3,
+        "high_watermark": 40,
+        "log_end_offset": 42,
+    }
+    entry.update(changes)
+    return entry
+
+
 class View:
     """A MetricsView over plain lists the test edits."""
 
@@ -35,17 +57,49 @@ class View:
             {
                 "name": "orders",
                 "partitions": [
-                    {"partition": 0, "online": True, "log_start_offset": 3, "high_watermark": 40, "log_end_offset": 42},
-                    {"partition": 1, "online": False, "log_start_offset": None, "high_watermark": None},
+                    partition(0),
+                    partition(
+                        1,
+                        online=False,
+                        leader=-1,
+                        isr=[3],
+                        role="none",
+                        followers=[],
+                        log_start_offset=None,
+                        high_watermark=None,
+                        log_end_offset=None,
+                    ),
                 ],
             },
             {
                 "name": "audit",
                 "partitions": [
-                    {"partition": 0, "online": True, "log_start_offset": 0, "high_watermark": 7, "log_end_offset": 7}
+                    partition(
+                        0,
+                        leader=2,
+                        leader_epoch=0,
+                        isr=[1, 2, 3],
+                        role="follower",
+                        followers=[],
+                        log_start_offset=0,
+                        high_watermark=7,
+                        log_end_offset=7,
+                    )
                 ],
             },
         ]
+        self.cluster_body: dict[str, object] = {
+            "broker_id": 1,
+            "controller": {"broker_id": 1, "epoch": 9},
+            "is_controller": True,
+            "live_brokers": [1, 2],
+            "partitions": 3,
+            "leaders": 1,
+            "under_replicated": 2,
+            "under_replicated_led": 1,
+            "offline": 1,
+            "replica_fetch_errors": 4,
+        }
         self.group_list: list[dict[str, object]] = []
         self.dir_list: list[dict[str, object]] = [
             {"path": "/data/d1", "online": True, "bytes": 4096, "partitions": 2},
@@ -54,6 +108,9 @@ class View:
 
     def topics(self) -> list[dict[str, object]]:
         return self.topic_list
+
+    def cluster(self) -> dict[str, object]:
+        return self.cluster_body
 
     def groups(self) -> list[dict[str, object]]:
         return self.group_list
@@ -227,6 +284,8 @@ def test_without_a_view_there_are_no_state_samples_and_a_new_view_replaces_the_o
     s = scrape(metrics)
     assert value(s, "strait_partitions") == 0
     assert value(s, "strait_log_dir_online", dir="/data/d1") is None
+    assert value(s, "strait_partition_leader", topic="orders", partition="0") is None
+    assert value(s, "strait_follower_lag_records", topic="orders", partition="0", follower="2") is None
 
 
 @pytest.mark.parametrize(
@@ -238,6 +297,15 @@ def test_without_a_view_there_are_no_state_samples_and_a_new_view_replaces_the_o
         (lambda v: v.topic_list[1]["partitions"][0].update(online=1), "'online' must be a bool, got 1"),
         (lambda v: v.topic_list[1]["partitions"][0].pop("partition"), "no 'partition' number"),
         (lambda v: v.dir_list[0].update(bytes=True), "log dir '/data/d1': 'bytes' must be an integer"),
+        (lambda v: v.topic_list[1]["partitions"][0].update(isr=None), "partition 0: 'isr' must be a list of integers"),
+        (lambda v: v.topic_list[1]["partitions"][0].update(replicas=[1, "2"]), "'replicas' must be a list of integers"),
+        (lambda v: v.topic_list[1]["partitions"][0].update(role=1), "'role' must be a string or None, got 1"),
+        (lambda v: v.topic_list[0]["partitions"][0].update(followers=None), "'followers' must be a list of objects"),
+        (lambda v: v.topic_list[0]["partitions"][0]["followers"][0].pop("broker_id"), "a follower has no 'broker_id'"),
+        (lambda v: v.cluster_body.update(is_controller="yes"), "cluster: 'is_controller' must be a bool"),
+        (lambda v: v.cluster_body.update(controller=3), "cluster: 'controller' must be an object or None, got 3"),
+        (lambda v: v.cluster_body.pop("offline"), "cluster: 'offline' must be a count (an integer >= 0), got None"),
+        (lambda v: v.cluster_body.update(replica_fetch_errors=-1), "'replica_fetch_errors' must be a count"),
     ],
 )
 def test_a_malformed_view_fails_the_scrape_naming_key_and_value(mutate: object, message: str) -> None:
@@ -289,3 +357,86 @@ def test_group_lag_and_members_come_from_the_view() -> None:
     assert lags == {("t", "0"): 4.0, ("u", "0"): 2.0}  # no sample where the lag is unknown
     assert [s.value for s in families["strait_group_lag_total"].samples] == [6.0]
     assert [s.value for s in families["strait_group_members"].samples] == [2.0]
+
+
+def test_replication_gauges_per_partition_come_from_the_view() -> None:
+    metrics = NodeMetrics()
+    metrics.attach_view(View())
+    s = scrape(metrics)
+    orders0 = {"topic": "orders", "partition": "0"}
+    assert value(s, "strait_partition_leader", **orders0) == 1
+    assert value(s, "strait_partition_leader_epoch", **orders0) == 5
+    assert value(s, "strait_partition_isr_size", **orders0) == 2
+    assert value(s, "strait_partition_replicas", **orders0) == 3
+    assert value(s, "strait_partition_log_end_offset", **orders0) == 42
+    # The offline partition: leader -1 is reported as it is; its unknown log end is not made up.
+    assert value(s, "strait_partition_leader", topic="orders", partition="1") == -1
+    assert value(s, "strait_partition_isr_size", topic="orders", partition="1") == 1
+    assert value(s, "strait_partition_log_end_offset", topic="orders", partition="1") is None
+    assert value(s, "strait_partition_leader", topic="audit", partition="0") == 2
+    assert value(s, "strait_partition_isr_size", topic="audit", partition="0") == 3
+    # The older name of the local log end offset keeps working next to the new one.
+    assert value(s, "strait_log_end_offset", **orders0) == 42
+    assert value(s, "strait_high_watermark", **orders0) == 40
+
+
+def test_follower_lag_is_reported_by_the_leader_only_and_only_where_known() -> None:
+    view = View()
+    audit0 = view.topic_list[1]["partitions"][0]
+    assert isinstance(audit0, dict)
+    # A follower's entry must not produce lag samples even if it carried followers.
+    audit0["followers"] = [{"broker_id": 3, "log_end_offset": 1, "caught_up_ms_ago": 5}]
+    orders0 = view.topic_list[0]["partitions"][0]
+    assert isinstance(orders0, dict)
+    orders0["followers"].append({"broker_id": 4, "log_end_offset": None, "caught_up_ms_ago": None})
+    metrics = NodeMetrics()
+    metrics.attach_view(view)
+    families = {f.name: f for f in text_string_to_metric_families(metrics.render().decode())}
+    lags = {
+        (sample.labels["topic"], sample.labels["partition"], sample.labels["follower"]): sample.value
+        for sample in families["strait_follower_lag_records"].samples
+    }
+    assert lags == {("orders", "0", "2"): 0.0, ("orders", "0", "3"): 12.0}
+
+
+def test_under_replicated_offline_and_controller_come_from_the_cluster_view() -> None:
+    view = View()
+    metrics = NodeMetrics()
+    metrics.attach_view(view)
+    s = scrape(metrics)
+    # Under-replicated counts what this node leads (1), not the cluster-wide 2; offline is cluster-wide.
+    assert value(s, "strait_under_replicated_partitions") == 1
+    assert value(s, "strait_offline_partitions") == 1
+    assert value(s, "strait_controller_active") == 1
+    assert value(s, "strait_controller_epoch") == 9
+    assert value(s, "strait_replica_fetch_errors_total") == 4
+
+    view.cluster_body.update(
+        controller=None, is_controller=False, under_replicated_led=0, offline=0, replica_fetch_errors=6
+    )
+    s = scrape(metrics)
+    assert value(s, "strait_under_replicated_partitions") == 0
+    assert value(s, "strait_offline_partitions") == 0
+    assert value(s, "strait_controller_active") == 0
+    assert value(s, "strait_controller_epoch") is None  # no controller: no made-up epoch
+    assert value(s, "strait_replica_fetch_errors_total") == 6
+
+
+def test_replica_fetch_errors_is_a_counter_and_the_rest_are_gauges() -> None:
+    metrics = NodeMetrics()
+    metrics.attach_view(View())
+    types = {f.name: f.type for f in text_string_to_metric_families(metrics.render().decode())}
+    assert types["strait_replica_fetch_errors"] == "counter"
+    for name in (
+        "strait_partition_leader",
+        "strait_partition_leader_epoch",
+        "strait_partition_isr_size",
+        "strait_partition_replicas",
+        "strait_partition_log_end_offset",
+        "strait_follower_lag_records",
+        "strait_under_replicated_partitions",
+        "strait_offline_partitions",
+        "strait_controller_active",
+        "strait_controller_epoch",
+    ):
+        assert types[name] == "gauge", name
