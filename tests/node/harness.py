@@ -14,8 +14,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 STRAIT = [sys.executable, "-m", "strait.cli"]
 READY_TIMEOUT_S = 60.0
@@ -146,3 +148,20 @@ class NodeProcess:
         else:
             self.stop()
         return self.start()
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0, interval: float = 0.1) -> Any:
+    """Poll ``check`` until it returns something truthy (an OSError, KeyError or ValueError counts as
+    not yet); fail naming ``what`` and the last answer after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+        except (KeyError, OSError, ValueError) as exc:
+            last = exc
+        else:
+            if last:
+                return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}; last: {last!r}")

@@ -10,7 +10,6 @@ import json
 import logging
 import re
 import socket
-import time
 import urllib.request
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -35,7 +34,7 @@ from node.coordination import PartitionState
 from node.metrics import NodeMetrics
 from node.partition import FollowerState
 from storage import TopicPartition
-from tests.node.harness import NodeProcess
+from tests.node.harness import NodeProcess, wait_for
 
 if TYPE_CHECKING:
     from node.broker import Broker
@@ -961,19 +960,7 @@ def admin_get(node: NodeProcess, path: str) -> Any:
 
 
 def wait_until(what: str, check: Callable[[], Any], timeout: float = REPLICATION_DEADLINE_S) -> Any:
-    """Poll ``check`` until it returns something truthy; fail naming ``what`` and the last answer."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-        except (KeyError, OSError, ValueError) as exc:
-            last = exc
-        else:
-            if last:
-                return last
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}; last: {last!r}")
+    return wait_for(what, check, timeout, interval=0.2)
 
 
 @pytest.mark.integration

@@ -13,7 +13,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from node.protocol import ApiKey, ErrorCode
-from tests.node.harness import NodeProcess
+from tests.node.harness import NodeProcess, wait_for
 from tests.node.raw import connect, produce_raw, request
 
 pytestmark = pytest.mark.integration
@@ -36,21 +36,6 @@ def partition_states(node: NodeProcess, topic: str) -> dict[int, dict[str, Any]]
     with urllib.request.urlopen(f"{node.admin_url}/v1/topics/{topic}", timeout=10) as response:
         body = json.loads(response.read())
     return {p["partition"]: p for p in body["partitions"]}
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-        except (KeyError, OSError, ValueError) as exc:
-            last = exc
-        else:
-            if last:
-                return last
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
 
 
 def leader_of(nodes: list[NodeProcess], topic: str, partition: int = 0) -> NodeProcess:
