@@ -13,6 +13,7 @@ watermark move, role change and deletion sets it.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -24,7 +25,7 @@ from node.producer_state import ProducerStateError, ProducerStateManager
 from node.protocol import ErrorCode
 from node.topic_config import TopicPolicy
 from storage import CorruptBatchError, PartitionLog, RecordTooLargeError, TopicPartition
-from storage.records import check_batch
+from storage.records import check_batch, iter_batches
 from storage.records._batch import CURRENT_MAGIC, HEADER_SIZE, MAGIC_POS
 
 LONG_MAX = 2**63 - 1
@@ -270,9 +271,14 @@ class Partition:
         before = self.log.log_end_offset
         count = self.log.append_batches(records)
         if count:
-            for _seg, _pos, header in self.log.batch_headers(before):
-                if header.base_offset >= before:
-                    self.producers.update(header, header.base_offset)
+            end = self.log.log_end_offset
+            # The headers are in the fetched bytes: no need to read them back from the segment.
+            with contextlib.suppress(CorruptBatchError):  # a cut-short last batch was not appended
+                for _pos, header in iter_batches(records, validate=False):
+                    if header.base_offset >= end:
+                        break
+                    if header.base_offset >= before:
+                        self.producers.update(header, header.base_offset)
         return count
 
     def truncate_to(self, offset: int) -> int:
