@@ -37,6 +37,7 @@ test: setup $(KAFKA_JARS)/.ok lint
 bench: setup
 	$(BIN)/python -m bench.storage_bench --out bench/results
 	$(BIN)/python -m bench.node_bench --out bench/results
+	$(BIN)/python -m bench.replication_bench --out bench/results
 
 clean:
 	rm -rf $(VENV) $(CACHE) .strait-demo .strait

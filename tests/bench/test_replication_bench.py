@@ -1,0 +1,102 @@
+"""The replication benchmark (bench/replication_bench.py): its profile summary, and one tiny run end to end.
+
+The end-to-end run proves that the benchmark starts a site, measures every case, profiles and
+writes its report; it asserts nothing about speed (figures from a few thousand records mean
+nothing, and performance is measured by the benchmark, not asserted by tests).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench import replication_bench as rb
+
+VENV = "/v/.venv/lib/python3.11/site-packages"
+REPO = str(rb.REPO_ROOT)
+
+# py-spy record --idle --threads --full-filenames --format raw: "thread;frame;...;leaf count".
+RAW = "\n".join(
+    [
+        # The main thread: 6 samples waiting in epoll, 3 appending, 1 in trio's socket send.
+        f"thread (1): MainThread;run ({VENV}/trio/_core/_run.py:1);"
+        f"EpollIOManager.get_events ({VENV}/trio/_core/_io_epoll.py:243) 6",
+        f"thread (1): MainThread;run ({VENV}/trio/_core/_run.py:1);handle_produce ({REPO}/node/handlers/produce.py:9);"
+        f"LogSegment.append ({REPO}/storage/_segment.py:157) 3",
+        f"thread (1): MainThread;run ({VENV}/trio/_core/_run.py:1);"
+        f"_SocketType._nonblocking_helper ({VENV}/trio/_socket.py:1050) 1",
+        # Another thread: 5 idle samples, 2 busy ones (in % of the main thread's 10).
+        "thread (2): Thread-6 (zk_loop);EpollSelector.select (/usr/lib/python3.11/selectors.py:468) 5",
+        f"thread (2): Thread-6 (zk_loop);ConnectionHandler._write ({VENV}/kazoo/protocol/connection.py:346) 2",
+        "",
+        "not a stack line",
+    ]
+)
+
+
+def test_summarise_stacks_splits_the_main_threads_idle_and_busy_samples() -> None:
+    found = rb.summarise_stacks(RAW)
+    assert found["samples"] == 10
+    assert found["idle_pct"] == pytest.approx(60.0)
+    assert found["other_busy_pct"] == pytest.approx(20.0)
+    assert found["places"] == [
+        {"where": "storage/_segment.py", "self_pct": pytest.approx(75.0)},
+        {"where": "trio", "self_pct": pytest.approx(25.0)},
+    ]
+    # Functions with samples of their own, each with its inclusive share (every frame above counts).
+    assert [(f["function"], f["file"], f["self_pct"], f["total_pct"]) for f in found["functions"]] == [
+        ("LogSegment.append", "storage/_segment.py", pytest.approx(75.0), pytest.approx(75.0)),
+        ("_SocketType._nonblocking_helper", "trio/_socket.py", pytest.approx(25.0), pytest.approx(25.0)),
+    ]
+
+
+def test_where_names_repository_modules_packages_and_the_standard_library() -> None:
+    assert rb._where(f"{REPO}/node/server.py") == ("node/server.py", "node/server.py")
+    assert rb._where(f"{VENV}/trio/_core/_run.py") == ("trio", "trio/_core/_run.py")
+    assert rb._where("/usr/lib/python3.11/collections/__init__.py") == (
+        "stdlib collections",
+        "collections/__init__.py",
+    )
+    assert rb._where("<strait.protocol read_struct>") == ("<strait.protocol read_struct>",) * 2
+
+
+def test_quick_defaults_yield_to_explicit_flags() -> None:
+    settings = rb.parse_args(["--quick", "--records", "1000"])
+    assert (settings.records, settings.runs, settings.latency_seconds) == (1000, rb.QUICK["runs"], 1.0)
+    assert rb.parse_args([]).records == rb.FULL["records"]
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_a_tiny_run_measures_every_case_and_writes_its_report(tmp_path: Path, zookeeper: str) -> None:
+    out = tmp_path / "results"
+    argv = ["--quick", "--partitions", "1", "--records", "2000", "--latency-seconds", "0.5"]
+    argv += ["--profile", "always", "--profile-seconds", "0.2", "--no-tansu"]
+    argv += ["--zookeeper", zookeeper, "--dir", str(tmp_path / "data"), "--out", str(out)]
+    settings = rb.parse_args(argv)
+
+    assert rb.run(settings) == 0
+
+    (md_path,) = out.glob("replication-*.md")
+    (json_path,) = out.glob("replication-*.json")
+    data = json.loads(json_path.read_text())
+    assert {r["case"] for r in data["runs"]} == {c.key for c in settings.cases}
+    assert all(r["target"] == "strait" and r["records"] == 2000 for r in data["runs"])
+    assert all(r["records_per_request"] for r in data["runs"])  # the nodes' request counters were read
+    (latency,) = data["latency_summary"]
+    assert set(latency["latency_ms"]) == {name for name, _ in rb.PERCENTILES}
+    assert {(p["case"], p["broker_id"]) for p in data["profiles"]} == {
+        (case, node) for case in (rb.BASE.key, rb.REPLICATED.key) for node in (1, 2, 3)
+    }
+    assert all(p["samples"] > 0 for p in data["profiles"])
+    assert {c["case"] for c in data["profile_clients"]} == {rb.BASE.key, rb.REPLICATED.key}
+    for key in ("cpu_model", "cores", "ram_gib", "kernel", "fs_type_mounts", "python"):
+        assert data["machine"][key]
+    assert data["command"].endswith("-m bench.replication_bench " + " ".join(argv))
+    text = md_path.read_text()
+    for heading in ("## Machine", "## Settings", "## Results", "## Profile"):
+        assert heading in text
+    assert not (tmp_path / "data").exists() or not any((tmp_path / "data").iterdir())  # scratch removed
