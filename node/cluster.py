@@ -146,9 +146,13 @@ class ClusterState:
             for p, replicas in topic.assignment.items():
                 tp = TopicPartition(name, p)
                 if self.broker_id not in replicas:
-                    if tp in self.partitions:
-                        # Reassigned away: the replica is no longer ours (a move still in progress keeps it).
-                        self._drop_partition(tp, delete_log=(name, p) not in moving)
+                    if (name, p) in moving:
+                        # Reassigned away, the move still finishing: stop serving, keep the log for now.
+                        if tp in self.partitions:
+                            self._drop_partition(tp, delete_log=False)
+                    elif tp in self.partitions or self.logs.get_log(tp) is not None:
+                        # No longer a replica here (a finished reassignment, maybe while we were down).
+                        self._drop_partition(tp, delete_log=True)
                     continue
                 partition = self.partitions.get(tp)
                 if partition is None:

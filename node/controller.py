@@ -212,6 +212,11 @@ class Controller:
                         continue
                     others = [b for b in replicas if b in state.isr and self._usable(cluster, b, topic.name, p)]
                     isr = tuple(b for b in state.isr if b != broker_id)
+                    if not isr:
+                        # The last in-sync replica stays in the ISR: it must be able to lead again.
+                        if state.leader == broker_id:
+                            remaining.append((topic.name, p))
+                        continue
                     if state.leader == broker_id:
                         if not others:
                             remaining.append((topic.name, p))

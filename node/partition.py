@@ -115,6 +115,8 @@ class Partition:
             return None  # an older state than the one we act on: a stale read
         same_epoch = state.leader_epoch == self.leader_epoch and state.leader == self.leader_id
         if same_epoch and (self.role != NONE or state.leader < 0):
+            if self.is_leader:
+                self._sync_followers()  # a reassignment changes the replicas, not the state
             if state.version > self.state_version:
                 self.isr, self.state_version = state.isr, state.version
                 self.controller_epoch = state.controller_epoch

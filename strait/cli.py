@@ -10,6 +10,8 @@ import click
 from ._groups_commands import groups_group
 from ._log_commands import log_group
 from ._node_commands import node_group
+from ._reassign_command import reassign
+from ._site_commands import site_group
 from ._topics_commands import topics_group
 from ._up_command import up
 from ._zookeeper_commands import zookeeper
@@ -33,9 +35,11 @@ def main(verbose: bool) -> None:
 main.add_command(groups_group)
 main.add_command(log_group)
 main.add_command(node_group)
+main.add_command(site_group)
 main.add_command(topics_group)
 main.add_command(up)
 main.add_command(zookeeper)
+topics_group.add_command(reassign)
 
 
 if __name__ == "__main__":

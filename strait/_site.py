@@ -1,0 +1,516 @@
+"""A local site on loopback: one embedded ZooKeeper and N ``strait node start`` processes.
+
+:class:`LocalSite` is what ``strait up`` and ``strait site up`` run, and what a two-site
+appliance runs twice. Layout of a site directory (reused as it is on the next start, so the
+site comes back with its data)::
+
+    DIR/zookeeper/            ZooKeeper's data, zoo.cfg and zookeeper.log
+    DIR/node-<id>/            one per broker: server.properties (rewritten at every start),
+                              node.log, ready.json, and the log dirs d1/ and d2/
+    DIR/site.json             the addresses, written once every node is ready, removed on stop
+    DIR/site.lock             held (flock) while the site runs: one launcher per directory
+
+Every node uses the chroot ``/<name>`` of the site's ZooKeeper. The children run in their
+own sessions (a terminal's Ctrl-C reaches only the launcher, which stops them in order) and
+get SIGKILL from the kernel if the launcher's main thread dies (no orphans after ``kill -9``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import IO, Any
+
+READY_TIMEOUT_S = 60.0  # from spawning the nodes until every one serves and reports /health ok
+LEADERS_TIMEOUT_S = 30.0  # then the site is announced anyway, naming the partitions without one
+NODE_STOP_TIMEOUT_S = 30.0  # per node: controlled shutdown and a clean close, then SIGKILL
+ZOOKEEPER_STOP_TIMEOUT_S = 10.0
+_POLL_S = 0.05
+_HEALTH_TIMEOUT_S = 2.0
+_LOG_TAIL_LINES = 20
+_SECOND_SIGNAL_AFTER_S = 1.0  # a signal this soon after the first is the same request
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+SITE_FILE = "site.json"
+LOCK_FILE = "site.lock"
+
+
+class SiteError(Exception):
+    """A local site could not start or run; the message names the process and its log."""
+
+
+class SiteInterrupted(SiteError):
+    """A stop was requested (Ctrl-C, SIGTERM) while the site was still starting."""
+
+
+def _die_with_parent() -> None:
+    """preexec_fn: SIGKILL this child when the launcher's thread exits (only prctl: async-signal-safe)."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+@dataclass
+class LocalNode:
+    """One broker process of a :class:`LocalSite`; the addresses are known once it is ready."""
+
+    broker_id: int
+    workdir: Path
+    port: int
+    proc: subprocess.Popen[bytes] | None = None
+    bootstrap: str = ""
+    admin_url: str = ""
+    exit_reported: bool = False
+
+    @property
+    def config_path(self) -> Path:
+        return self.workdir / "server.properties"
+
+    @property
+    def ready_path(self) -> Path:
+        return self.workdir / "ready.json"
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / "node.log"
+
+    @property
+    def log_dirs(self) -> tuple[Path, Path]:
+        return (self.workdir / "d1", self.workdir / "d2")
+
+    @property
+    def pid(self) -> int | None:
+        return None if self.proc is None else self.proc.pid
+
+    def log_tail(self) -> str:
+        try:
+            lines = self.log_path.read_text(errors="replace").splitlines()
+        except OSError as exc:
+            return f"(no log: {exc})"
+        return "\n".join(lines[-_LOG_TAIL_LINES:])
+
+    def to_json(self) -> dict[str, object]:
+        return {"broker_id": self.broker_id, "bootstrap": self.bootstrap, "admin": self.admin_url, "pid": self.pid}
+
+
+class LocalSite:
+    """A site on loopback under ``directory``: :meth:`start`, then :meth:`poll` while it runs,
+    then :meth:`stop`. Blocking; call it from the main thread (see the module docstring).
+
+    ``base_port`` 0 lets every node bind a free port (its ready file tells which); otherwise
+    node ``i`` listens on ``base_port + i - 1``. ``properties`` are added to (and override) every
+    node's ``server.properties``.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        name: str = "east",
+        nodes: int = 3,
+        base_port: int = 0,
+        zookeeper_port: int = 0,
+        properties: Mapping[str, str] | None = None,
+        node_dir: str = "node-{id}",
+    ) -> None:
+        """Check the arguments; nothing starts yet.
+
+        ``node_dir`` names each node's directory (``{id}`` is the broker id); ``strait up``
+        keeps its historical ``node{id}`` so existing data stays where it was.
+
+        Raises:
+            ValueError: naming the bad value (name, node count, ports).
+        """
+        if not name or not all(c.isalnum() or c in "._-" for c in name) or name in {".", ".."}:
+            raise ValueError(f"site name {name!r}: use letters, digits, '.', '_' or '-' (it is the ZooKeeper chroot)")
+        if not 1 <= nodes <= 9:
+            raise ValueError(f"a local site has 1 to 9 nodes, not {nodes}")
+        if base_port and not 1 <= base_port <= 65536 - nodes:
+            raise ValueError(f"base port {base_port} leaves no room for {nodes} node ports below 65536")
+        if not 0 <= zookeeper_port <= 65535:
+            raise ValueError(f"ZooKeeper port {zookeeper_port} is out of range 0..65535")
+        self.directory = directory.absolute()
+        self.name = name
+        self.zookeeper_port = zookeeper_port
+        self.properties = dict(properties or {})
+        self.nodes = [
+            LocalNode(i, self.directory / node_dir.format(id=i), base_port + i - 1 if base_port else 0)
+            for i in range(1, nodes + 1)
+        ]
+        self._zookeeper: Any = None  # node.coordination.EmbeddedZooKeeper once started
+        self._lock: IO[bytes] | None = None
+
+    # -- what the site looks like -------------------------------------------------------------
+
+    @property
+    def site_file(self) -> Path:
+        return self.directory / SITE_FILE
+
+    @property
+    def zookeeper(self) -> str:
+        """The ZooKeeper server's ``host:port`` (empty until started)."""
+        return "" if self._zookeeper is None else str(self._zookeeper.connect_string)
+
+    @property
+    def zookeeper_connect(self) -> str:
+        """``host:port/<name>``: the nodes' ``zookeeper.connect`` (and ``strait topics reassign``'s)."""
+        return f"{self.zookeeper}/{self.name}"
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(node.bootstrap for node in self.nodes if node.bootstrap)
+
+    def node_properties(self, node: LocalNode) -> dict[str, str]:
+        """The ``server.properties`` of ``node``: replicated like a production site, scaled to its size."""
+        count = len(self.nodes)
+        props = {
+            "broker.id": str(node.broker_id),
+            "listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
+            "log.dirs": ",".join(str(d) for d in node.log_dirs),
+            "zookeeper.connect": self.zookeeper_connect,
+            "strait.admin.listener": "127.0.0.1:0",
+            "default.replication.factor": str(min(3, count)),
+            "offsets.topic.replication.factor": str(min(3, count)),
+            "min.insync.replicas": str(min(2, count)),
+        }
+        return props | self.properties
+
+    def describe(self) -> dict[str, object]:
+        """What ``site.json`` holds."""
+        return {
+            "name": self.name,
+            "bootstrap": self.bootstrap,
+            "zookeeper": self.zookeeper,
+            "zookeeper_connect": self.zookeeper_connect,
+            "admin": [node.admin_url for node in self.nodes],
+            "nodes": [node.to_json() for node in self.nodes],
+        }
+
+    # -- life -------------------------------------------------------------------------------------
+
+    def start(self, stop_requested: Callable[[], bool] = lambda: False) -> list[str]:
+        """Start ZooKeeper, then every node; return once each serves and answers ``/health`` with
+        200 and every partition has a leader in every node's view (so clients can use the site
+        at once), after writing ``site.json``. On failure everything started is stopped again.
+
+        Partitions still without a leader after ``LEADERS_TIMEOUT_S`` (their in-sync replicas
+        are on nodes this site no longer has) do not fail the start: the returned warnings
+        name them.
+
+        ``stop_requested`` is polled while waiting, so Ctrl-C during startup is honoured.
+
+        Raises:
+            SiteError: another launcher holds the directory; java or ZooKeeper's jars are
+                missing; ZooKeeper or a node did not start (the message has its log tail).
+            SiteInterrupted: ``stop_requested()`` became true.
+        """
+        from node.coordination import EmbeddedZooKeeper, ZooKeeperError
+
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._take_lock()
+        except OSError as exc:
+            raise SiteError(f"site {self.name}: cannot use {self.directory}: {exc}") from None
+        try:
+            self.site_file.unlink(missing_ok=True)
+            try:
+                self._zookeeper = EmbeddedZooKeeper(self.directory / "zookeeper", self.zookeeper_port)
+                self._zookeeper.start()
+            except ZooKeeperError as exc:
+                self._zookeeper = None
+                raise SiteError(f"site {self.name}: {exc}") from None
+            for node in self.nodes:
+                self._spawn(node)
+            self._wait_ready(stop_requested)
+            warnings = self._wait_for_leaders(stop_requested)
+            _write_atomically(self.site_file, json.dumps(self.describe(), indent=2) + "\n")
+        except OSError as exc:
+            self.stop()
+            raise SiteError(f"site {self.name}: {exc}") from None
+        except BaseException:
+            self.stop()
+            raise
+        return warnings
+
+    def poll(self) -> list[str]:
+        """Report (once each) the processes that exited on their own since the last call.
+
+        A dead node is reported and the others keep serving (that is what a site is for); a
+        dead ZooKeeper is fatal.
+
+        Raises:
+            SiteError: ZooKeeper exited.
+        """
+        news = []
+        for node in self.nodes:
+            if node.proc is not None and not node.exit_reported and node.proc.poll() is not None:
+                node.exit_reported = True
+                news.append(
+                    f"site {self.name}: node {node.broker_id} exited on its own with code "
+                    f"{node.proc.returncode}; see {node.log_path}"
+                )
+        if self._zookeeper is not None:
+            code = self._zookeeper.poll()
+            if code is not None:
+                raise SiteError(
+                    f"site {self.name}: ZooKeeper exited on its own with code {code}; see {self._zookeeper.log_path}"
+                )
+        return news
+
+    def stop(self, hurry: Callable[[], bool] = lambda: False) -> list[str]:
+        """Stop the nodes one at a time, highest broker id first (SIGTERM: a controlled shutdown
+        moves each one's leaderships to the others), then ZooKeeper; remove ``site.json`` and
+        release the directory. Every wait is bounded: a node gets ``NODE_STOP_TIMEOUT_S``, or
+        none once ``hurry()`` is true (a second Ctrl-C), then SIGKILL. Idempotent.
+
+        Returns what did not go cleanly (a node that exited on its own, was killed or exited
+        non-zero); empty when every process stopped as asked.
+        """
+        if self._lock is None:
+            return []  # never started (or refused the directory): nothing of ours to stop or remove
+        problems = []
+        for node in reversed(self.nodes):
+            problem = _stop_node(node, hurry)
+            if problem is not None:
+                problems.append(f"site {self.name}: {problem}")
+        if self._zookeeper is not None:
+            self._zookeeper.stop(ZOOKEEPER_STOP_TIMEOUT_S)
+            self._zookeeper = None
+        self.site_file.unlink(missing_ok=True)
+        if self._lock is not None:
+            self._lock.close()  # releases the flock
+            self._lock = None
+        return problems
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _take_lock(self) -> None:
+        lock = (self.directory / LOCK_FILE).open("a+b")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().decode(errors="replace").strip() or "another process"
+            lock.close()
+            raise SiteError(f"site directory {self.directory} is in use by {holder}; stop that site first") from None
+        lock.seek(0)
+        lock.truncate()
+        lock.write(f"pid {os.getpid()}\n".encode())
+        lock.flush()
+        self._lock = lock
+
+    def _spawn(self, node: LocalNode) -> None:
+        node.workdir.mkdir(parents=True, exist_ok=True)
+        node.config_path.write_text("".join(f"{k}={v}\n" for k, v in self.node_properties(node).items()))
+        node.ready_path.unlink(missing_ok=True)
+        node.bootstrap = node.admin_url = ""
+        node.exit_reported = False
+        with node.log_path.open("ab") as log:
+            node.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "strait.cli",
+                    "node",
+                    "start",
+                    "--config",
+                    str(node.config_path),
+                    "--ready-file",
+                    str(node.ready_path),
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl(2), async-signal-safe
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+
+    def _wait_ready(self, stop_requested: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        waiting = list(self.nodes)
+        while waiting:
+            if stop_requested():
+                raise SiteInterrupted(f"site {self.name}: stop requested while starting")
+            for node in list(waiting):
+                assert node.proc is not None
+                if node.proc.poll() is not None:
+                    raise SiteError(
+                        f"site {self.name}: node {node.broker_id} exited with code {node.proc.returncode} "
+                        f"while starting; {node.log_path} ends with:\n{node.log_tail()}"
+                    )
+                if not node.bootstrap and node.ready_path.exists():
+                    info = json.loads(node.ready_path.read_text())
+                    node.bootstrap, node.admin_url = info["bootstrap"], info["admin_url"]
+                if node.bootstrap and _healthy(node.admin_url):
+                    waiting.remove(node)
+            if waiting and time.monotonic() > deadline:
+                names = ", ".join(str(node.broker_id) for node in waiting)
+                raise SiteError(
+                    f"site {self.name}: node(s) {names} not ready within {READY_TIMEOUT_S:g} s; "
+                    f"{waiting[0].log_path} ends with:\n{waiting[0].log_tail()}"
+                )
+            if waiting:
+                time.sleep(_POLL_S)
+
+    def _wait_for_leaders(self, stop_requested: Callable[[], bool]) -> list[str]:
+        deadline = time.monotonic() + LEADERS_TIMEOUT_S
+        while True:
+            if stop_requested():
+                raise SiteInterrupted(f"site {self.name}: stop requested while starting")
+            leaderless = self._leaderless()
+            if not leaderless:
+                return []
+            if time.monotonic() > deadline:
+                shown = ", ".join(sorted(leaderless)[:10]) + (" ..." if len(leaderless) > 10 else "")
+                return [
+                    f"site {self.name}: {len(leaderless)} partition(s) have no leader after "
+                    f"{LEADERS_TIMEOUT_S:g} s ({shown}); they stay offline until an in-sync replica returns"
+                ]
+            time.sleep(_POLL_S)
+
+    def _leaderless(self) -> set[str]:
+        """Partitions without a leader in some node's view (a node that does not answer counts)."""
+        leaderless = set()
+        for node in self.nodes:
+            topics = _get_json(f"{node.admin_url}/v1/topics")
+            if not isinstance(topics, list):
+                leaderless.add(f"(node {node.broker_id}'s admin API did not answer)")
+                continue
+            for topic in topics:
+                for partition in topic.get("partitions", []):
+                    if partition.get("leader", -1) < 0:
+                        leaderless.add(f"{topic.get('name')}-{partition.get('partition')}")
+        return leaderless
+
+
+def _get_json(url: str) -> Any:
+    try:
+        with urllib.request.urlopen(url, timeout=_HEALTH_TIMEOUT_S) as response:
+            return json.loads(response.read())
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
+def _healthy(admin_url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{admin_url}/health", timeout=_HEALTH_TIMEOUT_S) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _stop_node(node: LocalNode, hurry: Callable[[], bool]) -> str | None:
+    """SIGTERM the node's process group and wait; SIGKILL it after the timeout or when hurried."""
+    proc, node.proc = node.proc, None
+    if proc is None:
+        return None
+    if proc.poll() is not None:
+        return f"node {node.broker_id} had exited on its own with code {proc.returncode}; see {node.log_path}"
+    _signal_group(proc, signal.SIGTERM)
+    deadline = time.monotonic() + NODE_STOP_TIMEOUT_S
+    while proc.poll() is None and time.monotonic() < deadline and not hurry():
+        time.sleep(_POLL_S)
+    if proc.poll() is None:
+        _signal_group(proc, signal.SIGKILL)
+        proc.wait()
+        why = "on a second stop request" if hurry() else f"after {NODE_STOP_TIMEOUT_S:g} s"
+        return f"node {node.broker_id} was killed {why}, before it had stopped; see {node.log_path}"
+    # -SIGTERM: the signal came before the node had installed its handler (it was still
+    # importing, with nothing open): stopped as asked all the same.
+    if proc.returncode not in (0, -signal.SIGTERM):
+        return f"node {node.broker_id} stopped with exit code {proc.returncode}; see {node.log_path}"
+    return None
+
+
+def _signal_group(proc: subprocess.Popen[bytes], signum: signal.Signals) -> None:
+    # Each node leads its own process group (start_new_session): signal exactly that group.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signum)
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Readers never see a partial file: a temp file in the same dir, then rename."""
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temp.write_text(text, encoding="utf-8")
+    os.replace(temp, path)
+
+
+# -- the foreground launcher (``strait up``, ``strait site up``) ---------------------------------
+
+
+def serve(sites: Sequence[LocalSite], echo: Callable[..., None]) -> int:
+    """Start ``sites`` in order, print their addresses, run until SIGINT, SIGTERM or SIGHUP, then
+    stop them in reverse order. A second signal hurries the stop (SIGKILL instead of waiting);
+    only one that comes a second or more after the first, because tools such as ``timeout``
+    deliver their one SIGTERM twice (to the process and to its group).
+
+    Returns the exit code: 0 when everything started and stopped as asked (also when the stop
+    came during startup), 1 otherwise; the problems are printed to stderr.
+    """
+    first_signal: float | None = None
+    hurried = False
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        nonlocal first_signal, hurried
+        now = time.monotonic()
+        if first_signal is None:
+            first_signal = now
+        elif now - first_signal >= _SECOND_SIGNAL_AFTER_S:
+            hurried = True
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    started: list[LocalSite] = []
+    problems: list[str] = []
+    try:
+        try:
+            for site in sites:
+                started.append(site)
+                warnings = site.start(lambda: first_signal is not None)
+                echo(announcement(site))
+                for warning in warnings:
+                    echo(f"warning: {warning}", err=True)
+            echo("Ctrl-C (or SIGTERM) stops everything.")
+            while first_signal is None:
+                for site in sites:
+                    for news in site.poll():
+                        echo(f"warning: {news}", err=True)
+                time.sleep(0.2)
+        except SiteInterrupted:
+            pass
+        except SiteError as exc:
+            problems.append(str(exc))
+        finally:
+            for site in reversed(started):
+                echo(f"stopping site {site.name} ...")
+                problems += site.stop(lambda: hurried)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    for problem in problems:
+        echo(f"error: {problem}", err=True)
+    echo("stopped" if not problems else "stopped, with the errors above")
+    return 1 if problems else 0
+
+
+def announcement(site: LocalSite) -> str:
+    """What an operator needs once the site is up: where to point clients, admin URLs, logs."""
+    lines = [
+        f"site {site.name}: {len(site.nodes)} node(s), ZooKeeper {site.zookeeper_connect}",
+        f"  bootstrap servers  {site.bootstrap}",
+    ]
+    for node in site.nodes:
+        lines.append(f"  node {node.broker_id}  {node.bootstrap}  admin {node.admin_url}  log {node.log_path}")
+    lines.append(f"  written to {site.site_file}")
+    return "\n".join(lines)
