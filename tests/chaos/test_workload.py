@@ -34,7 +34,16 @@ def test_acknowledged_writes_are_all_read_back(broker: NodeProcess, tmp_path: Pa
     create_topic(broker.bootstrap, "ledgered", 3)
     path = tmp_path / "ledger.jsonl"
     with Ledger(path) as ledger:
-        with ProducerWorkload(broker.bootstrap, "ledgered", ledger, max_in_flight=50, run_id="run1") as workload:
+        # Without sticky partitioning librdkafka spreads keyless records over every partition,
+        # so the read-back below must find all three (sticky batches might fill only two).
+        with ProducerWorkload(
+            broker.bootstrap,
+            "ledgered",
+            ledger,
+            max_in_flight=50,
+            run_id="run1",
+            config={"sticky.partitioning.linger.ms": 0},
+        ) as workload:
             try:
                 workload.wait_for_acks(300, timeout=30)
             except WorkloadError as exc:
