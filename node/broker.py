@@ -49,6 +49,7 @@ from node.handlers.groups import (
     handle_sync_group,
 )
 from node.handlers.metadata import handle_api_versions, handle_metadata
+from node.handlers.mirror import handle_mirror_append
 from node.handlers.offsets import handle_delete_records, handle_list_offsets
 from node.handlers.produce import handle_produce
 from node.handlers.producer_id import handle_init_producer_id
@@ -92,6 +93,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.LIST_GROUPS: handle_list_groups,
     ApiKey.DELETE_GROUPS: handle_delete_groups,
     ApiKey.OFFSET_DELETE: handle_offset_delete,
+    ApiKey.MIRROR_APPEND: handle_mirror_append,
 }
 
 SHUTDOWN_DEADLINE_S = 30.0

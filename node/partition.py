@@ -25,7 +25,7 @@ from node.producer_state import ProducerStateError, ProducerStateManager
 from node.protocol import ErrorCode
 from node.topic_config import TopicPolicy
 from storage import CorruptBatchError, PartitionLog, RecordTooLargeError, TopicPartition
-from storage.records import check_batch, iter_batches
+from storage.records import BatchHeader, check_batch, iter_batches
 from storage.records._batch import CURRENT_MAGIC, HEADER_SIZE, MAGIC_POS
 
 LONG_MAX = 2**63 - 1
@@ -91,6 +91,8 @@ class Partition:
         self.followers: dict[int, FollowerState] = {}
         self.needs_truncation = False  # a follower that must ask the leader where its log diverges
         self.isr_change_pending = False
+        # Mirror topics: [from, to) ranges the log jumped over because the source deleted them unmirrored.
+        self.mirror_gaps: list[tuple[int, int]] = []
         self._clock = clock
         self._producer_max_ids = producer_max_ids
         self.producers = ProducerStateManager(producer_max_ids)
@@ -357,6 +359,73 @@ class Partition:
         return ProduceResult(
             info.base_offset, info.log_append_time, info.log_start_offset, last_offset=info.last_offset
         )
+
+    def append_mirrored(
+        self, records: memoryview | bytes | None, expected_end_offset: int, start_offset: int = -1
+    ) -> int:
+        """Append a mirror's batches at the offsets they carry (MirrorAppend); returns the last
+        offset appended, or -1 when nothing was (a probe, or only a jump).
+
+        Leader only (NOT_LEADER_OR_FOLLOWER). ``expected_end_offset`` must be the log end offset,
+        else OFFSET_OUT_OF_RANGE: a mirror never duplicates or skips. ``start_offset`` past the
+        log end says the source's log now starts there (its retention deleted records never
+        mirrored): the log is emptied and restarted at it, and the gap [old end, start_offset)
+        is added to ``mirror_gaps``. ``records`` must be whole batches (magic 2, valid CRC, each
+        within max.message.bytes) whose offsets continue from the (new) log end; otherwise
+        nothing is written (CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE). A write
+        (records or a jump) needs min.insync.replicas in the ISR (NOT_ENOUGH_REPLICAS). Batches
+        are stored unchanged but for partitionLeaderEpoch, which becomes this leader's; producer
+        state follows their headers. The caller checks the link. Raises BrokerError, and
+        LogDirOfflineError from the log.
+        """
+        tp = self.tp
+        self.check_leader()
+        end = self.log.log_end_offset
+        if expected_end_offset != end:
+            raise BrokerError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"{tp}: the mirror expected the log to end at {expected_end_offset}, it ends at {end}",
+            )
+        jump = start_offset > end  # -1 never jumps
+        # Check every batch before anything changes: a bad request must not cost the log its jump.
+        headers: list[BatchHeader] = []
+        next_offset = start_offset if jump else end
+        limit = self.log.config.max_message_bytes
+        try:
+            for _pos, header in iter_batches(records or b""):
+                if header.size > limit:
+                    raise BrokerError(
+                        ErrorCode.MESSAGE_TOO_LARGE,
+                        f"{tp}: the batch at offset {header.base_offset} has {header.size} bytes, above "
+                        f"max.message.bytes={limit}",
+                    )
+                if header.base_offset != next_offset:
+                    raise invalid_record(
+                        f"{tp}: a mirrored batch starts at offset {header.base_offset}, expected {next_offset}"
+                    )
+                headers.append(header)
+                next_offset = header.next_offset
+        except CorruptBatchError as exc:
+            raise BrokerError(ErrorCode.CORRUPT_MESSAGE, f"{tp}: {exc}") from None
+        if not headers and not jump:
+            return -1
+        self.check_min_isr()
+        if jump:
+            self.log.truncate_fully_and_start_at(start_offset)
+            self.rebuild_producer_state()
+            self.log.assign_epoch(self.leader_epoch)
+            self.log.high_watermark = start_offset  # nothing below the new start is left to commit
+            self.mirror_gaps.append((end, start_offset))
+            self.wake()
+        if not headers:
+            return -1
+        assert records is not None
+        self.log.append_batches(records, leader_epoch=self.leader_epoch)
+        for header in headers:
+            self.producers.update(header, header.base_offset)
+        self.maybe_advance_hw()
+        self.wake()
+        return headers[-1].last_offset
 
     def append_internal(self, batch: bytes) -> int:
         """Append a batch the broker built itself (``__consumer_offsets``); returns its last offset."""

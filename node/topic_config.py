@@ -3,7 +3,8 @@
 A topic's config is a set of *overrides* (``{"retention.ms": "3600000"}``, stored in
 ZooKeeper); every key not overridden takes the broker's default from ``server.properties``
 through the broker key(s) it maps to (``retention.ms`` <- ``log.retention.ms`` /
-``.minutes`` / ``.hours``). :data:`TOPIC_KEYS` is the table of supported keys.
+``.minutes`` / ``.hours``). :data:`TOPIC_KEYS` is the table of supported keys. The one
+strait-specific key, ``strait.mirror.link``, has no broker key: unset, a topic is not a mirror.
 
 Resolution of one topic key, first match wins: the topic override under its own name, then
 under an older name (``message.timestamp.difference.max.ms`` for the before/after bounds),
@@ -34,6 +35,7 @@ from node.config import (
     ConfigKey,
     ConfigType,
     NodeConfig,
+    Value,
     ValueSpec,
     broker_synonyms,
     check_non_empty_list,
@@ -43,6 +45,7 @@ from node.config import (
 from storage import LogConfig
 
 __all__ = [
+    "MIRROR_LINK",
     "OP_APPEND",
     "OP_DELETE",
     "OP_SET",
@@ -119,6 +122,16 @@ class TopicKey(ValueSpec):
 
 
 _I, _L, _B, _STR, _LIST = ConfigType.INT, ConfigType.LONG, ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.LIST
+MIRROR_LINK = "strait.mirror.link"
+_LINK_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
+
+
+def check_link_name(value: Value) -> None:
+    """A mirror link name: 1-249 characters of ``[A-Za-z0-9._-]`` (as a topic name); ValueError(reason)."""
+    if not isinstance(value, str) or not _LINK_NAME.fullmatch(value):
+        raise ValueError("must be a link name: 1-249 characters of A-Z, a-z, 0-9, '.', '_' and '-'")
+
+
 _WEEK_MS = str(7 * 24 * 3600 * 1000)
 _TS_DIFF = "message.timestamp.difference.max.ms"
 
@@ -170,6 +183,11 @@ TOPIC_KEYS: tuple[TopicKey, ...] = (
              doc="Roll a segment whose first batch is this old."),
     TopicKey(name="unclean.leader.election.enable", type=_B, default="false",
              doc="Allow an out-of-sync replica to become leader (loses committed data)."),
+    TopicKey(name=MIRROR_LINK, type=_STR, default="", check=check_link_name,
+             valid="unset, or 1-249 characters of `[A-Za-z0-9._-]`",
+             doc="strait only. Set: the topic is a read-only mirror owned by this link (clients get "
+                 "POLICY_VIOLATION on Produce and DeleteRecords; only the link's MirrorAppend writes). "
+                 "Unset (the default): a normal topic. Removing it makes a mirror writable (failover)."),
 )  # fmt: skip
 
 TOPIC_KEY_INDEX: Mapping[str, TopicKey] = {k.name: k for k in TOPIC_KEYS}
@@ -331,6 +349,7 @@ class TopicPolicy:
     unclean_leader_election: bool
     timestamp_before_max_ms: int
     timestamp_after_max_ms: int
+    mirror_link: str | None = None  # strait.mirror.link: the link owning this read-only mirror topic
 
 
 def effective_policy(node: NodeConfig, overrides: Mapping[str, str]) -> TopicPolicy:
@@ -343,6 +362,7 @@ def effective_policy(node: NodeConfig, overrides: Mapping[str, str]) -> TopicPol
             "unclean.leader.election.enable",
             "message.timestamp.before.max.ms",
             "message.timestamp.after.max.ms",
+            MIRROR_LINK,
         ),
     )
     return TopicPolicy(
@@ -350,6 +370,7 @@ def effective_policy(node: NodeConfig, overrides: Mapping[str, str]) -> TopicPol
         unclean_leader_election=v["unclean.leader.election.enable"] == "true",
         timestamp_before_max_ms=int(v["message.timestamp.before.max.ms"]),
         timestamp_after_max_ms=int(v["message.timestamp.after.max.ms"]),
+        mirror_link=v[MIRROR_LINK] or None,
     )
 
 
@@ -408,7 +429,7 @@ def render_topic_reference() -> str:
         "|---|---|---|---|---|",
     ]
     for key in TOPIC_KEYS:
-        chain = [f"`{n}`" for n in key.older_names] + [f"`{b.name}`" for b in key.broker_keys]
+        chain = [f"`{n}`" for n in key.older_names] + [f"`{b.name}`" for b in key.broker_keys] or ["none"]
         lines.append(
             f"| `{key.name}` | {key.type.name.lower()} | {', '.join(chain)} | {key.describe_valid()} | {key.doc} |"
         )

@@ -209,18 +209,24 @@ class PartitionLog:
             self._after_append(header.records_count, now)
             return AppendInfo(header.base_offset, header.last_offset, log_append_time, self.log_start_offset)
 
-    def append_batches(self, data: bytes | bytearray | memoryview) -> int:
+    def append_batches(self, data: bytes | bytearray | memoryview, *, leader_epoch: int | None = None) -> int:
         """Append fetched batches keeping their offsets (a follower or mirror); returns how many.
 
         ``data`` is record batches back to back, as a fetch response carries them. Each is
         validated (length, magic, CRC-32C) and appended as ``append(assign_offsets=False)``
-        does, its partitionLeaderEpoch feeding the epoch cache. A trailing batch cut short
-        (fetches may cut the last one) is ignored. Batches whose last offset is below the
-        log end offset are skipped: the log has them. Raises InvalidOffsetError when a batch
-        starts past the log end offset (a gap), or ends past it while starting below it;
-        the batches before it stay appended. Raises CorruptBatchError, RecordTooLargeError
-        and LogDirOfflineError as ``append`` does.
+        does, its partitionLeaderEpoch feeding the epoch cache. With ``leader_epoch`` (a
+        mirror's target leader, whose epochs are not the source's) each batch is stored with
+        that partitionLeaderEpoch instead: only the prefix changes, which the CRC does not
+        cover. A trailing batch cut short (fetches may cut the last one) is ignored. Batches
+        whose last offset is below the log end offset are skipped: the log has them. Raises
+        InvalidOffsetError when a batch starts past the log end offset (a gap), or ends past
+        it while starting below it; the batches before it stay appended. Raises
+        CorruptBatchError, RecordTooLargeError and LogDirOfflineError as ``append`` does, and
+        ValueError for a negative ``leader_epoch``.
         """
+        if leader_epoch is not None and leader_epoch < 0:
+            raise ValueError(f"{self.tp}: leader epoch {leader_epoch} is negative")
+        epoch = NO_PARTITION_LEADER_EPOCH if leader_epoch is None else leader_epoch
         view = memoryview(data)
         end = len(view)
         pos = 0
@@ -234,7 +240,7 @@ class PartitionLog:
                 pos += size
                 if header.last_offset < self.log_end_offset:
                     continue
-                self.append(view[pos - size : pos], assign_offsets=False, validate=False)
+                self.append(view[pos - size : pos], leader_epoch=epoch, assign_offsets=False, validate=False)
                 appended += 1
         return appended
 

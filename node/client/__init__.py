@@ -6,3 +6,5 @@ from ._connection import ClientError as ClientError
 from ._connection import NodeConnection as NodeConnection
 from ._groups import GroupAdmin as GroupAdmin
 from ._groups import GroupDescription as GroupDescription
+from ._mirror import MirrorAppendResult as MirrorAppendResult
+from ._mirror import mirror_append as mirror_append

@@ -1,10 +1,11 @@
-"""ListOffsets (2) and DeleteRecords (21)."""
+"""ListOffsets (2) and DeleteRecords (21); DeleteRecords refuses mirror topics (POLICY_VIOLATION)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from node.errors import BrokerError
+from node.handlers.mirror import check_writable
 from node.protocol import ErrorCode, RequestHeader, Struct
 from storage import LogDirOfflineError
 
@@ -68,6 +69,7 @@ async def handle_delete_records(broker: Broker, header: RequestHeader, req: Stru
             entry = {"partition_index": dp.partition_index, "low_watermark": -1, "error_code": 0}
             try:
                 partition = broker.cluster.partition(topic.name, dp.partition_index)
+                check_writable(topic.name, partition.policy)
                 plog = partition.log
                 hw = plog.high_watermark
                 target = hw if dp.offset == -1 else dp.offset

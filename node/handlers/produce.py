@@ -1,5 +1,6 @@
 """Produce (API 0): validate and append each partition's batch; acks=0 gets no response.
 
+A mirror topic (``strait.mirror.link`` set) refuses every batch with POLICY_VIOLATION.
 acks=1 answers once the leader appended; acks=all first requires an ISR of at least
 min.insync.replicas (NOT_ENOUGH_REPLICAS, nothing written), then waits until the high
 watermark passes the batch (REQUEST_TIMED_OUT after the request's timeout,
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from node.errors import BrokerError
+from node.handlers.mirror import check_writable
 from node.offsets_topic import OFFSETS_TOPIC
 from node.protocol import ErrorCode, RequestHeader, Struct
 from node.server import CloseConnection
@@ -62,6 +64,7 @@ async def handle_produce(broker: Broker, header: RequestHeader, req: Struct) -> 
                 if topic.name == OFFSETS_TOPIC:
                     raise BrokerError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"clients may not produce to {OFFSETS_TOPIC}")
                 partition = broker.cluster.partition(topic.name, pd.index)
+                check_writable(topic.name, partition.policy)
                 if acks == -1:
                     partition.check_min_isr()
                 result = partition.append_produced(pd.records, allow_zstd=allow_zstd)

@@ -14,9 +14,10 @@ from ._generate import compile_struct
 from ._messages_admin import ADMIN_APIS
 from ._messages_data import DATA_APIS
 from ._messages_group import GROUP_APIS
+from ._messages_strait import STRAIT_APIS
 from ._schema import ApiKey, ApiSchema
 
-_SCHEMAS: dict[int, ApiSchema] = {api.api_key: api for api in (*DATA_APIS, *GROUP_APIS, *ADMIN_APIS)}
+_SCHEMAS: dict[int, ApiSchema] = {api.api_key: api for api in (*DATA_APIS, *GROUP_APIS, *ADMIN_APIS, *STRAIT_APIS)}
 
 if set(_SCHEMAS) != {key.value for key in ApiKey}:  # pragma: no cover - a declaration is missing
     raise AssertionError(f"schemas and ApiKey differ: {sorted(set(_SCHEMAS) ^ {k.value for k in ApiKey})}")

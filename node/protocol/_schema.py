@@ -158,7 +158,7 @@ def A(item: Primitive | StructDef) -> ArrayOf:
 
 
 class ApiKey(enum.IntEnum):
-    """The API keys strait declares schemas for."""
+    """The API keys strait declares schemas for: Kafka's, and strait's own from 1000 up."""
 
     PRODUCE = 0
     FETCH = 1
@@ -186,6 +186,7 @@ class ApiKey(enum.IntEnum):
     DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
+    MIRROR_APPEND = 1000  # strait's own (inter-site mirror); Kafka's keys stay below 100
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from node.config import BROKER_KEY_INDEX, BROKER_KEYS, LONG_MAX, ConfigType, NodeConfig
 from node.topic_config import (
+    MIRROR_LINK,
     OP_APPEND,
     OP_DELETE,
     OP_SET,
@@ -58,12 +59,16 @@ def test_supported_keys_cover_storage_and_the_broker_enforced_ones() -> None:
         "message.timestamp.before.max.ms",
         "message.timestamp.after.max.ms",
         "message.timestamp.difference.max.ms",
+        MIRROR_LINK,
     }
     assert set(TOPIC_KEY_INDEX) == storage_keys | extra
 
 
 def test_every_topic_key_defaults_from_a_broker_key_and_back() -> None:
     for key in TOPIC_KEYS:
+        if key.name == MIRROR_LINK:  # strait's own key: unset on every topic unless a link sets it
+            assert (key.broker_keys, key.default) == ((), "")
+            continue
         assert key.broker_keys, f"{key.name} has no broker default"
     for broker_key in BROKER_KEYS:
         if broker_key.topic_key is not None:
@@ -100,6 +105,7 @@ GOOD = {
     "segment.index.bytes": ("12", "12"),
     "segment.ms": ("1", "1"),
     "unclean.leader.election.enable": (" TRUE", "true"),
+    MIRROR_LINK: (" east-to-west ", "east-to-west"),
 }
 BAD = {
     "cleanup.policy": ["", "nothing"],
@@ -123,7 +129,13 @@ BAD = {
     "segment.index.bytes": ["11"],
     "segment.ms": ["0"],
     "unclean.leader.election.enable": ["yes"],
+    MIRROR_LINK: ["", "  ", "east to west", "east/west", "l" * 250, "ost-nach-wëst"],
 }
+
+
+def test_mirror_link_accepts_the_longest_name() -> None:
+    name = "a.B_0-" * 41 + "abc"  # 249 characters
+    assert validate_topic_config({MIRROR_LINK: name}) == {MIRROR_LINK: name}
 
 
 def test_cases_cover_every_topic_key() -> None:
@@ -214,6 +226,16 @@ def test_effective_policy() -> None:
     assert effective_policy(cfg, {}) == TopicPolicy(2, True, LONG_MAX, LONG_MAX)
     overrides = {"min.insync.replicas": "3", "unclean.leader.election.enable": "false"}
     assert effective_policy(cfg, overrides) == TopicPolicy(3, False, LONG_MAX, LONG_MAX)
+    assert effective_policy(cfg, {MIRROR_LINK: "east-to-west"}).mirror_link == "east-to-west"
+
+
+def test_mirror_link_is_described_empty_when_unset() -> None:
+    unset = entry(describe_topic_config(node(), {}), MIRROR_LINK)
+    assert (unset.value, unset.source, unset.is_default, unset.synonyms) == ("", DEFAULT, True, [])
+    assert unset.config_type == ConfigType.STRING
+    got = entry(describe_topic_config(node(), {MIRROR_LINK: "l1"}), MIRROR_LINK)
+    assert (got.value, got.source, got.synonyms) == ("l1", DYN, [(MIRROR_LINK, "l1", DYN)])
+    assert apply_incremental({MIRROR_LINK: "l1"}, [(MIRROR_LINK, OP_DELETE, None)]) == {}
 
 
 @pytest.mark.parametrize(

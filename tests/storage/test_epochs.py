@@ -22,7 +22,7 @@ from storage import (
     create_log,
     load_log,
 )
-from storage.records import build_batch, check_batch, set_partition_leader_epoch
+from storage.records import build_batch, check_batch, iter_batches, set_partition_leader_epoch
 from tests.storage.helpers import TP, FakeClock, batch
 
 MakeLog = Callable[..., PartitionLog]
@@ -364,6 +364,28 @@ def test_append_batches_keeps_offsets_and_epochs(make_log: MakeLog) -> None:
     assert log.epochs.entries == ((0, 0), (2, 4))
     assert log.read_bytes(0, 1 << 20) == data
     assert log.append_batches(b"") == 0
+
+
+def test_append_batches_with_a_leader_epoch_restamps_every_batch(make_log: MakeLog, reopen: Reopen) -> None:
+    # A mirror copies batches written under the source's epochs; the target stores its own.
+    log = make_log()
+    log.assign_epoch(3)
+    source = [epoch_batch(0, 2, 7), epoch_batch(2, 1, 9)]
+    assert log.append_batches(fetched(*source), leader_epoch=3) == 2
+    assert log.epochs.entries == ((3, 0),)
+    stored = log.read_bytes(0, 1 << 20)
+    headers = [h for _, h in iter_batches(stored)]  # CRCs still valid: the epoch is outside them
+    assert [(h.base_offset, h.partition_leader_epoch) for h in headers] == [(0, 3), (2, 3)]
+    assert [h.crc for h in headers] == [check_batch(b).crc for b in source]
+    for (pos, header), src in zip(iter_batches(stored), source, strict=True):
+        copy = stored[pos : pos + header.size]
+        assert copy[:12] == src[:12] and copy[16:] == src[16:]  # only partitionLeaderEpoch (12..16) differs
+    assert log.append_batches(epoch_batch(3, 1, 1), leader_epoch=5) == 1
+    assert log.epochs.entries == ((3, 0), (5, 3))
+    with pytest.raises(ValueError, match="leader epoch -1 is negative"):
+        log.append_batches(epoch_batch(4, 1, 1), leader_epoch=-1)
+    log.close()
+    assert reopen().epochs.entries == ((3, 0), (5, 3))
 
 
 def test_append_batches_ignores_a_partial_last_batch(make_log: MakeLog) -> None:

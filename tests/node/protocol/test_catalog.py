@@ -20,7 +20,7 @@ from node.protocol._schema import INT32, STRING, A, F, S, Versions
 from tests.node.protocol.helpers import kp_classes
 
 # Kafka's API keys (kafka.apache.org/protocol#protocol_api_keys) and the ranges strait advertises:
-# 0 up to the highest non-flexible version; ApiVersions 0-4.
+# 0 up to the highest non-flexible version; ApiVersions 0-4. Keys from 1000 are strait's own.
 EXPECTED = {
     0: ("Produce", 8),
     1: ("Fetch", 11),
@@ -48,6 +48,7 @@ EXPECTED = {
     42: ("DeleteGroups", 1),
     44: ("IncrementalAlterConfigs", 0),
     47: ("OffsetDelete", 0),
+    1000: ("MirrorAppend", 0),
 }
 
 
@@ -81,7 +82,8 @@ def test_flexible_from_matches_kafkas_specs() -> None:
     # kafka-python ships Kafka's JSON specs; their flexibleVersions is "N+" for every API here
     classes = kp_classes()
     missing = {api.name for api in all_schemas() if (api.api_key, True) not in classes}
-    assert missing == {"ControlledShutdown"}  # inter-broker only; its bytes are checked below
+    # Inter-broker only (ControlledShutdown) or strait's own (MirrorAppend): their bytes are checked below.
+    assert missing == {"ControlledShutdown", "MirrorAppend"}
     for api in all_schemas():
         if api.name in missing:
             continue
@@ -144,3 +146,63 @@ def test_controlled_shutdown_bytes_follow_kafkas_spec() -> None:
     assert correlation == 9
     assert decoded.error_code == 0
     assert [(p.topic_name, p.partition_index) for p in decoded.remaining_partitions] == [("t", 4)]
+
+
+def test_mirror_append_bytes_follow_its_declaration() -> None:
+    # strait's own API: v0 only, never flexible (request header v1, response header v0).
+    # Request: link string, timeout_ms int32, topics [name string, partitions [index int32,
+    # expected_end_offset int64, start_offset int64, records nullable records (int32 length)]].
+    # Response: throttle_time_ms int32, topics [name string, partitions [index int32,
+    # error_code int16, error_message nullable string, log_end_offset, high_watermark, log_start_offset int64]].
+    api = schema(ApiKey.MIRROR_APPEND)
+    assert (api.api_key, api.min_version, api.max_version, api.flexible_from) == (1000, 0, 0, None)
+    assert (api.request_header_version(0), api.response_header_version(0)) == (1, 0)
+    body = {
+        "link": "l1",
+        "timeout_ms": 500,
+        "topics": [
+            {
+                "name": "m",
+                "partitions": [
+                    {"index": 2, "expected_end_offset": 10, "start_offset": -1, "records": b"abc"},
+                    {"index": 3, "expected_end_offset": 0, "start_offset": 7, "records": None},
+                ],
+            }
+        ],
+    }
+    frame = encode_request(request_header(ApiKey.MIRROR_APPEND, 0, 5, "c"), body)
+    expected = (
+        struct.pack(">hhih", 1000, 0, 5, 1)
+        + b"c"
+        + struct.pack(">h", 2)
+        + b"l1"
+        + struct.pack(">ii", 500, 1)
+        + struct.pack(">h", 1)
+        + b"m"
+        + struct.pack(">i", 2)
+        + struct.pack(">iqqi", 2, 10, -1, 3)
+        + b"abc"
+        + struct.pack(">iqqi", 3, 0, 7, -1)
+    )
+    assert frame == struct.pack(">i", len(expected)) + expected
+
+    response = (
+        struct.pack(">ii", 9, 0)  # correlation id, throttle_time_ms
+        + struct.pack(">i", 1)
+        + struct.pack(">h", 1)
+        + b"m"
+        + struct.pack(">i", 2)
+        + struct.pack(">ihh", 2, 1, 3)
+        + b"end"
+        + struct.pack(">qqq", 12, 11, 0)
+        + struct.pack(">ihh", 3, 0, -1)
+        + struct.pack(">qqq", 7, 7, 7)
+    )
+    correlation, decoded = decode_response(ApiKey.MIRROR_APPEND, 0, response)
+    assert correlation == 9
+    (topic,) = decoded.topics
+    assert topic.name == "m"
+    assert [
+        (p.index, p.error_code, p.error_message, p.log_end_offset, p.high_watermark, p.log_start_offset)
+        for p in topic.partitions
+    ] == [(2, 1, "end", 12, 11, 0), (3, 0, None, 7, 7, 7)]

@@ -43,7 +43,8 @@ from tests.node.protocol.helpers import (
 )
 
 KP = kp_classes()
-# kafka-python has no ControlledShutdown (inter-broker only): test_catalog checks its bytes by hand.
+# kafka-python has no ControlledShutdown (inter-broker only) nor MirrorAppend (strait's own, key 1000):
+# test_catalog checks their bytes by hand.
 CASES = [(api, v) for api, v in api_versions() if (api.api_key, True) in KP]
 IDS = [f"{api.name}-v{v}" for api, v in CASES]
 CLIENT_ID = "strait-interop"

@@ -1,0 +1,125 @@
+"""MirrorAppend (strait's API 1000) and the read-only rule of mirror topics.
+
+A topic whose ``strait.mirror.link`` is set is a *mirror*: the link of that name copies the
+source site's batches into it at the source's offsets, so clients may not write it. Produce
+and DeleteRecords to it fail with POLICY_VIOLATION (``check_writable``). Removing the key
+(AlterConfigs, IncrementalAlterConfigs) makes it a normal topic again: that is failover.
+
+MirrorAppend, per partition, on the target leader (``Partition.append_mirrored`` holds the
+rules): the topic's link must be the request's (POLICY_VIOLATION); the log must end at
+``expected_end_offset`` (OFFSET_OUT_OF_RANGE, answered with the real end so the mirror resumes
+there); ``start_offset`` past the log end restarts the log there first (the source deleted
+records that were never mirrored: a gap, logged and counted); the batches are appended at
+their own offsets. The answer waits, like acks=all, until everything appended is below the
+high watermark or ``timeout_ms`` passes (REQUEST_TIMED_OUT), and always carries the
+partition's log end offset, high watermark and log start offset when this node hosts it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from node.errors import BrokerError
+from node.protocol import ErrorCode, RequestHeader, Struct
+from node.topic_config import TopicPolicy
+from storage import LogDirOfflineError
+
+if TYPE_CHECKING:
+    from node.broker import Broker
+    from node.partition import Partition
+
+log = logging.getLogger("strait.node.mirror")
+
+
+def check_writable(topic: str, policy: TopicPolicy) -> None:
+    """Refuse client writes to a mirror topic: BrokerError(POLICY_VIOLATION) naming topic and link."""
+    if policy.mirror_link is not None:
+        raise BrokerError(
+            ErrorCode.POLICY_VIOLATION,
+            f"topic {topic!r} is a read-only mirror owned by link {policy.mirror_link!r}",
+        )
+
+
+def _check_link(topic: str, policy: TopicPolicy, link: str) -> None:
+    if policy.mirror_link is None:
+        raise BrokerError(
+            ErrorCode.POLICY_VIOLATION, f"topic {topic!r} is not a mirror topic (strait.mirror.link is not set)"
+        )
+    if policy.mirror_link != link:
+        raise BrokerError(
+            ErrorCode.POLICY_VIOLATION,
+            f"topic {topic!r} is a mirror owned by link {policy.mirror_link!r}, not by link {link!r}",
+        )
+
+
+def _offsets(entry: dict[str, Any], partition: Partition) -> None:
+    plog = partition.log
+    entry["log_end_offset"] = plog.log_end_offset
+    entry["high_watermark"] = plog.high_watermark
+    entry["log_start_offset"] = plog.log_start_offset
+
+
+def _fail(broker: Broker, entry: dict[str, Any], exc: BrokerError, name: str, link: str) -> None:
+    entry["error_code"] = exc.code
+    entry["error_message"] = exc.message
+    broker.metrics.record_error("MirrorAppend", exc.code.name)
+    log.info("mirror append by link %r to %s-%d refused: %s", link, name, entry["index"], exc.message)
+
+
+async def handle_mirror_append(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any]:
+    link = req.link
+    topics = []
+    waiting: list[tuple[dict[str, Any], Partition, int, str]] = []
+    for topic in req.topics:
+        partitions = []
+        for mp in topic.partitions:
+            entry: dict[str, Any] = {
+                "index": mp.index,
+                "error_code": 0,
+                "error_message": None,
+                "log_end_offset": -1,
+                "high_watermark": -1,
+                "log_start_offset": -1,
+            }
+            partitions.append(entry)
+            partition: Partition | None = None
+            try:
+                partition = broker.cluster.partition(topic.name, mp.index)
+                _check_link(topic.name, partition.policy, link)
+                gaps = len(partition.mirror_gaps)
+                last_offset = partition.append_mirrored(mp.records, mp.expected_end_offset, mp.start_offset)
+                if len(partition.mirror_gaps) > gaps:
+                    gap_from, gap_to = partition.mirror_gaps[-1]
+                    log.warning(
+                        "mirror link %r: %s-%d jumps from offset %d to the source's log start %d: "
+                        "offsets [%d, %d) were deleted at the source before they were mirrored",
+                        link,
+                        topic.name,
+                        mp.index,
+                        gap_from,
+                        gap_to,
+                        gap_from,
+                        gap_to,
+                    )
+                if last_offset >= 0:
+                    waiting.append((entry, partition, last_offset, topic.name))
+            except BrokerError as exc:
+                _fail(broker, entry, exc, topic.name, link)
+            except LogDirOfflineError as exc:
+                _fail(broker, entry, BrokerError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)), topic.name, link)
+            if partition is not None:
+                _offsets(entry, partition)
+        topics.append({"name": topic.name, "partitions": partitions})
+    if waiting:
+        # As acks=all: answer once every appended batch is below its partition's high watermark.
+        deadline = trio.current_time() + max(req.timeout_ms, 0) / 1000
+        for entry, partition, last_offset, name in waiting:
+            try:
+                await partition.wait_for_hw(last_offset, deadline)
+            except BrokerError as exc:
+                _fail(broker, entry, exc, name, link)
+            _offsets(entry, partition)
+    return {"throttle_time_ms": 0, "topics": topics}
