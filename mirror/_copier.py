@@ -50,7 +50,7 @@ class PartitionProgress:
     gaps: list[tuple[int, int]] = field(default_factory=list)  # [from, to) lost to source retention
     errors: int = 0
     last_error: str | None = None
-    state: str = "starting"  # starting, copying, diverged (target past source), blocked (offset jump)
+    state: str = "starting"  # starting, copying, diverged (the target is past the source)
 
     @property
     def lag_records(self) -> int:
@@ -199,24 +199,7 @@ class PartitionCopier:
         kept = self._from_end(memoryview(records))
         if kept is None:
             return
-        first_base, count, data = kept
-        if first_base > p.mirrored_offset:
-            # The source's next batch starts past our end without the source's log starting
-            # there: offsets removed inside the log (compaction). Appending would need an offset
-            # jump the target's storage does not take yet; restarting the copy would drop it all.
-            if p.state != "blocked":
-                log.error(
-                    "%s %s-%d: the source's next batch starts at %d but the mirror ends at %d (a compacted "
-                    "source?): not mirroring this partition further",
-                    self.link,
-                    p.topic,
-                    p.partition,
-                    first_base,
-                    p.mirrored_offset,
-                )
-            p.state = "blocked"
-            await trio.sleep(self.backoff_s * 4)
-            return
+        _first_base, count, data = kept  # a first batch past our end is a hole the source compacted
         if await self._append(data):
             p.bytes_copied += len(data)
             p.records_copied += count

@@ -399,10 +399,11 @@ class Partition:
                         f"{tp}: the batch at offset {header.base_offset} has {header.size} bytes, above "
                         f"max.message.bytes={limit}",
                     )
-                if header.base_offset != next_offset:
+                if header.base_offset < next_offset:
                     raise invalid_record(
-                        f"{tp}: a mirrored batch starts at offset {header.base_offset}, expected {next_offset}"
+                        f"{tp}: a mirrored batch starts at offset {header.base_offset}, below {next_offset}"
                     )
+                # A batch past ``next_offset`` leaves a hole: the source was compacted there.
                 headers.append(header)
                 next_offset = header.next_offset
         except CorruptBatchError as exc:

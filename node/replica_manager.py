@@ -348,7 +348,7 @@ class ReplicaManager:
                         plog.delete_records_before(part.log_start_offset)
                     plog.high_watermark = min(part.high_watermark, plog.log_end_offset)
                 except InvalidOffsetError as exc:
-                    log.warning("%s: leader sent data past our log end (%s); re-checking divergence", tp, exc)
+                    log.warning("%s: leader sent data overlapping our log end (%s); re-checking divergence", tp, exc)
                     partition.needs_truncation = True
                 except LogDirOfflineError:
                     log.warning("%s: log dir offline; not following any more", tp)

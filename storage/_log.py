@@ -167,7 +167,8 @@ class PartitionLog:
         baseOffset and partitionLeaderEpoch are rewritten, which the CRC does not cover
         (LogAppendTime topics also set the timestamp and recompute the CRC, as Kafka does).
         Without it (a follower or mirror) the batch keeps its offsets, which must start at
-        the log end offset, else InvalidOffsetError. ``validate`` checks length, magic and
+        or past the log end offset, else InvalidOffsetError: a compacted leader's log has
+        offsets no batch holds, and a copy of it has the same holes (as in Kafka). ``validate`` checks length, magic and
         CRC-32C first (CorruptBatchError); nothing is decompressed. Raises
         RecordTooLargeError above ``max.message.bytes`` and LogDirOfflineError on I/O failure.
         """
@@ -189,7 +190,7 @@ class PartitionLog:
                 log_append_time = now
                 batch, header = buf, read_header(buf)
             elif not assign_offsets:
-                if header.base_offset != leo:
+                if header.base_offset < leo:
                     raise InvalidOffsetError(
                         f"{self.tp}: batch starts at offset {header.base_offset} but the log ends at {leo}"
                     )
@@ -218,9 +219,10 @@ class PartitionLog:
         mirror's target leader, whose epochs are not the source's) each batch is stored with
         that partitionLeaderEpoch instead: only the prefix changes, which the CRC does not
         cover. A trailing batch cut short (fetches may cut the last one) is ignored. Batches
-        whose last offset is below the log end offset are skipped: the log has them. Raises
-        InvalidOffsetError when a batch starts past the log end offset (a gap), or ends past
-        it while starting below it; the batches before it stay appended. Raises
+        whose last offset is below the log end offset are skipped: the log has them. A batch
+        may start past the log end offset (the source was compacted there). Raises
+        InvalidOffsetError for a batch that ends past the log end while starting below it; the
+        batches before it stay appended. Raises
         CorruptBatchError, RecordTooLargeError and LogDirOfflineError as ``append`` does, and
         ValueError for a negative ``leader_epoch``.
         """

@@ -198,11 +198,11 @@ def test_mirror_append_refuses_wrong_offsets_links_and_topics(node: NodeProcess)
     probe = append(node.bootstrap, None, -1)  # how a mirror that knows nothing learns the end
     assert offsets(probe) == (ErrorCode.OFFSET_OUT_OF_RANGE, 4, 4, 0)
 
-    misplaced = append(node.bootstrap, source_batch(5, 1), 4)  # claims 4 but carries offset 5
+    misplaced = append(node.bootstrap, source_batch(3, 2), 4)  # claims 4 but carries offsets 3..4
     assert misplaced.error_code == ErrorCode.INVALID_RECORD
-    assert "starts at offset 5, expected 4" in (misplaced.error_message or "")
-    gap_inside = append(node.bootstrap, source_batch(4, 1) + source_batch(6, 1), 4)
-    assert gap_inside.error_code == ErrorCode.INVALID_RECORD
+    assert "starts at offset 3, below 4" in (misplaced.error_message or "")
+    backwards = append(node.bootstrap, source_batch(4, 2) + source_batch(5, 1), 4)
+    assert backwards.error_code == ErrorCode.INVALID_RECORD
     corrupt = bytearray(source_batch(4, 2))
     corrupt[-1] ^= 0xFF
     assert append(node.bootstrap, bytes(corrupt), 4).error_code == ErrorCode.CORRUPT_MESSAGE
@@ -240,6 +240,15 @@ def test_a_start_offset_past_the_end_jumps_and_leaves_a_logged_gap(node: NodePro
     last = source_batch(200, 2)
     assert offsets(append(node.bootstrap, last, 200)) == (0, 202, 202, 200)
     assert consume(node.bootstrap, MIRROR, 2) == expected_rows(last)
+
+
+def test_holes_of_a_compacted_source_are_kept_without_a_jump(node: NodeProcess) -> None:
+    create_topic([node], MIRROR, rf=1, **{LINK_KEY: LINK})
+    # The source compacted offsets 2..4 away: its next batch after offset 1 starts at 5.
+    first, after_hole = source_batch(0, 2), source_batch(5, 2)
+    assert offsets(append(node.bootstrap, first + after_hole, 0)) == (0, 7, 7, 0)
+    assert consume(node.bootstrap, MIRROR, 4) == expected_rows(first) + expected_rows(after_hole)
+    assert "jumps" not in node.log_path.read_text()  # a hole is not a gap: nothing was lost
 
 
 @pytest.mark.parametrize("codec", [Compression.ZSTD, Compression.LZ4, Compression.GZIP])

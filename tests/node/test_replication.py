@@ -290,3 +290,35 @@ def test_unclean_leader_election_only_where_the_topic_allows_it(site: Site) -> N
     wait_for("node 1 to rejoin the unclean topic's ISR", lambda: 1 in partition_states(n2, "unclean")[0]["isr"])
     assert partition_states(n1, "unclean")[0]["log_end_offset"] == 1
     assert [v for _, _, v in consume_all(bootstrap(nodes), "unclean")] == [b"replicated"]
+
+
+def test_a_replica_catches_up_from_a_compacted_leader_keeping_its_holes(site: Site) -> None:
+    nodes = site(3, log_cleaner_backoff_ms="200")
+    config = {"cleanup.policy": "compact", "segment.bytes": "4096", "min.cleanable.dirty.ratio": "0.01"}
+    admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
+    admin.create_topics([NewTopic("compacted", num_partitions=1, replica_assignment=[[1, 2, 3]], config=config)])[
+        "compacted"
+    ].result(30)
+    leader = leader_of(nodes, "compacted")
+    late = next(n for n in nodes if n is not leader)
+    late.stop()
+    values = [f"v{i}-{'x' * 40}".encode() for i in range(400)]
+    producer = Producer({"bootstrap.servers": bootstrap(nodes), "acks": "all", "linger.ms": 0})
+    for i, value in enumerate(values):
+        producer.produce("compacted", value, f"k{i % 10}".encode(), partition=0)
+        if i % 20 == 19:
+            producer.flush(10)
+    assert producer.flush(10) == 0
+    full = partition_states(leader, "compacted")[0]["size_bytes"]
+    wait_for(
+        "the leader's cleaner to compact", lambda: partition_states(leader, "compacted")[0]["size_bytes"] < full // 2
+    )
+    late.start()
+    wait_for(
+        "the late replica back in the ISR at the leader's end",
+        lambda: (
+            late.broker_id in partition_states(leader, "compacted")[0]["isr"]
+            and partition_states(late, "compacted")[0]["log_end_offset"] == 400
+        ),
+        timeout=60,
+    )

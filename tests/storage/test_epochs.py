@@ -408,11 +408,20 @@ def test_append_batches_skips_the_batches_it_already_has(make_log: MakeLog) -> N
     assert log.epochs.entries == ((0, 0), (1, 2))
 
 
-def test_append_batches_refuses_a_gap(make_log: MakeLog) -> None:
+def test_append_batches_keeps_the_holes_of_a_compacted_leader(make_log: MakeLog) -> None:
     log = make_log()
-    with pytest.raises(InvalidOffsetError, match="starts at offset 3 but the log ends at 2"):
-        log.append_batches(fetched(epoch_batch(0, 2, 0), epoch_batch(3, 1, 0)))
-    assert log.log_end_offset == 2  # the batches before the gap stay
+    # Offset 2 was compacted away on the leader: the copy has the same hole.
+    assert log.append_batches(fetched(epoch_batch(0, 2, 0), epoch_batch(3, 1, 0))) == 2
+    assert log.log_end_offset == 4
+    assert check_batch(log.read_bytes(2, 1000)).base_offset == 3  # reading into the hole finds the next batch
+
+
+def test_append_batches_refuses_a_batch_overlapping_the_log_end(make_log: MakeLog) -> None:
+    log = make_log()
+    log.append_batches(fetched(epoch_batch(0, 2, 0)))
+    with pytest.raises(InvalidOffsetError, match="starts at offset 1 but the log ends at 2"):
+        log.append_batches(fetched(epoch_batch(1, 3, 0)))
+    assert log.log_end_offset == 2
 
 
 def test_append_batches_validates_every_batch(make_log: MakeLog) -> None:

@@ -136,14 +136,18 @@ def test_bad_batches_are_refused_before_anything_is_written(make_log: MakeLog) -
     assert log.log_end_offset == 0 and log.size_bytes == 0
 
 
-def test_follower_appends_keep_offsets_and_must_continue_the_log(make_log: MakeLog) -> None:
+def test_follower_appends_keep_offsets_and_never_go_back(make_log: MakeLog) -> None:
     log = make_log()
     log.append(build_batch([(1, b"k", b"v")] * 2, base_offset=0), assign_offsets=False)
-    with pytest.raises(InvalidOffsetError, match="starts at offset 5 but the log ends at 2"):
-        log.append(build_batch([(1, b"k", b"v")], base_offset=5), assign_offsets=False)
+    with pytest.raises(InvalidOffsetError, match="starts at offset 1 but the log ends at 2"):
+        log.append(build_batch([(1, b"k", b"v")], base_offset=1), assign_offsets=False)
     log.append(build_batch([(1, b"k", b"v")], base_offset=2), assign_offsets=False, leader_epoch=3)
     assert log.log_end_offset == 3
     assert check_batch(log.read_bytes(2, 1000)).partition_leader_epoch == 3
+    # A compacted leader's next batch may start past our end: the copy keeps the hole.
+    log.append(build_batch([(1, b"k", b"v")], base_offset=7), assign_offsets=False)
+    assert log.log_end_offset == 8
+    assert check_batch(log.read_bytes(4, 1000)).base_offset == 7
 
 
 def test_truncate_to_removes_whole_batches(make_log: MakeLog) -> None:
@@ -287,3 +291,14 @@ def test_truncate_then_clean_close_leaves_no_stale_index_entries(
     log.append(build_batch([(clock.now, b"a", b"3")]))
     log.roll()  # raised CorruptIndexError from the stale time index before the fix
     assert log.read_bytes(0, 1 << 20)
+
+
+def test_a_copy_with_holes_survives_an_unclean_reopen(make_log: MakeLog, reopen: Callable[..., PartitionLog]) -> None:
+    log = make_log()
+    log.append(build_batch([(1, b"k", b"a")] * 2, base_offset=0), assign_offsets=False)
+    log.append(build_batch([(1, b"k", b"b")], base_offset=5), assign_offsets=False)
+    log.append(build_batch([(1, b"k", b"c")] * 3, base_offset=9), assign_offsets=False)
+    log.flush()
+    again = reopen(clean=False)  # recovery scans every batch: increasing offsets with holes are valid
+    assert again.log_end_offset == 12
+    assert [h.base_offset for _seg, _pos, h in again.batch_headers(0)] == [0, 5, 9]
