@@ -209,6 +209,7 @@ class Broker:
                 )
                 cluster.registered = True
                 await cluster.refresh()
+                await self.replicas.settle_startup_claims()
                 server = KafkaServer(
                     self,
                     self.metrics,

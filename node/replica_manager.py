@@ -109,10 +109,6 @@ class ReplicaManager:
             )
         if self._nursery is None:
             return
-        for partition, state in cluster.startup_claims:
-            if partition.tp not in self._isr_writes:
-                self._isr_writes.add(partition.tp)
-                self._nursery.start_soon(self._hand_over, partition, state)
         leaders = {p.leader_id for p in cluster.partitions.values() if p.role == FOLLOWER and p.leader_id >= 0}
         for leader_id in leaders - set(self._fetchers):
             scope = trio.CancelScope()
@@ -174,13 +170,25 @@ class ReplicaManager:
         finally:
             self._isr_writes.discard(tp)
 
-    async def _hand_over(self, partition: Partition, state: PartitionState) -> None:
-        """At startup ZooKeeper still named this broker leader (it restarted before its old session
-        expired, so the controller never saw it leave): give leadership to another live ISR member,
-        or take it under a new epoch if there is none, so followers re-check their logs against it."""
+    async def settle_startup_claims(self) -> None:
+        """At startup ZooKeeper may still name this broker leader (it restarted before its old
+        session expired, so the controller never saw it leave). Before serving, give each such
+        leadership to another live ISR member, or take it under a new epoch if there is none, so
+        followers re-check their logs against it. Called once, right after registration."""
+        cluster = self.broker.cluster
+        claims = list(cluster.startup_claims)
+        for partition, state in claims:
+            await self._hand_over(partition, state)
+        if claims:
+            await cluster.refresh()
+
+    async def _hand_over(self, partition: Partition, first: PartitionState) -> None:
         tp = partition.tp
         cluster = self.broker.cluster
-        try:
+        state: PartitionState | None = first
+        for _ in range(5):
+            if state is None or state.leader != self.broker_id:
+                return  # someone else moved it meanwhile
             others = [
                 b
                 for b in partition.replicas
@@ -198,20 +206,16 @@ class ReplicaManager:
                 )
             try:
                 await self.broker.zk.set_partition_state(tp.topic, tp.partition, new)
-                log.info(
-                    "%s: restarted as its recorded leader; leadership now %d (epoch %d)",
-                    tp,
-                    new.leader,
-                    new.leader_epoch,
-                )
             except StaleState:
-                pass
+                state = await self.broker.zk.partition_state(tp.topic, tp.partition)
+                continue
             except CoordinationError as exc:
                 log.warning("%s: handing leadership over after restart failed: %s", tp, exc)
-                await trio.sleep(1)
-        finally:
-            self._isr_writes.discard(tp)
-        await cluster.refresh()
+                return
+            log.info(
+                "%s: restarted as its recorded leader; leadership now %d (epoch %d)", tp, new.leader, new.leader_epoch
+            )
+            return
 
     # -- follower side ----------------------------------------------------------------------
 
