@@ -1,1 +1,15 @@
-"""The cross-site mirror service (arrives with a later issue)."""
+"""The cross-site mirror service: links that keep a target site's mirror topics in step with a source site.
+
+See docs/mirror.md. ``load_links`` reads the link file; ``LinkRunner(link).run()`` runs one link.
+"""
+
+from ._config import ConfigError as ConfigError
+from ._config import LinkConfig as LinkConfig
+from ._config import MirrorError as MirrorError
+from ._config import NameFilter as NameFilter
+from ._config import SiteRef as SiteRef
+from ._config import load_links as load_links
+from ._config import parse_links as parse_links
+from ._copier import PartitionProgress as PartitionProgress
+from ._link import LINK_KEY as LINK_KEY
+from ._link import LinkRunner as LinkRunner

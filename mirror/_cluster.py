@@ -9,16 +9,22 @@ reconnects after outages. Every call is bounded by ``timeout``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import trio
 
 from node.client import ClientError, NodeConnection
-from node.protocol import ApiKey, ErrorCode
+from node.protocol import ApiKey, ErrorCode, Struct
 
 log = logging.getLogger("strait.mirror.cluster")
 
 METADATA_VERSION = 8
+TOPIC_RESOURCE = 2  # DescribeConfigs / IncrementalAlterConfigs resource type of a topic
+DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigs config_source of a topic's own override
+CONFIG_SET, CONFIG_DELETE = 0, 1  # IncrementalAlterConfigs operations
+DEFAULT_REPLICATION_FROM = 4  # CreateTopics takes replication_factor -1 (the broker's default) from v4 (KIP-464)
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,7 @@ class SiteClient:
         self.client_id = client_id
         self.timeout = timeout
         self.brokers: dict[int, str] = {}
+        self.controller_id = -1
         self.topics: dict[str, TopicMeta] = {}
         self._conns: dict[int, NodeConnection] = {}
         self._locks: dict[int, trio.Lock] = {}
@@ -83,6 +90,7 @@ class SiteClient:
                     last = exc
                     continue
                 self.brokers = {b.node_id: f"{b.host}:{b.port}" for b in body.brokers}
+                self.controller_id = body.controller_id
                 fresh: dict[str, TopicMeta] = {}
                 for t in body.topics:
                     if t.error_code not in (0, ErrorCode.LEADER_NOT_AVAILABLE):
@@ -139,3 +147,125 @@ class SiteClient:
         if conn is not None:
             with trio.CancelScope(shield=True):
                 await conn.aclose()
+
+    # -- topic administration (what a link runner needs) ------------------------------------------
+
+    async def _admin(self, api_key: ApiKey, highest: int, make_body: Callable[[int], dict[str, Any]]) -> Struct:
+        """Send an admin request to the controller, or to the other brokers in turn when it fails.
+
+        ``make_body`` gets the version both sides speak. Raises ClientError when no broker answers.
+        """
+        if not self.brokers:
+            await self.refresh()
+        order = [self.controller_id] if self.controller_id in self.brokers else []
+        order += [b for b in self.brokers if b != self.controller_id]
+        last: ClientError | None = None
+        for broker_id in order:
+            try:
+                conn = await self.connection(broker_id)
+                version = conn.version(api_key, highest)
+                return await conn.request(api_key, version, make_body(version), timeout=2 * self.timeout)
+            except ClientError as exc:
+                last = exc
+                await self.forget(broker_id)
+        raise ClientError(f"site {self.name}: no broker answered {api_key.name} ({last})")
+
+    async def topic_overrides(self, topics: list[str]) -> dict[str, dict[str, str] | ClientError]:
+        """Each topic's own config overrides (DescribeConfigs source 1), or the error for that topic."""
+        if not topics:
+            return {}
+        body = await self._admin(
+            ApiKey.DESCRIBE_CONFIGS,
+            1,
+            lambda _v: {
+                "resources": [
+                    {"resource_type": TOPIC_RESOURCE, "resource_name": t, "configuration_keys": None} for t in topics
+                ],
+                "include_synonyms": False,
+            },
+        )
+        out: dict[str, dict[str, str] | ClientError] = {}
+        for result in body.results:
+            if result.error_code:
+                out[result.resource_name] = ClientError.from_code(
+                    result.error_code,
+                    f"DescribeConfigs {result.resource_name!r} on site {self.name}",
+                    result.error_message,
+                )
+            else:
+                out[result.resource_name] = {
+                    c.name: c.value
+                    for c in result.configs
+                    if c.config_source == DYNAMIC_TOPIC_CONFIG and c.value is not None
+                }
+        return out
+
+    async def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> int:
+        """Create ``name`` with the site's default replication factor; returns the factor asked for.
+
+        -1 (the broker's ``default.replication.factor``) where CreateTopics v4 is served, else
+        min(3, live brokers). Raises ClientError (its ``code`` TOPIC_ALREADY_EXISTS when it does).
+        """
+        replication = -1
+
+        def body(version: int) -> dict[str, Any]:
+            nonlocal replication
+            replication = -1 if version >= DEFAULT_REPLICATION_FROM else min(3, len(self.brokers))
+            return {
+                "topics": [
+                    {
+                        "name": name,
+                        "num_partitions": partitions,
+                        "replication_factor": replication,
+                        "assignments": [],
+                        "configs": [{"name": k, "value": v} for k, v in sorted(configs.items())],
+                    }
+                ],
+                "timeout_ms": int(self.timeout * 1000),
+                "validate_only": False,
+            }
+
+        response = await self._admin(ApiKey.CREATE_TOPICS, 4, body)
+        result = response.topics[0]
+        if result.error_code:
+            raise ClientError.from_code(
+                result.error_code, f"creating topic {name!r} on site {self.name}", result.error_message
+            )
+        return replication
+
+    async def create_partitions(self, name: str, count: int) -> None:
+        """Grow ``name`` to ``count`` partitions (placed by the site). Raises ClientError."""
+        response = await self._admin(
+            ApiKey.CREATE_PARTITIONS,
+            1,
+            lambda _v: {
+                "topics": [{"name": name, "count": count, "assignments": None}],
+                "timeout_ms": int(self.timeout * 1000),
+                "validate_only": False,
+            },
+        )
+        result = response.results[0]
+        if result.error_code:
+            raise ClientError.from_code(
+                result.error_code,
+                f"growing topic {name!r} to {count} partitions on site {self.name}",
+                result.error_message,
+            )
+
+    async def alter_topic_configs(self, name: str, set_: dict[str, str], delete: list[str]) -> None:
+        """IncrementalAlterConfigs: set ``set_`` and remove ``delete`` from the topic's overrides."""
+        ops = [{"name": k, "config_operation": CONFIG_SET, "value": v} for k, v in sorted(set_.items())]
+        ops += [{"name": k, "config_operation": CONFIG_DELETE, "value": None} for k in sorted(delete)]
+        response = await self._admin(
+            ApiKey.INCREMENTAL_ALTER_CONFIGS,
+            0,
+            lambda _v: {
+                "resources": [{"resource_type": TOPIC_RESOURCE, "resource_name": name, "configs": ops}],
+                "validate_only": False,
+            },
+        )
+        result = response.responses[0]
+        if result.error_code:
+            raise ClientError.from_code(
+                result.error_code, f"altering the configs of {name!r} on site {self.name}", result.error_message
+            )

@@ -1,0 +1,247 @@
+"""Link configuration: which site is copied to which, which topics and groups, and how.
+
+Links are read from a TOML file (Python's ``tomllib``), one ``[[link]]`` table per link::
+
+    [[link]]
+    name = "east-to-west"                  # 1-249 of [A-Za-z0-9._-]: the mirror topics' strait.mirror.link
+    mode = "offset-preserving"             # or "mm2" (not built yet: refused at start)
+    sync_interval_s = 5                    # topic discovery and config sync; 0 < s <= 10
+    group_sync_interval_s = 5              # group offset sync; > 0
+    source = { name = "east", bootstrap = "10.0.0.1:9092,10.0.0.2:9092" }
+    target = { name = "west", bootstrap = ["10.1.0.1:9092", "10.1.0.2:9092"] }
+    topics = { include = ["orders.*"], exclude = ["orders-private"] }
+    groups = { include = [".*"], exclude = [] }
+
+Patterns are Python regular expressions that must match the *whole* name. ``include``
+defaults to everything, ``exclude`` to nothing; a name is selected when some include pattern
+matches and no exclude pattern does. Topics whose names start with ``__`` (Kafka's internal
+topics such as ``__consumer_offsets``) are never mirrored, whatever the patterns say.
+
+Every problem is a ``ConfigError`` whose message names the file, the link and the key; an
+unknown key is refused with the closest known key as a suggestion.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+OFFSET_PRESERVING = "offset-preserving"
+MM2 = "mm2"
+MODES = (OFFSET_PRESERVING, MM2)
+DEFAULT_SYNC_INTERVAL_S = 5.0
+MAX_SYNC_INTERVAL_S = 10.0  # new source topics must be mirrored within 10 s
+DEFAULT_GROUP_SYNC_INTERVAL_S = 5.0
+MAX_NAME = 249
+_LEGAL_NAME = re.compile(r"[A-Za-z0-9._-]+")
+_INTERNAL_PREFIX = "__"
+
+_LINK_KEYS = ("name", "mode", "source", "target", "topics", "groups", "sync_interval_s", "group_sync_interval_s")
+_SITE_KEYS = ("name", "bootstrap")
+_FILTER_KEYS = ("include", "exclude")
+
+
+class MirrorError(Exception):
+    """Base of the mirror service's own errors; the message names the values involved."""
+
+
+class ConfigError(MirrorError):
+    """A link configuration that cannot be used: the message names the file, the link and the key."""
+
+
+@dataclass(frozen=True)
+class SiteRef:
+    """One end of a link: the site's name (for logs and status) and its bootstrap addresses."""
+
+    name: str
+    bootstrap: str  # "host:port,host:port"
+
+
+@dataclass(frozen=True)
+class NameFilter:
+    """Include/exclude regular expressions, each matching a whole name."""
+
+    include: tuple[re.Pattern[str], ...] = (re.compile(".*"),)
+    exclude: tuple[re.Pattern[str], ...] = ()
+
+    def matches(self, name: str) -> bool:
+        return any(p.fullmatch(name) for p in self.include) and not any(p.fullmatch(name) for p in self.exclude)
+
+    def to_dict(self) -> dict[str, list[str]]:
+        return {"include": [p.pattern for p in self.include], "exclude": [p.pattern for p in self.exclude]}
+
+
+@dataclass(frozen=True)
+class LinkConfig:
+    name: str
+    source: SiteRef
+    target: SiteRef
+    topics: NameFilter = NameFilter()
+    groups: NameFilter = NameFilter()
+    mode: str = OFFSET_PRESERVING
+    sync_interval_s: float = DEFAULT_SYNC_INTERVAL_S
+    group_sync_interval_s: float = DEFAULT_GROUP_SYNC_INTERVAL_S
+
+    def mirrors_topic(self, topic: str) -> bool:
+        """True when ``topic`` is selected by this link (internal ``__`` topics never are)."""
+        return not topic.startswith(_INTERNAL_PREFIX) and self.topics.matches(topic)
+
+    def mirrors_group(self, group: str) -> bool:
+        return self.groups.matches(group)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "mode": self.mode,
+            "source": {"name": self.source.name, "bootstrap": self.source.bootstrap},
+            "target": {"name": self.target.name, "bootstrap": self.target.bootstrap},
+            "topics": self.topics.to_dict(),
+            "groups": self.groups.to_dict(),
+            "sync_interval_s": self.sync_interval_s,
+            "group_sync_interval_s": self.group_sync_interval_s,
+        }
+
+
+def load_links(path: str | os.PathLike[str]) -> list[LinkConfig]:
+    """Read every ``[[link]]`` of a TOML file; raises ConfigError naming the file, link and key."""
+    file = Path(path)
+    try:
+        with file.open("rb") as f:
+            data = tomllib.load(f)
+    except OSError as exc:
+        raise ConfigError(f"{file}: cannot read the link configuration: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{file}: not valid TOML: {exc}") from None
+    return parse_links(data, origin=str(file))
+
+
+def parse_links(data: Mapping[str, Any], *, origin: str = "<links>") -> list[LinkConfig]:
+    """The links of an already parsed document (``origin`` names it in errors)."""
+    _refuse_unknown(data, ("link",), f"{origin}: top level")
+    raw = data.get("link", [])
+    if not isinstance(raw, list) or not all(isinstance(t, dict) for t in raw):
+        raise ConfigError(f"{origin}: 'link' must be an array of tables ([[link]])")
+    links: list[LinkConfig] = []
+    seen: set[str] = set()
+    for index, table in enumerate(raw, start=1):
+        link = _parse_link(table, origin, index)
+        if link.name in seen:
+            raise ConfigError(f"{origin}: link {link.name!r}: name: defined more than once")
+        seen.add(link.name)
+        links.append(link)
+    return links
+
+
+def _parse_link(table: Mapping[str, Any], origin: str, index: int) -> LinkConfig:
+    name = table.get("name")
+    where = f"{origin}: link {name!r}" if isinstance(name, str) and name else f"{origin}: link #{index}"
+    _refuse_unknown(table, _LINK_KEYS, where)
+    if "name" not in table:
+        raise ConfigError(f"{where}: name: missing (every link needs a name)")
+    checked_name = _check_name(table["name"], where, "name")
+    if "source" not in table:
+        raise ConfigError(f"{where}: source: missing (a table with name and bootstrap)")
+    if "target" not in table:
+        raise ConfigError(f"{where}: target: missing (a table with name and bootstrap)")
+    source = _parse_site(table["source"], where, "source")
+    target = _parse_site(table["target"], where, "target")
+    if source.name == target.name:
+        raise ConfigError(f"{where}: target.name: the source and the target are the same site {source.name!r}")
+    mode = table.get("mode", OFFSET_PRESERVING)
+    if mode not in MODES:
+        raise ConfigError(f"{where}: mode: {mode!r} is not one of {', '.join(repr(m) for m in MODES)}")
+    sync = _seconds(table.get("sync_interval_s", DEFAULT_SYNC_INTERVAL_S), where, "sync_interval_s")
+    if sync > MAX_SYNC_INTERVAL_S:
+        raise ConfigError(
+            f"{where}: sync_interval_s: {sync} is above {MAX_SYNC_INTERVAL_S:g} "
+            "(new source topics must be mirrored within 10 s)"
+        )
+    group_sync = _seconds(
+        table.get("group_sync_interval_s", DEFAULT_GROUP_SYNC_INTERVAL_S), where, "group_sync_interval_s"
+    )
+    return LinkConfig(
+        name=checked_name,
+        source=source,
+        target=target,
+        topics=_parse_filter(table.get("topics", {}), where, "topics"),
+        groups=_parse_filter(table.get("groups", {}), where, "groups"),
+        mode=mode,
+        sync_interval_s=sync,
+        group_sync_interval_s=group_sync,
+    )
+
+
+def _parse_site(value: Any, where: str, key: str) -> SiteRef:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: {key}: must be a table with name and bootstrap, not {value!r}")
+    _refuse_unknown(value, _SITE_KEYS, where, prefix=f"{key}.")
+    for required in _SITE_KEYS:
+        if required not in value:
+            raise ConfigError(f"{where}: {key}.{required}: missing")
+    name = _check_name(value["name"], where, f"{key}.name")
+    raw = value["bootstrap"]
+    if isinstance(raw, str):
+        addresses = [a.strip() for a in raw.split(",") if a.strip()]
+    elif isinstance(raw, list) and all(isinstance(a, str) for a in raw):
+        addresses = [a.strip() for a in raw if a.strip()]
+    else:
+        raise ConfigError(f"{where}: {key}.bootstrap: must be 'host:port,...' or a list of 'host:port', not {raw!r}")
+    if not addresses:
+        raise ConfigError(f"{where}: {key}.bootstrap: no address given")
+    for address in addresses:
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(f"{where}: {key}.bootstrap: {address!r} is not host:port")
+    return SiteRef(name, ",".join(addresses))
+
+
+def _parse_filter(value: Any, where: str, key: str) -> NameFilter:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: {key}: must be a table with include and/or exclude, not {value!r}")
+    _refuse_unknown(value, _FILTER_KEYS, where, prefix=f"{key}.")
+    include = _patterns(value.get("include", [".*"]), where, f"{key}.include")
+    exclude = _patterns(value.get("exclude", []), where, f"{key}.exclude")
+    return NameFilter(include, exclude)
+
+
+def _patterns(value: Any, where: str, key: str) -> tuple[re.Pattern[str], ...]:
+    if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
+        raise ConfigError(f"{where}: {key}: must be a list of regular expressions, not {value!r}")
+    compiled = []
+    for i, pattern in enumerate(value):
+        try:
+            compiled.append(re.compile(pattern))
+        except re.error as exc:
+            raise ConfigError(f"{where}: {key}[{i}]: {pattern!r} is not a valid regular expression ({exc})") from None
+    return tuple(compiled)
+
+
+def _check_name(value: Any, where: str, key: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{where}: {key}: must be a non-empty string, not {value!r}")
+    if value in (".", "..") or len(value) > MAX_NAME or not _LEGAL_NAME.fullmatch(value):
+        raise ConfigError(
+            f"{where}: {key}: {value!r} must be 1-{MAX_NAME} characters of ASCII letters, digits, '.', '_' and '-' "
+            "(and not '.' or '..')"
+        )
+    return value
+
+
+def _seconds(value: Any, where: str, key: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ConfigError(f"{where}: {key}: must be a number of seconds above 0, not {value!r}")
+    return float(value)
+
+
+def _refuse_unknown(table: Mapping[str, Any], known: tuple[str, ...], where: str, *, prefix: str = "") -> None:
+    for key in table:
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f" (did you mean '{prefix}{close[0]}'?)" if close else f" (known keys: {', '.join(known)})"
+            raise ConfigError(f"{where}: unknown key '{prefix}{key}'{hint}")

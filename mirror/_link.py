@@ -1,0 +1,417 @@
+"""A link runner: keeps a target site's mirror topics in step with the source site's topics.
+
+Every ``sync_interval_s`` the runner makes one pass:
+
+1. reads the source's topics (Metadata) and selects those the link mirrors;
+2. reads the source topics' own config overrides (DescribeConfigs, ``config_source`` 1), and
+   the target's for the topics it already has;
+3. for each selected topic:
+
+   - missing on the target: creates it with the source's partition count, the source's
+     overrides and ``strait.mirror.link=<link>``, at the target's default replication factor;
+   - present but not a mirror of this link (``strait.mirror.link`` unset or another link's):
+     never touched; reported as a conflict, and any copier of it stopped (a failover removes
+     the key to make a mirror writable: the link must not fight that);
+   - a mirror of this link: partitions the source gained are added (CreatePartitions), and
+     the overrides are made equal to the source's (IncrementalAlterConfigs; the link key is
+     always kept);
+
+4. runs one ``PartitionCopier`` per mirrored partition, starting new ones as partitions and
+   topics appear, stopping those of topics the source deleted or the link no longer selects.
+   Target data is never deleted.
+
+A pass that fails (a site unreachable) is logged and shown in ``status()``; the next pass
+tries again. Copiers handle their own outages (reconnect with backoff).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from node.client import ClientError
+from node.protocol import ErrorCode
+
+from ._cluster import SiteClient, TopicMeta
+from ._config import OFFSET_PRESERVING, LinkConfig, MirrorError
+from ._copier import PartitionCopier, PartitionProgress
+
+log = logging.getLogger("strait.mirror.link")
+
+LINK_KEY = "strait.mirror.link"
+# Overrides that name the source site's brokers: meaningless (or harmful) on the target.
+SITE_SPECIFIC_CONFIGS = frozenset({"leader.replication.throttled.replicas", "follower.replication.throttled.replicas"})
+
+
+@dataclass
+class _Copy:
+    """One running copier and the cancel scope that stops it."""
+
+    copier: PartitionCopier
+    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    finished: bool = False  # run() returned: cancelled, or failed on a bug (restarted next pass)
+
+
+@dataclass
+class _MirrorTopic:
+    name: str
+    source_partitions: int = 0
+    target_partitions: int = 0
+    problem: str | None = None  # the last sync error for this topic, cleared by a good pass
+    copies: dict[int, _Copy] = field(default_factory=dict)
+    progress: dict[int, PartitionProgress] = field(default_factory=dict)  # kept across pause/resume
+
+
+class LinkRunner:
+    """Runs one link: topic discovery, topic/partition/config sync and the partition copiers.
+
+    ``run`` serves until cancelled; ``pause``, ``resume`` and ``status`` are called from the
+    same trio run (they do not block).
+    """
+
+    def __init__(
+        self,
+        config: LinkConfig,
+        *,
+        fetch_max_wait_ms: int = 500,
+        request_timeout_s: float = 10.0,
+    ) -> None:
+        self.config = config
+        self.fetch_max_wait_ms = fetch_max_wait_ms
+        self.request_timeout_s = request_timeout_s
+        self.state = "stopped"  # stopped, starting, running, paused
+        self._paused = False
+        self._topics: dict[str, _MirrorTopic] = {}
+        self._conflicts: dict[str, str] = {}  # topic -> why the link leaves it alone
+        self._source: SiteClient | None = None
+        self._target: SiteClient | None = None
+        self._nursery: trio.Nursery | None = None
+        self._syncs = 0
+        self._last_sync_ms: int | None = None
+        self._last_sync_error: str | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Mirror until cancelled. ``task_status.started()`` follows the first sync pass.
+
+        Raises MirrorError before doing anything when the link's mode is not built yet or the
+        runner is already running. Site outages are never raised: they are retried and shown in
+        ``status()``. Cancellation stops every copier and closes the connections.
+        """
+        cfg = self.config
+        if cfg.mode != OFFSET_PRESERVING:
+            raise MirrorError(
+                f"link {cfg.name!r}: mode {cfg.mode!r} is not available yet; only {OFFSET_PRESERVING!r} "
+                "links can run in this version"
+            )
+        if self._nursery is not None:
+            raise MirrorError(f"link {cfg.name!r} is already running")
+        client_id = f"strait-mirror-{cfg.name}"
+        source = SiteClient(cfg.source.name, cfg.source.bootstrap, client_id=client_id, timeout=self.request_timeout_s)
+        target = SiteClient(cfg.target.name, cfg.target.bootstrap, client_id=client_id, timeout=self.request_timeout_s)
+        self._source, self._target = source, target
+        self.state = "starting"
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                log.info("link %s: mirroring %s -> %s", cfg.name, cfg.source.name, cfg.target.name)
+                next_pass = trio.current_time()
+                await self._sync_pass()
+                self.state = "paused" if self._paused else "running"
+                task_status.started()
+                while True:
+                    next_pass += cfg.sync_interval_s
+                    await trio.sleep_until(max(next_pass, trio.current_time()))
+                    next_pass = trio.current_time()
+                    await self._sync_pass()
+        finally:
+            self._nursery = None
+            self.state = "stopped"
+            for topic in self._topics.values():
+                self._stop_copies(topic, "stopped")
+            with trio.CancelScope(shield=True):
+                await source.aclose()
+                await target.aclose()
+
+    def pause(self) -> None:
+        """Stop every copier (mirrored offsets stay where they are); topic sync goes on."""
+        if self._paused:
+            return
+        self._paused = True
+        if self.state == "running":
+            self.state = "paused"
+        for topic in self._topics.values():
+            self._stop_copies(topic, "paused")
+        log.info("link %s: paused", self.config.name)
+
+    def resume(self) -> None:
+        """Restart the copiers; each resumes from the target's end offset."""
+        if not self._paused:
+            return
+        self._paused = False
+        if self.state == "paused":
+            self.state = "running"
+        for topic in self._topics.values():
+            self._start_copies(topic)
+        log.info("link %s: resumed", self.config.name)
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    # -- one sync pass -------------------------------------------------------------------------
+
+    async def _sync_pass(self) -> None:
+        try:
+            await self._sync()
+        except (ClientError, OSError) as exc:
+            self._last_sync_error = str(exc)
+            log.warning(
+                "link %s: topic sync failed: %s; retrying in %g s", self.config.name, exc, self.config.sync_interval_s
+            )
+        except Exception as exc:
+            # Not an outage (those are ClientError): a bug or a malformed answer. Keep the
+            # copiers going and show it; the next pass tries again.
+            self._last_sync_error = f"{type(exc).__name__}: {exc}"
+            log.exception("link %s: topic sync failed unexpectedly", self.config.name)
+        else:
+            self._last_sync_error = None
+        self._syncs += 1
+        self._last_sync_ms = int(time.time() * 1000)
+
+    async def _sync(self) -> None:
+        assert self._source is not None and self._target is not None
+        cfg = self.config
+        source_topics = await self._source.refresh()
+        selected = {
+            name: meta
+            for name, meta in source_topics.items()
+            if not meta.is_internal and cfg.mirrors_topic(name) and meta.partitions
+        }
+        for name in list(self._topics):
+            if name not in selected:
+                why = "was deleted on the source" if name not in source_topics else "is no longer selected by the link"
+                log.info("link %s: %s %s: its copiers stop; the target keeps its data", cfg.name, name, why)
+                self._stop_copies(self._topics.pop(name), "stopped")
+        for name in list(self._conflicts):
+            if name not in selected:
+                del self._conflicts[name]
+        if not selected:
+            return
+        target_topics = await self._target.refresh()
+        source_configs = await self._source.topic_overrides(sorted(selected))
+        target_configs = await self._target.topic_overrides(sorted(n for n in selected if n in target_topics))
+        for name in sorted(selected):
+            try:
+                await self._sync_topic(
+                    name, selected[name], source_configs.get(name), target_topics.get(name), target_configs.get(name)
+                )
+            except ClientError as exc:
+                self._set_problem(self._topics.setdefault(name, _MirrorTopic(name)), str(exc))
+
+    async def _sync_topic(
+        self,
+        name: str,
+        source_meta: TopicMeta,
+        source_configs: dict[str, str] | ClientError | None,
+        target_meta: TopicMeta | None,
+        target_configs: dict[str, str] | ClientError | None,
+    ) -> None:
+        assert self._target is not None
+        link = self.config.name
+        if isinstance(source_configs, ClientError):
+            raise source_configs
+        if source_configs is None:
+            raise ClientError(f"site {self.config.source.name} did not describe the configs of {name!r}")
+        wanted = {k: v for k, v in source_configs.items() if k not in SITE_SPECIFIC_CONFIGS} | {LINK_KEY: link}
+        partitions = len(source_meta.partitions)
+
+        if target_meta is None:
+            try:
+                replication = await self._target.create_topic(name, partitions, wanted)
+            except ClientError as exc:
+                if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:
+                    return  # created meanwhile (by us or someone else): the next pass looks at it
+                raise
+            log.info(
+                "link %s: created mirror topic %s on site %s: %d partitions, replication factor %s, configs %s",
+                link,
+                name,
+                self._target.name,
+                partitions,
+                "the site's default" if replication == -1 else replication,
+                wanted,
+            )
+            topic = self._topics.setdefault(name, _MirrorTopic(name))
+            topic.source_partitions = topic.target_partitions = partitions
+            self._set_problem(topic, None)
+            self._start_copies(topic)
+            return
+
+        if isinstance(target_configs, ClientError):
+            raise target_configs
+        if target_configs is None:
+            raise ClientError(f"site {self._target.name} did not describe the configs of {name!r}")
+        owner = target_configs.get(LINK_KEY)
+        if owner != link:
+            self._conflict(name, owner)
+            return
+        self._conflicts.pop(name, None)
+        topic = self._topics.setdefault(name, _MirrorTopic(name))
+        problem = None
+        target_partitions = len(target_meta.partitions)
+        if partitions > target_partitions:
+            await self._target.create_partitions(name, partitions)
+            log.info(
+                "link %s: %s grew on site %s: %d -> %d partitions on site %s",
+                link,
+                name,
+                self.config.source.name,
+                target_partitions,
+                partitions,
+                self._target.name,
+            )
+            target_partitions = partitions
+        elif partitions < target_partitions:
+            problem = (
+                f"the source has {partitions} partitions but the mirror has {target_partitions} (was the source "
+                f"topic deleted and created again?): copying partitions 0-{partitions - 1} only"
+            )
+        topic.source_partitions = partitions
+        topic.target_partitions = target_partitions
+
+        to_set = {k: v for k, v in wanted.items() if target_configs.get(k) != v}
+        to_delete = [k for k in target_configs if k not in wanted]
+        if to_set or to_delete:
+            await self._target.alter_topic_configs(name, to_set, to_delete)
+            log.info(
+                "link %s: %s configs on site %s: set %s, removed %s", link, name, self._target.name, to_set, to_delete
+            )
+        self._set_problem(topic, problem)
+        self._start_copies(topic)
+
+    def _set_problem(self, topic: _MirrorTopic, problem: str | None) -> None:
+        """Record a topic's sync problem (None: all well), logging only changes."""
+        if problem != topic.problem:
+            if problem is not None:
+                log.warning("link %s: %s: %s", self.config.name, topic.name, problem)
+            else:
+                log.info("link %s: %s: in sync again", self.config.name, topic.name)
+        topic.problem = problem
+
+    def _conflict(self, name: str, owner: str | None) -> None:
+        assert self._target is not None
+        whose = "it is not a mirror topic" if owner is None else f"it is a mirror of link {owner!r}"
+        reason = f"topic {name!r} exists on site {self._target.name} and {whose}: the link leaves it alone"
+        if self._conflicts.get(name) != reason:
+            log.warning("link %s: %s", self.config.name, reason)
+        self._conflicts[name] = reason
+        topic = self._topics.pop(name, None)
+        if topic is not None:
+            self._stop_copies(topic, "stopped")
+
+    # -- copiers -------------------------------------------------------------------------------
+
+    def _start_copies(self, topic: _MirrorTopic) -> None:
+        """Start a copier for each partition both sides have that has none running (not when paused)."""
+        if self._paused or self._nursery is None:
+            return
+        assert self._source is not None and self._target is not None
+        for partition in range(min(topic.source_partitions, topic.target_partitions)):
+            running = topic.copies.get(partition)
+            if running is not None and not running.finished:
+                continue
+            copier = PartitionCopier(
+                self.config.name,
+                self._source,
+                self._target,
+                topic.name,
+                partition,
+                fetch_max_wait_ms=self.fetch_max_wait_ms,
+            )
+            progress = topic.progress.get(partition)
+            if progress is None:
+                topic.progress[partition] = copier.progress
+            else:
+                # Keep the counters and gaps; the mirrored offset is asked from the target again.
+                progress.mirrored_offset = -1
+                progress.state = "starting"
+                copier.progress = progress
+            copy = _Copy(copier)
+            topic.copies[partition] = copy
+            self._nursery.start_soon(self._run_copy, copy, name=f"mirror {topic.name}-{partition}")
+
+    async def _run_copy(self, copy: _Copy) -> None:
+        progress = copy.copier.progress
+        with copy.scope:
+            try:
+                await copy.copier.run()
+            except Exception as exc:
+                # Outages are the copier's own business (it retries them); anything reaching here
+                # is a bug: show it, keep the other partitions going, retry on the next pass.
+                log.exception("link %s: copier of %s-%d failed", self.config.name, progress.topic, progress.partition)
+                progress.state = "failed"
+                progress.last_error = f"{type(exc).__name__}: {exc}"
+        copy.finished = True
+
+    def _stop_copies(self, topic: _MirrorTopic, state: str) -> None:
+        for partition, copy in list(topic.copies.items()):
+            copy.scope.cancel()
+            copy.copier.progress.state = state
+            del topic.copies[partition]
+
+    # -- status --------------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        """The link's state as plain JSON-able values: config, sync, per-partition progress, conflicts."""
+        topics = {}
+        totals = {"lag_records": 0, "records_copied": 0, "bytes_copied": 0, "gap_records": 0, "partitions": 0}
+        for name in sorted(self._topics):
+            topic = self._topics[name]
+            parts = []
+            for partition in sorted(topic.progress):
+                entry = _progress_dict(topic.progress[partition])
+                parts.append(entry)
+                totals["partitions"] += 1
+                totals["lag_records"] += max(0, entry["lag_records"])
+                totals["records_copied"] += entry["records_copied"]
+                totals["bytes_copied"] += entry["bytes_copied"]
+                totals["gap_records"] += entry["gap_records"]
+            topics[name] = {
+                "source_partitions": topic.source_partitions,
+                "target_partitions": topic.target_partitions,
+                "problem": topic.problem,
+                "partitions": parts,
+            }
+        return {
+            "link": self.config.to_dict(),
+            "state": self.state,
+            "syncs": self._syncs,
+            "last_sync_ms": self._last_sync_ms,
+            "last_sync_error": self._last_sync_error,
+            "topics": topics,
+            "conflicts": [{"topic": t, "reason": r} for t, r in sorted(self._conflicts.items())],
+            "totals": totals,
+        }
+
+
+def _progress_dict(p: PartitionProgress) -> dict[str, Any]:
+    return {
+        "partition": p.partition,
+        "state": p.state,
+        "mirrored_offset": p.mirrored_offset,
+        "source_high_watermark": p.source_high_watermark,
+        "source_log_start": p.source_log_start,
+        "lag_records": p.lag_records,
+        "records_copied": p.records_copied,
+        "bytes_copied": p.bytes_copied,
+        "gaps": [[start, end] for start, end in p.gaps],
+        "gap_records": sum(end - start for start, end in p.gaps),
+        "errors": p.errors,
+        "last_error": p.last_error,
+    }
