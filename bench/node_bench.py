@@ -371,6 +371,36 @@ def percentile(ordered: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)]
 
 
+def paced_produce(
+    producer: Producer, topic: str, value: bytes, rate: float, total: int, timeout: float
+) -> tuple[list[float], list[float], Counter[str], int]:
+    """Send ``total`` records at ``rate`` per second on a ``PACE_S`` grid and time each one from
+    ``produce()`` to its delivery report (poll() returns as soon as a report is ready, so the
+    pacing never delays one). Returns (send times, delivery times, failures by error, records
+    still undelivered after the flush)."""
+    sent = [0.0] * total
+    done = [0.0] * total
+    failed: Counter[str] = Counter()
+
+    def on_delivery(index: int, error: KafkaError | None, message: Message) -> None:
+        done[index] = time.perf_counter()
+        if error is not None:
+            failed[error.str()] += 1
+
+    produce, poll, clock = producer.produce, producer.poll, time.perf_counter
+    start = clock()
+    i = 0
+    while i < total:
+        due = min(total, int((clock() - start) * rate) + 1)
+        while i < due:
+            sent[i] = clock()
+            produce(topic, value, on_delivery=functools.partial(on_delivery, i))
+            i += 1
+        wait = start + i / rate - clock()
+        poll(max(wait, PACE_S) if wait > 0 else 0)
+    return sent, done, failed, producer.flush(timeout)
+
+
 def produce_latency(
     settings: Settings, broker: RunningBroker, topic: str, value: bytes, cpu: Callable[[], float]
 ) -> tuple[dict[str, float], float, float, float]:
@@ -382,38 +412,20 @@ def produce_latency(
     record is not delivered.
     """
     total = max(1, round(settings.latency_rate * settings.latency_seconds))
-    sent = [0.0] * total
-    done = [0.0] * total
-    failed: Counter[str] = Counter()
-
-    def on_delivery(index: int, error: KafkaError | None, message: Message) -> None:
-        done[index] = time.perf_counter()
-        if error is not None:
-            failed[error.str()] += 1
-
     with open_producer(settings.producer_config(broker.bootstrap, "all")) as producer:
         producer.list_topics(topic, timeout=settings.timeout_s)
-        produce, poll, clock, rate = producer.produce, producer.poll, time.perf_counter, settings.latency_rate
         gc.collect()
         cpu_start = cpu()
-        start = clock()
-        i = 0
-        while i < total:
-            due = min(total, int((clock() - start) * rate) + 1)
-            while i < due:
-                sent[i] = clock()
-                produce(topic, value, on_delivery=functools.partial(on_delivery, i))
-                i += 1
-            wait = start + i / rate - clock()
-            poll(max(wait, PACE_S) if wait > 0 else 0)
-        left = producer.flush(settings.timeout_s)
+        sent, done, failed, left = paced_produce(
+            producer, topic, value, settings.latency_rate, total, settings.timeout_s
+        )
         cpu_used = cpu() - cpu_start
     if left or failed or not all(done):
         raise BenchError(f"{broker.name}: latency run on {topic!r}: {left} undelivered, failures {dict(failed)}")
     latencies = sorted((d - s) * 1e3 for s, d in zip(sent, done, strict=True))
     span = sent[-1] - sent[0]
     sent_rate = (total - 1) / span if span > 0 else float(total)
-    return {name: percentile(latencies, q) for name, q in PERCENTILES}, done[-1] - start, cpu_used, sent_rate
+    return {name: percentile(latencies, q) for name, q in PERCENTILES}, done[-1] - sent[0], cpu_used, sent_rate
 
 
 # -- one run: a fresh broker, every test ---------------------------------------------------

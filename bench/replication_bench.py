@@ -79,7 +79,6 @@ from ._procs import (
 )
 from .node_bench import (
     MB,
-    PACE_S,
     PERCENTILES,
     PRODUCER_SETTINGS,
     VALUE_BYTES,
@@ -87,6 +86,7 @@ from .node_bench import (
     _dist_version,
     _produce_all,
     open_producer,
+    paced_produce,
     percentile,
 )
 from .storage_bench import REPO_ROOT, machine_info, markdown_table
@@ -499,32 +499,12 @@ def produce_paced(
     if any record is not delivered.
     """
     total = max(2, round(rate * seconds))
-    sent = [0.0] * total
-    done = [0.0] * total
-    failed: Counter[str] = Counter()
-
-    def on_delivery(index: int, error: KafkaError | None, message: Message) -> None:
-        done[index] = time.perf_counter()
-        if error is not None:
-            failed[error.str()] += 1
-
     with open_producer(config) as producer:
         warm_up(producer, topic, value, timeout)
-        produce, poll, clock = producer.produce, producer.poll, time.perf_counter
         before = counters()
         gc.collect()
         cpu_start = cpu()
-        start = clock()
-        i = 0
-        while i < total:
-            due = min(total, int((clock() - start) * rate) + 1)
-            while i < due:
-                sent[i] = clock()
-                produce(topic, value, on_delivery=functools.partial(on_delivery, i))
-                i += 1
-            wait = start + i / rate - clock()
-            poll(max(wait, PACE_S) if wait > 0 else 0)
-        left = producer.flush(timeout)
+        sent, done, failed, left = paced_produce(producer, topic, value, rate, total, timeout)
         cpu_end = cpu()
         after = counters()
     if left or failed or not all(done):
