@@ -11,10 +11,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirror._cluster import SiteClient
 from mirror._copier import PartitionCopier
-from storage import TopicPartition as LogPartition
-from storage import list_batches, segment_files
 from tests.mirror.conftest import Site
-from tests.node.harness import wait_for
+from tests.node.harness import stored_batches, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -56,16 +54,6 @@ def read(site: Site, topic: str, partitions: int) -> list[tuple[int, int, bytes 
         return sorted(out)
     finally:
         consumer.close()
-
-
-def crcs(site: Site, topic: str, partition: int) -> list[tuple[int, int]]:
-    """(base offset, CRC) of the leader's batches... of every replica on node 1."""
-    node = site.nodes[0]
-    for d in node.log_dirs:
-        directory = d / LogPartition(topic, partition).dir_name
-        if directory.exists():
-            return [(b.header.base_offset, b.header.crc) for seg in segment_files(directory) for b in list_batches(seg)]
-    return []
 
 
 async def copy_until(east: Site, west: Site, topic: str, partitions: int, done: trio.Event) -> list[PartitionCopier]:
@@ -110,7 +98,9 @@ def test_records_appear_on_the_target_at_identical_offsets(two_sites: tuple[Site
     copiers = trio.run(main)
     assert read(west, "orders", 3) == expected
     for p in range(3):
-        assert crcs(west, "orders", p) == crcs(east, "orders", p)
+        assert [(b[0], b[3]) for b in stored_batches(west.nodes[0], "orders", p)] == [
+            (b[0], b[3]) for b in stored_batches(east.nodes[0], "orders", p)
+        ]
     assert all(c.progress.gaps == [] for c in copiers)
     # A produce to the mirror on west is refused: it is read-only.
     errors: list[object] = []

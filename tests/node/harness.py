@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from storage import TopicPartition, list_batches, segment_files
+
 STRAIT = [sys.executable, "-m", "strait.cli"]
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
@@ -165,3 +167,17 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0, interva
                 return last
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout} s waiting for {what}; last: {last!r}")
+
+
+def stored_batches(node: NodeProcess, topic: str, partition: int = 0) -> list[tuple[int, int, int, int]]:
+    """(base offset, last offset, leader epoch, CRC) of every batch of ``node``'s replica, read from its files."""
+    tp = TopicPartition(topic, partition)
+    for d in node.log_dirs:
+        directory = d / tp.dir_name
+        if directory.exists():
+            return [
+                (b.header.base_offset, b.header.last_offset, b.header.partition_leader_epoch, b.header.crc)
+                for seg in segment_files(directory)
+                for b in list_batches(seg)
+            ]
+    return []

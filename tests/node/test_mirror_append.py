@@ -22,9 +22,9 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 from node.client import MirrorAppendResult, NodeConnection, mirror_append
 from node.protocol import ApiKey, ErrorCode
-from storage import TopicPartition, list_batches, segment_files
+from storage import TopicPartition, segment_files
 from storage.records import Compression, build_batch, check_batch, set_partition_leader_epoch
-from tests.node.harness import NodeProcess, wait_for
+from tests.node.harness import NodeProcess, stored_batches, wait_for
 from tests.node.raw import connect, produce_raw, request
 from tests.node.test_replication import bootstrap, create_topic, leader_of, partition_states
 
@@ -114,20 +114,6 @@ def produce_one(servers: str, topic: str, value: bytes) -> tuple[int | None, int
     assert producer.flush(30) == 0
     (result,) = outcome
     return result
-
-
-def stored_batches(node: NodeProcess, topic: str) -> list[tuple[int, int, int, int]]:
-    """(base offset, last offset, leader epoch, CRC) of every batch of ``topic``-0 in ``node``'s files."""
-    tp = TopicPartition(topic, 0)
-    for d in node.log_dirs:
-        directory = d / tp.dir_name
-        if directory.exists():
-            return [
-                (b.header.base_offset, b.header.last_offset, b.header.partition_leader_epoch, b.header.crc)
-                for seg in segment_files(directory)
-                for b in list_batches(seg)
-            ]
-    return []
 
 
 def alter_link(servers: str, topic: str, value: str | None) -> None:

@@ -22,9 +22,7 @@ from chaos.ledger import Ledger, check
 from chaos.proxy import ProxyHandle, run_in_thread
 from chaos.workload import ProducerWorkload, read_back
 from node.protocol import ApiKey, ErrorCode
-from storage import TopicPartition as LogPartition
-from storage import list_batches, segment_files
-from tests.node.harness import NodeProcess
+from tests.node.harness import NodeProcess, stored_batches
 from tests.node.raw import connect, produce_raw, request
 from tests.node.test_replication import bootstrap, create_topic, leader_of, partition_states, wait_for
 
@@ -63,20 +61,6 @@ def committed_offsets(nodes: list[NodeProcess]) -> dict[int, int]:
         consumer.close()
 
 
-def replica_batches(node: NodeProcess, partition: int) -> list[tuple[int, int, int, int]]:
-    """(base offset, last offset, leader epoch, CRC) of every batch in ``node``'s replica, from its files."""
-    tp = LogPartition(TOPIC, partition)
-    for d in node.log_dirs:
-        directory = d / tp.dir_name
-        if directory.exists():
-            return [
-                (b.header.base_offset, b.header.last_offset, b.header.partition_leader_epoch, b.header.crc)
-                for seg in segment_files(directory)
-                for b in list_batches(seg)
-            ]
-    return []
-
-
 def assert_replicas_converged(nodes: list[NodeProcess]) -> None:
     """Every replica in the ISR, at the same log end, with identical batches (no divergent tail left)."""
 
@@ -92,7 +76,7 @@ def assert_replicas_converged(nodes: list[NodeProcess]) -> None:
 
     wait_for("all replicas back in the ISR at the same log end", converged, timeout=60)
     for p in range(PARTITIONS):
-        batches = [replica_batches(n, p) for n in nodes]
+        batches = [stored_batches(n, TOPIC, p) for n in nodes]
         assert batches[0], f"{TOPIC}-{p} has no batches"
         for n, b in zip(nodes[1:], batches[1:], strict=True):
             assert b == batches[0], f"{TOPIC}-{p}: node {n.broker_id}'s batches differ from node {nodes[0].broker_id}'s"
