@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 from dataclasses import dataclass, field
 
 import trio
@@ -262,7 +261,3 @@ class PartitionCopier:
             self.source.name,
             end - start,
         )
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)

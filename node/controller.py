@@ -50,7 +50,6 @@ class Controller:
         self.shutting_down: set[int] = set()
         self._poked = trio.Event()
         self._lock = trio.Lock()
-        self.elections = 0
 
     @property
     def active(self) -> bool:
@@ -127,7 +126,8 @@ class Controller:
             for p, replicas in topic.assignment.items():
                 new = self._decide(cluster, topic, p, replicas, epoch)
                 if new is not None:
-                    changed |= await self._write(topic.name, p, new)
+                    await self._write(topic.name, p, new)
+                    changed = True
         if changed:
             await cluster.refresh()
 
@@ -181,14 +181,11 @@ class Controller:
         # Keep the ISR: its members hold every committed record, so any of them may lead again.
         return PartitionState(-1, state.leader_epoch + 1, state.isr, epoch, state.version)
 
-    async def _write(self, topic: str, p: int, state: PartitionState) -> bool:
+    async def _write(self, topic: str, p: int, state: PartitionState) -> None:
         try:
             await self.broker.zk.set_partition_state(topic, p, state)
         except StaleState:
             log.info("%s-%d: the partition state moved meanwhile; deciding again", topic, p)
-            return True
-        self.elections += 1
-        return True
 
     # -- controlled shutdown ---------------------------------------------------------------------
 
