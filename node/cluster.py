@@ -239,6 +239,13 @@ class ClusterState:
         if len(live) < count or not set(broker_ids) <= live:
             await self.refresh()
 
+    async def plan(
+        self, partitions: int, replication_factor: int, *, first_partition: int = 0
+    ) -> dict[int, tuple[int, ...]]:
+        """``plan_assignment`` over the live brokers, re-reading ZooKeeper first if too few look live."""
+        await self.ensure_live(replication_factor)
+        return self.plan_assignment(partitions, replication_factor, first_partition=first_partition)
+
     def plan_assignment(
         self, partitions: int, replication_factor: int, *, first_partition: int = 0, start: int | None = None
     ) -> dict[int, tuple[int, ...]]:
@@ -385,8 +392,7 @@ class ClusterState:
             await self.ensure_live(broker_ids=tuple(b for r in added.values() for b in r))
         else:
             rf = len(next(iter(topic.assignment.values())))
-            await self.ensure_live(rf)
-            added = self.plan_assignment(count - current, rf, first_partition=current)
+            added = await self.plan(count - current, rf, first_partition=current)
         self.check_assignment(added)
         if validate_only:
             return

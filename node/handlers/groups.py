@@ -31,8 +31,7 @@ async def ensure_offsets_topic(broker: Broker) -> None:
     if OFFSETS_TOPIC in cluster.topics:
         return
     config = broker.config
-    await cluster.ensure_live(config.offsets_topic_replication_factor)
-    assignment = cluster.plan_assignment(config.offsets_topic_num_partitions, config.offsets_topic_replication_factor)
+    assignment = await cluster.plan(config.offsets_topic_num_partitions, config.offsets_topic_replication_factor)
     try:
         topic_config = {**OFFSETS_TOPIC_CONFIG, "segment.bytes": str(config.offsets_topic_segment_bytes)}
         await cluster.create_topic(OFFSETS_TOPIC, assignment, topic_config, validate_only=False)

@@ -98,8 +98,7 @@ async def _auto_create(broker: Broker, name: str) -> ErrorCode:
     cluster = broker.cluster
     config = broker.config
     try:
-        await cluster.ensure_live(config.default_replication_factor)
-        assignment = cluster.plan_assignment(config.num_partitions, config.default_replication_factor)
+        assignment = await cluster.plan(config.num_partitions, config.default_replication_factor)
         await cluster.create_topic(name, assignment, {}, validate_only=False)
     except BrokerError as exc:
         if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:

@@ -50,8 +50,7 @@ async def handle_create_topics(broker: Broker, header: RequestHeader, req: Struc
                     raise BrokerError(ErrorCode.INVALID_PARTITIONS, f"number of partitions {partitions} must be >= 1")
                 if rf < 1:
                     raise BrokerError(ErrorCode.INVALID_REPLICATION_FACTOR, f"replication factor {rf} must be >= 1")
-                await cluster.ensure_live(rf)
-                assignment = cluster.plan_assignment(partitions, rf)
+                assignment = await cluster.plan(partitions, rf)
             configs = cluster.validate_configs({c.name: c.value for c in topic.configs})
             await cluster.create_topic(name, assignment, configs, validate_only=req.validate_only)
             results.append(_result(name))
