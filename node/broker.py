@@ -225,13 +225,14 @@ class Broker:
                     await nursery.start(self.groups.run)
                     await nursery.start(self.replicas.run)
                     await nursery.start(self.controller.run)
+                    nursery.start_soon(self._follow_zookeeper)
                     nursery.start_soon(self._watch_log_dirs, logs)
+                    await self._await_controller()
                     await nursery.start(server.serve, listener)
                     admin_host, admin_port = config.admin_listener
                     actual_admin = await nursery.start(
                         serve_admin, create_app(BrokerView(self), self.metrics), admin_host, admin_port
                     )
-                    nursery.start_soon(self._follow_zookeeper)
                     nursery.start_soon(self._maintenance, logs)
                     nursery.start_soon(self._cleaner)
                     self.status = "ok"
@@ -344,6 +345,16 @@ class Broker:
                 except Exception as exc:
                     log.warning("publishing offline replicas failed: %s", exc)
             await trio.sleep(1)
+
+    async def _await_controller(self) -> None:
+        """Serve only once a controller is known (as Kafka starts its controller before taking
+        requests): admin clients send CreateTopics to Metadata's controller id and may wait
+        minutes before asking again when it is -1. Bounded by the ZooKeeper session timeout."""
+        with trio.move_on_after(self.config.zookeeper_session_timeout_ms / 1000):
+            while self.cluster.controller is None:
+                await trio.sleep(0.02)
+        if self.cluster.controller is None:
+            log.warning("no controller elected yet; serving anyway")
 
     async def _follow_zookeeper(self) -> None:
         """Re-read ZooKeeper whenever a watch fires (events are coalesced hints)."""
