@@ -10,6 +10,10 @@ from ._config import NameFilter as NameFilter
 from ._config import SiteRef as SiteRef
 from ._config import load_links as load_links
 from ._config import parse_links as parse_links
+from ._copier import LATENCY_BUCKETS as LATENCY_BUCKETS
+from ._copier import LatencyHistogram as LatencyHistogram
 from ._copier import PartitionProgress as PartitionProgress
 from ._link import LINK_KEY as LINK_KEY
 from ._link import LinkRunner as LinkRunner
+from ._link import Membership as Membership
+from ._link import SoleMember as SoleMember

@@ -17,8 +17,10 @@ through fresh metadata.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import logging
+import time
 from dataclasses import dataclass, field
 
 import trio
@@ -33,6 +35,58 @@ from ._cluster import SiteClient
 log = logging.getLogger("strait.mirror.copier")
 
 FETCH_VERSION = 11
+
+#: Upper bounds (seconds) of the replication latency histogram's buckets; the last is +Inf.
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+@dataclass
+class LatencyHistogram:
+    """Replication latency: from a batch's max timestamp on the source to its append on the target.
+
+    ``counts[i]`` counts observations in bucket i (not cumulative); the last bucket is +Inf.
+    Batch timestamps are the producer's CreateTime (or the source's LogAppendTime), so clock
+    skew between the producers and the mirror shifts the values; negatives count as 0.
+    """
+
+    counts: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS) + 1))
+    sum_s: float = 0.0
+
+    def observe(self, seconds: float, n: int = 1) -> None:
+        seconds = max(0.0, seconds)
+        self.counts[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += n
+        self.sum_s += seconds * n
+
+    @property
+    def count(self) -> int:
+        return sum(self.counts)
+
+    def merge(self, other: LatencyHistogram) -> None:
+        for i, c in enumerate(other.counts):
+            self.counts[i] += c
+        self.sum_s += other.sum_s
+
+    def to_dict(self) -> dict[str, object]:
+        """Prometheus-shaped: cumulative ``[upper bound, count]`` pairs ("+Inf" last), sum and count."""
+        cumulative = []
+        total = 0
+        for bound, c in zip([*LATENCY_BUCKETS, float("inf")], self.counts, strict=True):
+            total += c
+            cumulative.append(["+Inf" if bound == float("inf") else bound, total])
+        return {"buckets": cumulative, "sum": self.sum_s, "count": total}
+
+    def quantile(self, q: float) -> float | None:
+        """The upper bound of the bucket holding quantile ``q`` (None without observations)."""
+        total = self.count
+        if total == 0:
+            return None
+        rank = q * total
+        seen = 0
+        for bound, c in zip([*LATENCY_BUCKETS, float("inf")], self.counts, strict=True):
+            seen += c
+            if seen >= rank:
+                return bound
+        return float("inf")
 
 
 @dataclass
@@ -49,13 +103,37 @@ class PartitionProgress:
     gaps: list[tuple[int, int]] = field(default_factory=list)  # [from, to) lost to source retention
     errors: int = 0
     last_error: str | None = None
-    state: str = "starting"  # starting, copying, diverged (the target is past the source)
+    state: str = "starting"  # unassigned, starting, copying, diverged (the target is past the source), ...
+    # Timestamp (ms) of the oldest record known not to be mirrored: the first batch of the last
+    # fetch that returned data past the mirror's end; -1 when none is known.
+    oldest_unmirrored_ms: int = -1
+    latency: LatencyHistogram = field(default_factory=LatencyHistogram)
 
     @property
     def lag_records(self) -> int:
         if self.mirrored_offset < 0 or self.source_high_watermark < 0:
             return -1
         return max(0, self.source_high_watermark - self.mirrored_offset)
+
+    @property
+    def lag_bytes(self) -> int:
+        """An estimate: records behind times the mean size of the records copied so far (-1 unknown)."""
+        lag = self.lag_records
+        if lag <= 0:
+            return lag
+        if self.records_copied == 0:
+            return -1
+        return round(lag * self.bytes_copied / self.records_copied)
+
+    def lag_seconds(self, now_ms: int | None = None) -> float:
+        """Age of the oldest record not yet mirrored: 0 when caught up, -1 when unknown."""
+        lag = self.lag_records
+        if lag <= 0:
+            return float(lag)
+        if self.oldest_unmirrored_ms < 0:
+            return -1.0
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        return max(0.0, (now - self.oldest_unmirrored_ms) / 1000)
 
 
 class PartitionCopier:
@@ -198,16 +276,25 @@ class PartitionCopier:
         kept = self._from_end(memoryview(records))
         if kept is None:
             return
-        _first_base, count, data = kept  # a first batch past our end is a hole the source compacted
+        _first_base, count, data, first_ts, max_ts = kept  # a first batch past our end: a compacted hole
+        p.oldest_unmirrored_ms = first_ts
         if await self._append(data):
             p.bytes_copied += len(data)
             p.records_copied += count
+            now_ms = int(time.time() * 1000)
+            p.latency.observe((now_ms - max_ts) / 1000)
+            # Whatever the source holds past this fetch is newer than the newest record copied.
+            p.oldest_unmirrored_ms = max_ts if p.lag_records > 0 else -1
 
-    def _from_end(self, view: memoryview) -> tuple[int, int, memoryview] | None:
-        """The whole batches at or after the mirror's end: (first base offset, records, bytes)."""
+    def _from_end(self, view: memoryview) -> tuple[int, int, memoryview, int, int] | None:
+        """The whole batches at or after the mirror's end.
+
+        Returns (first base offset, records, bytes, first batch's base timestamp, newest max timestamp).
+        """
         end = self.progress.mirrored_offset
         start = stop = None
         first_base = -1
+        first_ts = max_ts = -1
         count = 0
         pos = 0
         while len(view) - pos >= HEADER_SIZE:
@@ -216,13 +303,14 @@ class PartitionCopier:
                 break  # the last batch was cut short by the fetch limit; the next fetch gets it whole
             if header.last_offset >= end:
                 if start is None:
-                    start, first_base = pos, header.base_offset
+                    start, first_base, first_ts = pos, header.base_offset, header.base_timestamp
                 stop = pos + header.size
                 count += header.records_count
+                max_ts = max(max_ts, header.max_timestamp)
             pos += header.size
         if start is None or stop is None:
             return None
-        return first_base, count, view[start:stop]
+        return first_base, count, view[start:stop], first_ts, max_ts
 
     async def _out_of_range(self, log_start: int, high_watermark: int) -> None:
         p = self.progress

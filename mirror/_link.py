@@ -28,8 +28,10 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import trio
 
@@ -38,13 +40,38 @@ from node.protocol import ErrorCode
 
 from ._cluster import SiteClient, TopicMeta
 from ._config import OFFSET_PRESERVING, LinkConfig, MirrorError
-from ._copier import PartitionCopier, PartitionProgress
+from ._copier import LatencyHistogram, PartitionCopier, PartitionProgress
 
 log = logging.getLogger("strait.mirror.link")
 
 LINK_KEY = "strait.mirror.link"
 # Overrides that name the source site's brokers: meaningless (or harmful) on the target.
 SITE_SPECIFIC_CONFIGS = frozenset({"leader.replication.throttled.replicas", "follower.replication.throttled.replicas"})
+
+
+class Membership(Protocol):
+    """How several mirror processes share a link's partitions (see ``mirror._members``).
+
+    ``claim(topic, partition)`` is entered by the task that copies the partition: it waits
+    until this process owns the partition, and cancels the body when ownership moves to
+    another process (the task then waits again). ``leader`` is True on the one process that
+    runs group offset sync.
+    """
+
+    @property
+    def leader(self) -> bool: ...
+
+    def claim(self, topic: str, partition: int) -> AbstractAsyncContextManager[None]: ...
+
+
+class SoleMember:
+    """The membership of a mirror process that runs a link alone: it owns every partition."""
+
+    leader = True
+
+    @asynccontextmanager
+    async def claim(self, topic: str, partition: int) -> AsyncIterator[None]:
+        yield
 
 
 @dataclass
@@ -79,8 +106,10 @@ class LinkRunner:
         *,
         fetch_max_wait_ms: int = 500,
         request_timeout_s: float = 10.0,
+        membership: Membership | None = None,
     ) -> None:
         self.config = config
+        self.membership: Membership = membership if membership is not None else SoleMember()
         self.fetch_max_wait_ms = fetch_max_wait_ms
         self.request_timeout_s = request_timeout_s
         self.state = "stopped"  # stopped, starting, running, paused
@@ -350,7 +379,13 @@ class LinkRunner:
         progress = copy.copier.progress
         with copy.scope:
             try:
-                await copy.copier.run()
+                while True:  # a claim's body is cancelled when the partition moves to another process
+                    progress.state = "unassigned"
+                    async with self.membership.claim(progress.topic, progress.partition):
+                        progress.mirrored_offset = -1  # ask the target: another process may have copied
+                        progress.state = "starting"
+                        await copy.copier.run()
+                    await trio.lowlevel.checkpoint()
             except Exception as exc:
                 # Outages are the copier's own business (it retries them); anything reaching here
                 # is a bug: show it, keep the other partitions going, retry on the next pass.
@@ -370,15 +405,29 @@ class LinkRunner:
     def status(self) -> dict[str, Any]:
         """The link's state as plain JSON-able values: config, sync, per-partition progress, conflicts."""
         topics = {}
-        totals = {"lag_records": 0, "records_copied": 0, "bytes_copied": 0, "gap_records": 0, "partitions": 0}
+        totals: dict[str, Any] = {
+            "lag_records": 0,
+            "lag_bytes": 0,
+            "lag_seconds": 0.0,
+            "records_copied": 0,
+            "bytes_copied": 0,
+            "gap_records": 0,
+            "partitions": 0,
+        }
+        latency = LatencyHistogram()
+        now_ms = int(time.time() * 1000)
         for name in sorted(self._topics):
             topic = self._topics[name]
             parts = []
             for partition in sorted(topic.progress):
-                entry = _progress_dict(topic.progress[partition])
+                progress = topic.progress[partition]
+                entry = _progress_dict(progress, now_ms)
                 parts.append(entry)
+                latency.merge(progress.latency)
                 totals["partitions"] += 1
                 totals["lag_records"] += max(0, entry["lag_records"])
+                totals["lag_bytes"] += max(0, entry["lag_bytes"])
+                totals["lag_seconds"] = max(totals["lag_seconds"], entry["lag_seconds"])
                 totals["records_copied"] += entry["records_copied"]
                 totals["bytes_copied"] += entry["bytes_copied"]
                 totals["gap_records"] += entry["gap_records"]
@@ -397,10 +446,11 @@ class LinkRunner:
             "topics": topics,
             "conflicts": [{"topic": t, "reason": r} for t, r in sorted(self._conflicts.items())],
             "totals": totals,
+            "latency": latency.to_dict(),
         }
 
 
-def _progress_dict(p: PartitionProgress) -> dict[str, Any]:
+def _progress_dict(p: PartitionProgress, now_ms: int) -> dict[str, Any]:
     return {
         "partition": p.partition,
         "state": p.state,
@@ -408,6 +458,8 @@ def _progress_dict(p: PartitionProgress) -> dict[str, Any]:
         "source_high_watermark": p.source_high_watermark,
         "source_log_start": p.source_log_start,
         "lag_records": p.lag_records,
+        "lag_bytes": p.lag_bytes,
+        "lag_seconds": p.lag_seconds(now_ms),
         "records_copied": p.records_copied,
         "bytes_copied": p.bytes_copied,
         "gaps": [[start, end] for start, end in p.gaps],
