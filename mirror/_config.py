@@ -7,8 +7,8 @@ Links are read from a TOML file (Python's ``tomllib``), one ``[[link]]`` table p
     mode = "offset-preserving"             # or "mm2" (not built yet: refused at start)
     sync_interval_s = 5                    # topic discovery and config sync; 0 < s <= 10
     group_sync_interval_s = 5              # group offset sync; > 0
-    source = { name = "east", bootstrap = "10.0.0.1:9092,10.0.0.2:9092" }
-    target = { name = "west", bootstrap = ["10.1.0.1:9092", "10.1.0.2:9092"] }
+    source = { name = "east", bootstrap = "10.0.0.1:9092,10.0.0.2:9092", tls = { ca = "ca.pem" } }
+    target = { name = "west", bootstrap = ["10.1.0.1:9092"], zookeeper = "10.1.0.1:2181/west" }
     topics = { include = ["orders.*"], exclude = ["orders-private"] }
     groups = { include = [".*"], exclude = [] }
 
@@ -43,7 +43,9 @@ _LEGAL_NAME = re.compile(r"[A-Za-z0-9._-]+")
 _INTERNAL_PREFIX = "__"
 
 _LINK_KEYS = ("name", "mode", "source", "target", "topics", "groups", "sync_interval_s", "group_sync_interval_s")
-_SITE_KEYS = ("name", "bootstrap")
+_SITE_KEYS = ("name", "bootstrap", "zookeeper", "tls")
+_REQUIRED_SITE_KEYS = ("name", "bootstrap")
+_TLS_KEYS = ("ca", "cert", "key", "check_hostname")
 _FILTER_KEYS = ("include", "exclude")
 
 
@@ -56,11 +58,38 @@ class ConfigError(MirrorError):
 
 
 @dataclass(frozen=True)
+class TlsConfig:
+    """TLS to a site's brokers: CA bundle (None: the system's), optional client certificate and key."""
+
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = None
+    check_hostname: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ca": self.ca, "cert": self.cert, "key": self.key, "check_hostname": self.check_hostname}
+
+
+@dataclass(frozen=True)
 class SiteRef:
-    """One end of a link: the site's name (for logs and status) and its bootstrap addresses."""
+    """One end of a link: the site's name (for logs and status) and its bootstrap addresses.
+
+    ``zookeeper`` (the target's) lets several mirror processes share the link; ``tls`` makes
+    connections to the site's brokers use TLS.
+    """
 
     name: str
     bootstrap: str  # "host:port,host:port"
+    zookeeper: str | None = None  # "host:port,host:port/chroot"
+    tls: TlsConfig | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "bootstrap": self.bootstrap}
+        if self.zookeeper is not None:
+            out["zookeeper"] = self.zookeeper
+        if self.tls is not None:
+            out["tls"] = self.tls.to_dict()
+        return out
 
 
 @dataclass(frozen=True)
@@ -99,8 +128,8 @@ class LinkConfig:
         return {
             "name": self.name,
             "mode": self.mode,
-            "source": {"name": self.source.name, "bootstrap": self.source.bootstrap},
-            "target": {"name": self.target.name, "bootstrap": self.target.bootstrap},
+            "source": self.source.to_dict(),
+            "target": self.target.to_dict(),
             "topics": self.topics.to_dict(),
             "groups": self.groups.to_dict(),
             "sync_interval_s": self.sync_interval_s,
@@ -181,7 +210,7 @@ def _parse_site(value: Any, where: str, key: str) -> SiteRef:
     if not isinstance(value, dict):
         raise ConfigError(f"{where}: {key}: must be a table with name and bootstrap, not {value!r}")
     _refuse_unknown(value, _SITE_KEYS, where, prefix=f"{key}.")
-    for required in _SITE_KEYS:
+    for required in _REQUIRED_SITE_KEYS:
         if required not in value:
             raise ConfigError(f"{where}: {key}.{required}: missing")
     name = _check_name(value["name"], where, f"{key}.name")
@@ -195,10 +224,45 @@ def _parse_site(value: Any, where: str, key: str) -> SiteRef:
     if not addresses:
         raise ConfigError(f"{where}: {key}.bootstrap: no address given")
     for address in addresses:
-        host, _, port = address.rpartition(":")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        if not _is_host_port(address):
             raise ConfigError(f"{where}: {key}.bootstrap: {address!r} is not host:port")
-    return SiteRef(name, ",".join(addresses))
+    zookeeper = value.get("zookeeper")
+    if zookeeper is not None:
+        hosts = zookeeper.partition("/")[0] if isinstance(zookeeper, str) else ""
+        if not hosts or not all(_is_host_port(a) for a in hosts.split(",")):
+            raise ConfigError(f"{where}: {key}.zookeeper: {zookeeper!r} is not 'host:port,...[/chroot]'")
+    tls = _parse_tls(value["tls"], where, f"{key}.tls") if "tls" in value else None
+    return SiteRef(name, ",".join(addresses), zookeeper, tls)
+
+
+def _is_host_port(address: str) -> bool:
+    host, _, port = address.strip().rpartition(":")
+    return bool(host) and port.isdigit() and 0 < int(port) < 65536
+
+
+def _parse_tls(value: Any, where: str, key: str) -> TlsConfig | None:
+    """``tls = true`` (system CAs), ``false`` (no TLS) or a table of ca, cert, key, check_hostname."""
+    if value is False:
+        return None
+    if value is True:
+        return TlsConfig()
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: {key}: must be true, false or a table (ca, cert, key, check_hostname)")
+    _refuse_unknown(value, _TLS_KEYS, where, prefix=f"{key}.")
+    files: dict[str, str | None] = {}
+    for name in ("ca", "cert", "key"):
+        path = value.get(name)
+        if path is not None and (not isinstance(path, str) or not path):
+            raise ConfigError(f"{where}: {key}.{name}: must be a file path, not {path!r}")
+        if path is not None and not Path(path).is_file():
+            raise ConfigError(f"{where}: {key}.{name}: {path!r} is not a readable file")
+        files[name] = path
+    if (files["cert"] is None) != (files["key"] is None):
+        raise ConfigError(f"{where}: {key}: cert and key go together (a client certificate needs its key)")
+    check = value.get("check_hostname", True)
+    if not isinstance(check, bool):
+        raise ConfigError(f"{where}: {key}.check_hostname: must be true or false, not {check!r}")
+    return TlsConfig(files["ca"], files["cert"], files["key"], check)
 
 
 def _parse_filter(value: Any, where: str, key: str) -> NameFilter:
