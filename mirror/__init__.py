@@ -3,6 +3,7 @@
 See docs/mirror.md. ``load_links`` reads the link file; ``LinkRunner(link).run()`` runs one link.
 """
 
+from ._cluster import SiteClient as SiteClient
 from ._config import ConfigError as ConfigError
 from ._config import LinkConfig as LinkConfig
 from ._config import MirrorError as MirrorError
@@ -14,6 +15,8 @@ from ._config import parse_links as parse_links
 from ._copier import LATENCY_BUCKETS as LATENCY_BUCKETS
 from ._copier import LatencyHistogram as LatencyHistogram
 from ._copier import PartitionProgress as PartitionProgress
+from ._groups import GroupState as GroupState
+from ._groups import GroupSync as GroupSync
 from ._link import LINK_KEY as LINK_KEY
 from ._link import LinkRunner as LinkRunner
 from ._link import Membership as Membership

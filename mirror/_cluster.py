@@ -269,3 +269,146 @@ class SiteClient:
             raise ClientError.from_code(
                 result.error_code, f"altering the configs of {name!r} on site {self.name}", result.error_message
             )
+
+    # -- consumer groups (what group offset sync needs) ----------------------------------------------
+
+    async def list_groups(self) -> list[str]:
+        """Every consumer group of the site: ListGroups asked of every broker (each lists its own)."""
+        if not self.brokers:
+            await self.refresh()
+        groups: set[str] = set()
+        for broker_id in list(self.brokers):
+            try:
+                conn = await self.connection(broker_id)
+                body = await conn.request(
+                    ApiKey.LIST_GROUPS, conn.version(ApiKey.LIST_GROUPS, 2), {}, timeout=self.timeout
+                )
+            except ClientError:
+                await self.forget(broker_id)
+                raise
+            if body.error_code:
+                raise ClientError.from_code(body.error_code, f"ListGroups on broker {broker_id} of site {self.name}")
+            groups.update(g.group_id for g in body.groups if g.protocol_type in ("consumer", ""))
+        return sorted(groups)
+
+    async def _coordinator(self, group: str) -> NodeConnection:
+        if not self.brokers:
+            await self.refresh()
+        last: ClientError | None = None
+        for broker_id in list(self.brokers):
+            try:
+                conn = await self.connection(broker_id)
+                body = await conn.request(
+                    ApiKey.FIND_COORDINATOR,
+                    conn.version(ApiKey.FIND_COORDINATOR, 2),
+                    {"key": group, "key_type": 0},
+                    timeout=self.timeout,
+                )
+            except ClientError as exc:
+                last = exc
+                await self.forget(broker_id)
+                continue
+            if body.error_code:
+                raise ClientError.from_code(
+                    body.error_code, f"finding the coordinator of group {group!r} on site {self.name}"
+                )
+            if body.node_id not in self.brokers:
+                await self.refresh()
+            return await self.connection(body.node_id)
+        raise ClientError(f"site {self.name}: no broker answered FindCoordinator ({last})")
+
+    async def committed_offsets(self, group: str) -> dict[tuple[str, int], int]:
+        """The group's committed offsets (OffsetFetch v2+ with topics null: all of them)."""
+        conn = await self._coordinator(group)
+        body = await conn.request(
+            ApiKey.OFFSET_FETCH,
+            conn.version(ApiKey.OFFSET_FETCH, 5),
+            {"group_id": group, "topics": None},
+            timeout=self.timeout,
+        )
+        if body.error_code:
+            raise ClientError.from_code(body.error_code, f"OffsetFetch of group {group!r} on site {self.name}")
+        return {
+            (t.name, p.partition_index): p.committed_offset
+            for t in body.topics
+            for p in t.partitions
+            if p.error_code == 0 and p.committed_offset >= 0
+        }
+
+    async def group_members(self, group: str) -> tuple[str, int]:
+        """(state, number of members) of a group; ("Dead", 0) for a group the site does not know."""
+        conn = await self._coordinator(group)
+        body = await conn.request(
+            ApiKey.DESCRIBE_GROUPS,
+            conn.version(ApiKey.DESCRIBE_GROUPS, 4),
+            {"groups": [group], "include_authorized_operations": False},
+            timeout=self.timeout,
+        )
+        g = body.groups[0]
+        if g.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
+            return "Dead", 0
+        if g.error_code:
+            raise ClientError.from_code(g.error_code, f"DescribeGroups {group!r} on site {self.name}")
+        return g.group_state, len(g.members)
+
+    async def commit_offsets(self, group: str, offsets: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        """Commit as an administrator (generation -1, no member): refused unless the group is empty.
+
+        Returns the partitions the coordinator refused, with their error codes.
+        """
+        conn = await self._coordinator(group)
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for (topic, partition), offset in sorted(offsets.items()):
+            topics.setdefault(topic, []).append(
+                {"partition_index": partition, "committed_offset": offset, "committed_metadata": ""}
+            )
+        body = await conn.request(
+            ApiKey.OFFSET_COMMIT,
+            conn.version(ApiKey.OFFSET_COMMIT, 7),
+            {
+                "group_id": group,
+                "generation_id_or_member_epoch": -1,
+                "member_id": "",
+                "group_instance_id": None,
+                "retention_time_ms": -1,
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+            },
+            timeout=self.timeout,
+        )
+        return {(t.name, p.partition_index): p.error_code for t in body.topics for p in t.partitions if p.error_code}
+
+    async def end_offsets(self, topic: str, partitions: list[int]) -> dict[int, int]:
+        """Each partition's log end offset (ListOffsets LATEST at its leader); -1 where unknown."""
+        out = dict.fromkeys(partitions, -1)
+        by_leader: dict[int, list[int]] = {}
+        for p in partitions:
+            by_leader.setdefault(self.leader(topic, p), []).append(p)
+        if -1 in by_leader:
+            await self.refresh([topic])
+            by_leader = {}
+            for p in partitions:
+                by_leader.setdefault(self.leader(topic, p), []).append(p)
+        for leader, parts in by_leader.items():
+            if leader < 0:
+                continue
+            try:
+                conn = await self.connection(leader)
+                body = await conn.request(
+                    ApiKey.LIST_OFFSETS,
+                    conn.version(ApiKey.LIST_OFFSETS, 1),
+                    {
+                        "replica_id": -1,
+                        "topics": [
+                            {"name": topic, "partitions": [{"partition_index": p, "timestamp": -1} for p in parts]}
+                        ],
+                    },
+                    timeout=self.timeout,
+                )
+            except ClientError:
+                await self.forget(leader)
+                raise
+            for t in body.topics:
+                for part in t.partitions:
+                    if part.error_code == 0:
+                        out[part.partition_index] = part.offset
+        return out

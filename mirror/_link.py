@@ -41,6 +41,7 @@ from node.protocol import ErrorCode
 from ._cluster import SiteClient, TopicMeta
 from ._config import OFFSET_PRESERVING, LinkConfig, MirrorError
 from ._copier import LatencyHistogram, PartitionCopier, PartitionProgress
+from ._groups import GroupSync
 
 log = logging.getLogger("strait.mirror.link")
 
@@ -122,6 +123,7 @@ class LinkRunner:
         self._syncs = 0
         self._last_sync_ms: int | None = None
         self._last_sync_error: str | None = None
+        self._groups: GroupSync | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -144,6 +146,7 @@ class LinkRunner:
         source = SiteClient(cfg.source.name, cfg.source.bootstrap, client_id=client_id, timeout=self.request_timeout_s)
         target = SiteClient(cfg.target.name, cfg.target.bootstrap, client_id=client_id, timeout=self.request_timeout_s)
         self._source, self._target = source, target
+        self._groups = GroupSync(cfg, source, target, lambda topic: topic in self._topics)
         self.state = "starting"
         try:
             async with trio.open_nursery() as nursery:
@@ -152,6 +155,7 @@ class LinkRunner:
                 next_pass = trio.current_time()
                 await self._sync_pass()
                 self.state = "paused" if self._paused else "running"
+                nursery.start_soon(self._groups.run, lambda: self.membership.leader and not self._paused)
                 task_status.started()
                 while True:
                     next_pass += cfg.sync_interval_s
@@ -447,6 +451,7 @@ class LinkRunner:
             "conflicts": [{"topic": t, "reason": r} for t, r in sorted(self._conflicts.items())],
             "totals": totals,
             "latency": latency.to_dict(),
+            "group_sync": self._groups.status() if self._groups is not None else None,
         }
 
 
