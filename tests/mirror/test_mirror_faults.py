@@ -1,0 +1,63 @@
+"""A link under faults on the source site: every acknowledged record reaches the target at its
+acknowledged offset, once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from chaos.ledger import Ledger, check
+from chaos.workload import ProducerWorkload, read_back
+from mirror import LinkRunner
+from tests.mirror.conftest import Site
+from tests.mirror.test_link import RunningLink, create, ends, link_config
+from tests.node.harness import wait_for
+
+pytestmark = pytest.mark.integration
+
+FAST = "sync_interval_s = 0.5\n"
+
+
+def leader_of(site: Site, topic: str, partition: int) -> int:
+    client = AdminClient({"bootstrap.servers": site.bootstrap})
+    return int(client.list_topics(timeout=10).topics[topic].partitions[partition].leader)
+
+
+def assert_mirrored_exactly(ledger: Ledger, east: Site, west: Site, topic: str) -> None:
+    wait_for(f"{topic} on west to reach east's end offsets", lambda: ends(west, topic) == ends(east, topic), 60)
+    on_west = read_back(west.bootstrap, topic)
+    result = check(ledger, on_west)
+    assert result.acknowledged > 0
+    assert (result.lost, result.moved, result.duplicates, result.conflicts) == ([], [], [], []), result
+    assert sorted(on_west) == sorted(read_back(east.bootstrap, topic))
+
+
+def test_the_link_follows_a_new_source_leader_when_the_old_one_is_killed(
+    two_sites: tuple[Site, Site], tmp_path: Path
+) -> None:
+    east, west = two_sites
+    topic = "orders"
+    create(east, topic, 1, **{"min.insync.replicas": "2"})
+    ledger = Ledger()
+    with (
+        RunningLink(LinkRunner(link_config(east, west, tmp_path, FAST))) as link,
+        ProducerWorkload(east.bootstrap, topic, ledger, rate=300) as workload,
+    ):
+        workload.wait_for_acks(300, timeout=30)
+        wait_for("some records on west", lambda: ends(west, topic).get(0, 0) > 100, 30)
+        old = leader_of(east, topic, 0)
+        victim = next(n for n in east.nodes if n.broker_id == old)
+        victim.kill()
+        wait_for("a new leader on east", lambda: leader_of(east, topic, 0) not in (-1, old), 30)
+        acked = workload.acked
+        workload.wait_for_acks(acked + 600, timeout=60)
+        victim.start()
+        workload.wait_for_acks(workload.acked + 300, timeout=60)
+        workload.stop()
+        assert_mirrored_exactly(ledger, east, west, topic)
+        status = link.status()
+        (partition,) = status["topics"][topic]["partitions"]
+        assert partition["gaps"] == [] and partition["state"] == "copying"
+        assert partition["errors"] >= 1  # it did see the leader go
