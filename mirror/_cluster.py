@@ -9,6 +9,7 @@ reconnects after outages. Every call is bounded by ``timeout``.
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,8 +47,17 @@ class TopicMeta:
 class SiteClient:
     """Metadata and per-broker connections for one site (``bootstrap`` is "h:p,h:p")."""
 
-    def __init__(self, name: str, bootstrap: str, *, client_id: str, timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        name: str,
+        bootstrap: str,
+        *,
+        client_id: str,
+        timeout: float = 10.0,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
         self.name = name
+        self.ssl_context = ssl_context
         self.bootstrap = [a.strip() for a in bootstrap.split(",") if a.strip()]
         if not self.bootstrap:
             raise ValueError(f"site {name!r}: no bootstrap address in {bootstrap!r}")
@@ -65,6 +75,12 @@ class SiteClient:
             await conn.aclose()
         self._conns.clear()
 
+    async def open(self, address: str) -> NodeConnection:
+        """A new connection to one of the site's brokers (TLS when the site is configured so)."""
+        return await NodeConnection.open(
+            address, client_id=self.client_id, timeout=self.timeout, ssl_context=self.ssl_context
+        )
+
     # -- metadata ------------------------------------------------------------------------------
 
     async def refresh(self, topics: list[str] | None = None) -> dict[str, TopicMeta]:
@@ -74,9 +90,7 @@ class SiteClient:
             last: Exception | None = None
             for address in dict.fromkeys(addresses):
                 try:
-                    async with await NodeConnection.open(
-                        address, client_id=self.client_id, timeout=self.timeout
-                    ) as conn:
+                    async with await self.open(address) as conn:
                         body = await conn.request(
                             ApiKey.METADATA,
                             conn.version(ApiKey.METADATA, METADATA_VERSION),
@@ -126,7 +140,7 @@ class SiteClient:
         async with lock:
             conn = self._conns.get(broker_id)
             if conn is None:
-                conn = await NodeConnection.open(address, client_id=self.client_id, timeout=self.timeout)
+                conn = await self.open(address)
                 self._conns[broker_id] = conn
         return conn
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import ssl
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -68,6 +69,18 @@ class TlsConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return {"ca": self.ca, "cert": self.cert, "key": self.key, "check_hostname": self.check_hostname}
+
+    def context(self) -> ssl.SSLContext:
+        """A client context: verifies the brokers' certificates (TLS 1.2 or later); ConfigError if a file is bad."""
+        try:
+            ctx = ssl.create_default_context(cafile=self.ca)
+            if self.cert is not None:
+                ctx.load_cert_chain(self.cert, self.key)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(f"TLS files {self.to_dict()}: {exc}") from None
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ctx.check_hostname = self.check_hostname
+        return ctx
 
 
 @dataclass(frozen=True)

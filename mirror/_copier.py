@@ -193,7 +193,7 @@ class PartitionCopier:
             raise ClientError(
                 f"site {site.name}: {p.topic}-{p.partition} has no leader", ErrorCode.LEADER_NOT_AVAILABLE
             )
-        return await NodeConnection.open(address, client_id=site.client_id, timeout=site.timeout)
+        return await site.open(address)
 
     async def _append(self, records: bytes | memoryview | None, *, start_offset: int = -1) -> bool:
         """MirrorAppend at the known end; True when the target took it (progress updated)."""

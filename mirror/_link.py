@@ -143,8 +143,16 @@ class LinkRunner:
         if self._nursery is not None:
             raise MirrorError(f"link {cfg.name!r} is already running")
         client_id = f"strait-mirror-{cfg.name}"
-        source = SiteClient(cfg.source.name, cfg.source.bootstrap, client_id=client_id, timeout=self.request_timeout_s)
-        target = SiteClient(cfg.target.name, cfg.target.bootstrap, client_id=client_id, timeout=self.request_timeout_s)
+        source, target = (
+            SiteClient(
+                site.name,
+                site.bootstrap,
+                client_id=client_id,
+                timeout=self.request_timeout_s,
+                ssl_context=site.tls.context() if site.tls is not None else None,
+            )
+            for site in (cfg.source, cfg.target)
+        )
         self._source, self._target = source, target
         self._groups = GroupSync(cfg, source, target, lambda topic: topic in self._topics)
         self.state = "starting"

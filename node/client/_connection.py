@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import ssl
 import struct
 from collections.abc import Mapping
 from typing import Any
@@ -30,7 +31,7 @@ class ClientError(Exception):
 
 
 class NodeConnection:
-    def __init__(self, stream: trio.SocketStream, address: str, client_id: str) -> None:
+    def __init__(self, stream: trio.abc.Stream, address: str, client_id: str) -> None:
         self.stream = stream
         self.address = address
         self.client_id = client_id
@@ -40,13 +41,34 @@ class NodeConnection:
         self.versions: dict[int, tuple[int, int]] = {}
 
     @classmethod
-    async def open(cls, address: str, *, client_id: str = "strait", timeout: float = 10.0) -> NodeConnection:
+    async def open(
+        cls,
+        address: str,
+        *,
+        client_id: str = "strait",
+        timeout: float = 10.0,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> NodeConnection:
+        """Connect (over TLS when ``ssl_context`` is given, checking the certificate against the
+        host name of ``address`` as the context says) and ask ApiVersions."""
         host, _, port = address.rpartition(":")
         if not host or not port.isdigit():
             raise ClientError(f"bad broker address {address!r}: expected host:port")
+        stream: trio.abc.Stream
         try:
             with trio.fail_after(timeout):
                 stream = await trio.open_tcp_stream(host, int(port))
+                if ssl_context is not None:
+                    tls = trio.SSLStream(stream, ssl_context, server_hostname=host)
+                    try:
+                        await tls.do_handshake()
+                    except BaseException:
+                        await trio.aclose_forcefully(stream)
+                        raise
+                    stream = tls
+        except trio.BrokenResourceError as exc:
+            cause = exc.__cause__ or exc
+            raise ClientError(f"TLS handshake with {address} failed: {cause}") from None
         except (OSError, trio.TooSlowError) as exc:
             raise ClientError(f"cannot connect to {address}: {exc or 'timed out'}") from None
         conn = cls(stream, address, client_id)
