@@ -11,8 +11,8 @@ import socket
 import subprocess
 import threading
 import uuid
-from functools import partial
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
