@@ -42,6 +42,11 @@ log = logging.getLogger("strait.mirror.groups")
 Translate = Callable[[str, int, int], Awaitable[tuple[str, int] | None]]
 
 
+#: Called with a group and its translated offsets as (source topic, partition, source offset,
+#: target offset), before the target's members are looked at (MM2 mode: checkpoints).
+Checkpointer = Callable[[str, list[tuple[str, int, int, int]]], Awaitable[None]]
+
+
 async def same_offsets(topic: str, partition: int, offset: int) -> tuple[str, int] | None:
     """Offset-preserving mode: the mirror topic has the source topic's name and offsets."""
     return topic, offset
@@ -85,12 +90,16 @@ class GroupSync:
         mirrored: Callable[[str], bool],
         *,
         translate: Translate = same_offsets,
+        prepare: Callable[[], Awaitable[object]] | None = None,
+        checkpoint: Checkpointer | None = None,
     ) -> None:
         self.config = config
         self.source = source
         self.target = target
         self.mirrored = mirrored
         self.translate = translate
+        self.prepare = prepare
+        self.checkpoint = checkpoint
         self.groups: dict[str, GroupState] = {}
         self.passes = 0
         self.last_error: str | None = None
@@ -105,6 +114,8 @@ class GroupSync:
 
     async def sync_once(self) -> None:
         try:
+            if self.prepare is not None:
+                await self.prepare()  # MM2 mode: read the offset syncs written since the last pass
             groups = [g for g in await self.source.list_groups() if self.config.mirrors_group(g)]
         except ClientError as exc:
             self.last_error = f"listing the groups of site {self.source.name}: {exc}"
@@ -128,6 +139,7 @@ class GroupSync:
         group = state.group
         committed = await self.source.committed_offsets(group)
         wanted: dict[tuple[str, int], int] = {}
+        translated: list[tuple[str, int, int, int]] = []
         for (topic, partition), offset in committed.items():
             if not self.mirrored(topic):
                 continue
@@ -135,10 +147,13 @@ class GroupSync:
             if mapped is not None:
                 target_topic, target_offset = mapped
                 wanted[(target_topic, partition)] = target_offset
+                translated.append((topic, partition, offset, target_offset))
         if not wanted:
             state.state = "nothing-to-sync"
             state.last_error = None
             return
+        if self.checkpoint is not None:
+            await self.checkpoint(group, translated)
         group_state, members = await self.target.group_members(group)
         if members:
             if state.state != "active-on-target":

@@ -39,13 +39,24 @@ from node.client import ClientError
 from node.protocol import ErrorCode
 
 from ._cluster import SiteClient, TopicMeta
-from ._config import OFFSET_PRESERVING, LinkConfig, MirrorError
+from ._config import MM2, OFFSET_PRESERVING, LinkConfig, MirrorError
 from ._copier import LatencyHistogram, PartitionCopier, PartitionProgress
 from ._groups import GroupSync
+from ._mm2 import (
+    MM2PartitionCopier,
+    OffsetSyncStore,
+    checkpoint_topic_name,
+    emit_heartbeat,
+    mm2_selects,
+    offset_syncs_topic,
+    remote_topic,
+    write_checkpoints,
+)
 
 log = logging.getLogger("strait.mirror.link")
 
 LINK_KEY = "strait.mirror.link"
+HEARTBEAT_INTERVAL_S = 1.0  # MirrorMaker 2's emit.heartbeats.interval.seconds default
 # Overrides that name the source site's brokers: meaningless (or harmful) on the target.
 SITE_SPECIFIC_CONFIGS = frozenset({"leader.replication.throttled.replicas", "follower.replication.throttled.replicas"})
 
@@ -79,7 +90,7 @@ class SoleMember:
 class _Copy:
     """One running copier and the cancel scope that stops it."""
 
-    copier: PartitionCopier
+    copier: PartitionCopier | MM2PartitionCopier
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     finished: bool = False  # run() returned: cancelled, or failed on a bug (restarted next pass)
 
@@ -124,6 +135,9 @@ class LinkRunner:
         self._last_sync_ms: int | None = None
         self._last_sync_error: str | None = None
         self._groups: GroupSync | None = None
+        self._offset_syncs: OffsetSyncStore | None = None
+        self._heartbeats_sent = 0
+        self._last_heartbeat_error: str | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -135,11 +149,8 @@ class LinkRunner:
         ``status()``. Cancellation stops every copier and closes the connections.
         """
         cfg = self.config
-        if cfg.mode != OFFSET_PRESERVING:
-            raise MirrorError(
-                f"link {cfg.name!r}: mode {cfg.mode!r} is not available yet; only {OFFSET_PRESERVING!r} "
-                "links can run in this version"
-            )
+        if cfg.mode not in (OFFSET_PRESERVING, MM2):
+            raise MirrorError(f"link {cfg.name!r}: unknown mode {cfg.mode!r}")
         if self._nursery is not None:
             raise MirrorError(f"link {cfg.name!r} is already running")
         client_id = f"strait-mirror-{cfg.name}"
@@ -154,7 +165,19 @@ class LinkRunner:
             for site in (cfg.source, cfg.target)
         )
         self._source, self._target = source, target
-        self._groups = GroupSync(cfg, source, target, lambda topic: topic in self._topics)
+        if self.mm2:
+            self._offset_syncs = OffsetSyncStore(source, offset_syncs_topic(cfg.target.name))
+            self._groups = GroupSync(
+                cfg,
+                source,
+                target,
+                lambda topic: topic in self._topics,
+                translate=self._mm2_translate,
+                prepare=self._offset_syncs.load,
+                checkpoint=self._mm2_checkpoint,
+            )
+        else:
+            self._groups = GroupSync(cfg, source, target, lambda topic: topic in self._topics)
         self.state = "starting"
         try:
             async with trio.open_nursery() as nursery:
@@ -164,6 +187,8 @@ class LinkRunner:
                 await self._sync_pass()
                 self.state = "paused" if self._paused else "running"
                 nursery.start_soon(self._groups.run, lambda: self.membership.leader and not self._paused)
+                if self.mm2:
+                    nursery.start_soon(self._heartbeats)
                 task_status.started()
                 while True:
                     next_pass += cfg.sync_interval_s
@@ -205,6 +230,58 @@ class LinkRunner:
     def paused(self) -> bool:
         return self._paused
 
+    # -- modes -----------------------------------------------------------------------------------
+
+    @property
+    def mm2(self) -> bool:
+        return self.config.mode == MM2
+
+    def _selects(self, topic: str) -> bool:
+        """Whether the link copies source ``topic`` (MM2 mode: also heartbeats; never a cycle)."""
+        cfg = self.config
+        if self.mm2:
+            return mm2_selects(cfg.topics, cfg.source.name, cfg.target.name, topic)
+        return cfg.mirrors_topic(topic)
+
+    def target_topic(self, topic: str) -> str:
+        """The name of source ``topic``'s copy on the target: the same, or ``<source>.<topic>`` in MM2 mode."""
+        return remote_topic(self.config.source.name, topic) if self.mm2 else topic
+
+    async def _mm2_translate(self, topic: str, partition: int, offset: int) -> tuple[str, int] | None:
+        assert self._offset_syncs is not None
+        downstream = self._offset_syncs.translate(topic, partition, offset)
+        return None if downstream is None else (self.target_topic(topic), int(downstream))
+
+    async def _mm2_checkpoint(self, group: str, entries: list[tuple[str, int, int, int]]) -> None:
+        """Write MM2 checkpoints (source topic, partition, upstream, downstream) of ``group`` on the target."""
+        assert self._target is not None
+        cfg = self.config
+        await write_checkpoints(
+            self._target,
+            cfg.source.name,
+            [
+                (group, checkpoint_topic_name(cfg.source.name, cfg.target.name, t), p, up, down, "")
+                for t, p, up, down in entries
+            ],
+        )
+
+    async def _heartbeats(self) -> None:
+        """MM2 mode: a heartbeat into the target's ``heartbeats`` topic every second (leader only)."""
+        assert self._target is not None
+        while True:
+            if self.membership.leader and not self._paused:
+                try:
+                    await emit_heartbeat(self._target, self.config.source.name, self.config.target.name)
+                    self._heartbeats_sent += 1
+                    self._last_heartbeat_error = None
+                except ClientError as exc:
+                    if self._last_heartbeat_error is None:
+                        log.warning(
+                            "link %s: heartbeat to site %s failed: %s", self.config.name, self._target.name, exc
+                        )
+                    self._last_heartbeat_error = str(exc)
+            await trio.sleep(HEARTBEAT_INTERVAL_S)
+
     # -- one sync pass -------------------------------------------------------------------------
 
     async def _sync_pass(self) -> None:
@@ -232,7 +309,7 @@ class LinkRunner:
         selected = {
             name: meta
             for name, meta in source_topics.items()
-            if not meta.is_internal and cfg.mirrors_topic(name) and meta.partitions
+            if not meta.is_internal and self._selects(name) and meta.partitions
         }
         for name in list(self._topics):
             if name not in selected:
@@ -246,11 +323,19 @@ class LinkRunner:
             return
         target_topics = await self._target.refresh()
         source_configs = await self._source.topic_overrides(sorted(selected))
-        target_configs = await self._target.topic_overrides(sorted(n for n in selected if n in target_topics))
+        target_names = {name: self.target_topic(name) for name in selected}
+        target_configs = await self._target.topic_overrides(
+            sorted(t for t in target_names.values() if t in target_topics)
+        )
         for name in sorted(selected):
+            target_name = target_names[name]
             try:
                 await self._sync_topic(
-                    name, selected[name], source_configs.get(name), target_topics.get(name), target_configs.get(name)
+                    name,
+                    selected[name],
+                    source_configs.get(name),
+                    target_topics.get(target_name),
+                    target_configs.get(target_name),
                 )
             except ClientError as exc:
                 self._set_problem(self._topics.setdefault(name, _MirrorTopic(name)), str(exc))
@@ -269,12 +354,15 @@ class LinkRunner:
             raise source_configs
         if source_configs is None:
             raise ClientError(f"site {self.config.source.name} did not describe the configs of {name!r}")
-        wanted = {k: v for k, v in source_configs.items() if k not in SITE_SPECIFIC_CONFIGS} | {LINK_KEY: link}
+        wanted = {k: v for k, v in source_configs.items() if k not in SITE_SPECIFIC_CONFIGS and k != LINK_KEY}
+        if not self.mm2:
+            wanted[LINK_KEY] = link  # read-only, and marked as this link's
         partitions = len(source_meta.partitions)
+        target_name = self.target_topic(name)
 
         if target_meta is None:
             try:
-                replication = await self._target.create_topic(name, partitions, wanted)
+                replication = await self._target.create_topic(target_name, partitions, wanted)
             except ClientError as exc:
                 if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:
                     return  # created meanwhile (by us or someone else): the next pass looks at it
@@ -282,7 +370,7 @@ class LinkRunner:
             log.info(
                 "link %s: created mirror topic %s on site %s: %d partitions, replication factor %s, configs %s",
                 link,
-                name,
+                target_name,
                 self._target.name,
                 partitions,
                 "the site's default" if replication == -1 else replication,
@@ -299,7 +387,7 @@ class LinkRunner:
         if target_configs is None:
             raise ClientError(f"site {self._target.name} did not describe the configs of {name!r}")
         owner = target_configs.get(LINK_KEY)
-        if owner != link:
+        if owner != (None if self.mm2 else link):
             self._conflict(name, owner)
             return
         self._conflicts.pop(name, None)
@@ -307,7 +395,7 @@ class LinkRunner:
         problem = None
         target_partitions = len(target_meta.partitions)
         if partitions > target_partitions:
-            await self._target.create_partitions(name, partitions)
+            await self._target.create_partitions(target_name, partitions)
             log.info(
                 "link %s: %s grew on site %s: %d -> %d partitions on site %s",
                 link,
@@ -329,9 +417,14 @@ class LinkRunner:
         to_set = {k: v for k, v in wanted.items() if target_configs.get(k) != v}
         to_delete = [k for k in target_configs if k not in wanted]
         if to_set or to_delete:
-            await self._target.alter_topic_configs(name, to_set, to_delete)
+            await self._target.alter_topic_configs(target_name, to_set, to_delete)
             log.info(
-                "link %s: %s configs on site %s: set %s, removed %s", link, name, self._target.name, to_set, to_delete
+                "link %s: %s configs on site %s: set %s, removed %s",
+                link,
+                target_name,
+                self._target.name,
+                to_set,
+                to_delete,
             )
         self._set_problem(topic, problem)
         self._start_copies(topic)
@@ -347,8 +440,12 @@ class LinkRunner:
 
     def _conflict(self, name: str, owner: str | None) -> None:
         assert self._target is not None
-        whose = "it is not a mirror topic" if owner is None else f"it is a mirror of link {owner!r}"
-        reason = f"topic {name!r} exists on site {self._target.name} and {whose}: the link leaves it alone"
+        if self.mm2:
+            whose = f"it is an offset-preserving mirror of link {owner!r}"
+        else:
+            whose = "it is not a mirror topic" if owner is None else f"it is a mirror of link {owner!r}"
+        target_name = self.target_topic(name)
+        reason = f"topic {target_name!r} exists on site {self._target.name} and {whose}: the link leaves it alone"
         if self._conflicts.get(name) != reason:
             log.warning("link %s: %s", self.config.name, reason)
         self._conflicts[name] = reason
@@ -367,14 +464,28 @@ class LinkRunner:
             running = topic.copies.get(partition)
             if running is not None and not running.finished:
                 continue
-            copier = PartitionCopier(
-                self.config.name,
-                self._source,
-                self._target,
-                topic.name,
-                partition,
-                fetch_max_wait_ms=self.fetch_max_wait_ms,
-            )
+            copier: PartitionCopier | MM2PartitionCopier
+            if self.mm2:
+                copier = MM2PartitionCopier(
+                    self._source,
+                    self._target,
+                    self.config.source.name,
+                    self.config.target.name,
+                    topic.name,
+                    partition,
+                    offset_syncs=self._offset_syncs,
+                    link=self.config.name,
+                    fetch_max_wait_ms=self.fetch_max_wait_ms,
+                )
+            else:
+                copier = PartitionCopier(
+                    self.config.name,
+                    self._source,
+                    self._target,
+                    topic.name,
+                    partition,
+                    fetch_max_wait_ms=self.fetch_max_wait_ms,
+                )
             progress = topic.progress.get(partition)
             if progress is None:
                 topic.progress[partition] = copier.progress
@@ -444,6 +555,7 @@ class LinkRunner:
                 totals["bytes_copied"] += entry["bytes_copied"]
                 totals["gap_records"] += entry["gap_records"]
             topics[name] = {
+                "target_topic": self.target_topic(name),
                 "source_partitions": topic.source_partitions,
                 "target_partitions": topic.target_partitions,
                 "problem": topic.problem,
@@ -460,6 +572,9 @@ class LinkRunner:
             "totals": totals,
             "latency": latency.to_dict(),
             "group_sync": self._groups.status() if self._groups is not None else None,
+            "heartbeats": {"sent": self._heartbeats_sent, "last_error": self._last_heartbeat_error}
+            if self.mm2
+            else None,
         }
 
 

@@ -21,7 +21,7 @@ import trio
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic
 
-from mirror import LINK_KEY, ConfigError, LinkConfig, LinkRunner, MirrorError, load_links, parse_links
+from mirror import LINK_KEY, ConfigError, LinkConfig, LinkRunner, load_links, parse_links
 from tests.mirror.conftest import Site
 from tests.node.harness import wait_for
 
@@ -98,14 +98,6 @@ def test_patterns_match_whole_names_and_internal_topics_are_never_mirrored(tmp_p
     assert everything.mirrors_topic("orders")
     assert not everything.mirrors_topic("__consumer_offsets")
     assert not everything.mirrors_topic("__strait_internal")
-
-
-def test_mm2_mode_is_accepted_in_the_file_but_a_runner_refuses_to_start() -> None:
-    text = MINIMAL + 'mode = "mm2"\n'
-    (link,) = parse_links(tomllib.loads(text))
-    assert link.mode == "mm2"
-    with pytest.raises(MirrorError, match=r"link 'l': mode 'mm2' is not available yet"):
-        trio.run(LinkRunner(link).run)
 
 
 def test_an_unreachable_source_is_shown_in_status_and_retried() -> None:
