@@ -24,7 +24,7 @@ setup: $(VENV)/.installed
 	.ci/ensure-kcat
 
 run: setup
-	$(BIN)/strait up --data-dir .strait --nodes 3
+	$(BIN)/strait up --dir .strait
 
 lint: setup
 	$(BIN)/ruff check .

@@ -1,8 +1,11 @@
 """The cross-site mirror service: links that keep a target site's mirror topics in step with a source site.
 
-See docs/mirror.md. ``load_links`` reads the link file; ``LinkRunner(link).run()`` runs one link.
+See docs/mirror.md. ``load_links`` reads the link file; ``LinkRunner(link).run()`` runs one link;
+``MirrorService`` runs the links of a file with the admin API (docs/mirror-service.md).
 """
 
+from ._admin import AdminApiError as AdminApiError
+from ._admin import MirrorAdminClient as MirrorAdminClient
 from ._cluster import SiteClient as SiteClient
 from ._config import ConfigError as ConfigError
 from ._config import LinkConfig as LinkConfig
@@ -21,3 +24,6 @@ from ._link import LINK_KEY as LINK_KEY
 from ._link import LinkRunner as LinkRunner
 from ._link import Membership as Membership
 from ._link import SoleMember as SoleMember
+from ._members import ZkMembership as ZkMembership
+from ._service import MirrorService as MirrorService
+from ._service import ServiceReady as ServiceReady

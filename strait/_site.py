@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 READY_TIMEOUT_S = 60.0  # from spawning the nodes until every one serves and reports /health ok
 LEADERS_TIMEOUT_S = 30.0  # then the site is announced anyway, naming the partitions without one
@@ -185,6 +185,9 @@ class LocalSite:
             "min.insync.replicas": str(min(2, count)),
         }
         return props | self.properties
+
+    def announce(self) -> str:
+        return announcement(self)
 
     def describe(self) -> dict[str, object]:
         """What ``site.json`` holds."""
@@ -450,9 +453,30 @@ def _write_atomically(path: Path, text: str) -> None:
 # -- the foreground launcher (``strait up``, ``strait site up``) ---------------------------------
 
 
-def serve(sites: Sequence[LocalSite], echo: Callable[..., None]) -> int:
-    """Start ``sites`` in order, print their addresses, run until SIGINT, SIGTERM or SIGHUP, then
-    stop them in reverse order. A second signal hurries the stop (SIGKILL instead of waiting);
+class Component(Protocol):
+    """What ``serve`` runs: a LocalSite, or the appliance's LocalMirror."""
+
+    name: str
+
+    def start(self, stop_requested: Callable[[], bool] = ...) -> list[str]: ...
+
+    def poll(self) -> list[str]: ...
+
+    def stop(self, hurry: Callable[[], bool] = ...) -> list[str]: ...
+
+    def announce(self) -> str: ...
+
+
+def serve(
+    sites: Sequence[Component],
+    echo: Callable[..., None],
+    *,
+    on_ready: Callable[[], None] | None = None,
+    on_stop: Callable[[], None] | None = None,
+) -> int:
+    """Start ``sites`` (and other components) in order, print their addresses, call ``on_ready``,
+    run until SIGINT, SIGTERM or SIGHUP, then call ``on_stop`` and stop them in reverse order.
+    A second signal hurries the stop (SIGKILL instead of waiting);
     only one that comes a second or more after the first, because tools such as ``timeout``
     deliver their one SIGTERM twice (to the process and to its group).
 
@@ -471,16 +495,18 @@ def serve(sites: Sequence[LocalSite], echo: Callable[..., None]) -> int:
             hurried = True
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    started: list[LocalSite] = []
+    started: list[Component] = []
     problems: list[str] = []
     try:
         try:
             for site in sites:
                 started.append(site)
                 warnings = site.start(lambda: first_signal is not None)
-                echo(announcement(site))
+                echo(site.announce())
                 for warning in warnings:
                     echo(f"warning: {warning}", err=True)
+            if on_ready is not None:
+                on_ready()
             echo("Ctrl-C (or SIGTERM) stops everything.")
             while first_signal is None:
                 for site in sites:
@@ -492,8 +518,10 @@ def serve(sites: Sequence[LocalSite], echo: Callable[..., None]) -> int:
         except SiteError as exc:
             problems.append(str(exc))
         finally:
+            if on_stop is not None:
+                on_stop()
             for site in reversed(started):
-                echo(f"stopping site {site.name} ...")
+                echo(f"stopping {site.name} ...")
                 problems += site.stop(lambda: hurried)
     finally:
         for sig, handler in previous.items():

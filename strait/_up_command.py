@@ -1,7 +1,9 @@
-"""``strait up``: the local appliance on loopback (today one site, ``east``), until Ctrl-C.
+"""``strait up``: the local appliance on loopback, until Ctrl-C.
 
-The second site and the mirror between them arrive with the mirror service. Data lives under
-``--data-dir`` (``east/zookeeper``, ``east/node<id>``) and survives restarts of ``strait up``.
+Two sites, ``east`` and ``west`` (an embedded ZooKeeper and three nodes each), and a mirror
+east -> west for every non-internal topic and every group. Data lives under ``--dir``
+(``east/``, ``west/``, ``mirror/``) and survives restarts; ``DIR/appliance.json`` holds every
+address while it runs.
 """
 
 from __future__ import annotations
@@ -13,37 +15,37 @@ import click
 
 @click.command("up")
 @click.option(
-    "--data-dir",
+    "--dir",
+    "directory",
     type=click.Path(file_okay=False, path_type=Path),
     default=Path(".strait"),
     show_default=True,
-    help="Where ZooKeeper and the nodes keep their data.",
+    help="Where the sites and the mirror keep their data (reused on the next start).",
 )
-@click.option("--nodes", type=click.IntRange(1, 9), default=1, show_default=True, help="Broker nodes in the site.")
-@click.option("--zk-port", type=click.IntRange(0, 65535), default=0, help="ZooKeeper port (0: any free port).")
+@click.option("--nodes", type=click.IntRange(1, 9), default=3, show_default=True, help="Broker nodes per site.")
 @click.option(
     "--base-port",
     type=click.IntRange(0, 65535),
     default=19092,
     show_default=True,
-    help="Node N listens on base-port + N - 1 (0: any free port).",
+    help="east's node N listens on base-port + N - 1, west's on base-port + 100 + N - 1 (0: any free ports).",
 )
-def up(data_dir: Path, nodes: int, zk_port: int, base_port: int) -> None:
-    """Start a local site and print its addresses; Ctrl-C stops everything cleanly."""
-    from ._site import LocalSite, serve
+def up(directory: Path, nodes: int, base_port: int) -> None:
+    """Start two local sites (east, west) and a mirror east -> west; Ctrl-C stops everything."""
+    from ._appliance import Appliance
+    from ._site import serve
 
+    if base_port and base_port + 100 + nodes > 65536:
+        raise click.BadParameter(f"{base_port} leaves no room for west's ports (base-port + 100 + {nodes})")
     try:
-        # `node{id}` (not `node-{id}`): where earlier versions of `strait up` kept the data.
-        site = LocalSite(
-            data_dir / "east",
-            name="east",
-            nodes=nodes,
-            base_port=base_port,
-            zookeeper_port=zk_port,
-            node_dir="node{id}",
-        )
+        appliance = Appliance(directory, nodes=nodes, base_port=base_port)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    code = serve([site], click.echo)
+    code = serve(
+        [appliance.east, appliance.west, appliance.mirror],
+        click.echo,
+        on_ready=lambda: appliance.ready(click.echo),
+        on_stop=appliance.removed,
+    )
     if code:
         raise SystemExit(code)

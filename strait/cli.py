@@ -9,6 +9,7 @@ import click
 
 from ._groups_commands import groups_group
 from ._log_commands import log_group
+from ._mirror_commands import mirror_group
 from ._node_commands import node_group
 from ._reassign_command import reassign
 from ._site_commands import site_group
@@ -34,6 +35,7 @@ def main(verbose: bool) -> None:
 
 main.add_command(groups_group)
 main.add_command(log_group)
+main.add_command(mirror_group)
 main.add_command(node_group)
 main.add_command(site_group)
 main.add_command(topics_group)

@@ -1,0 +1,245 @@
+"""The local two-site appliance (``strait up``): sites ``east`` and ``west`` and a mirror east -> west.
+
+Layout of the appliance directory (reused on the next start: the sites come back with their
+data, the mirror with its paused/deleted links and admin token)::
+
+    DIR/east/, DIR/west/      one LocalSite each (see strait/_site.py)
+    DIR/mirror/links.toml     the link east-to-west, rewritten at every start with the sites' addresses
+    DIR/mirror/               the mirror process's state dir: state.json, admin.token, mirror.log, ready.json
+    DIR/appliance.json        every address, written once everything is ready, removed on stop
+
+The mirror is a ``strait mirror start`` process in its own session, stopped with SIGTERM after
+the sites' clients are done and before the sites stop (so it never sees its sites vanish).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from ._site import (
+    LocalSite,
+    SiteError,
+    SiteInterrupted,
+    _die_with_parent,
+    _healthy,
+    _signal_group,
+    _write_atomically,
+)
+
+APPLIANCE_FILE = "appliance.json"
+LINK_NAME = "east-to-west"
+MIRROR_READY_TIMEOUT_S = 60.0
+MIRROR_STOP_TIMEOUT_S = 30.0
+_POLL_S = 0.05
+_LOG_TAIL_LINES = 20
+
+
+class LocalMirror:
+    """One ``strait mirror start`` process running the link ``source`` -> ``target``."""
+
+    def __init__(self, directory: Path, source: LocalSite, target: LocalSite) -> None:
+        self.directory = directory.absolute()
+        self.source = source
+        self.target = target
+        self.name = "mirror"
+        self.admin_url = ""
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._exit_reported = False
+
+    @property
+    def links_path(self) -> Path:
+        return self.directory / "links.toml"
+
+    @property
+    def ready_path(self) -> Path:
+        return self.directory / "ready.json"
+
+    @property
+    def log_path(self) -> Path:
+        return self.directory / "mirror.log"
+
+    @property
+    def token_path(self) -> Path:
+        return self.directory / "admin.token"
+
+    def links_toml(self) -> str:
+        """Every non-internal topic and every group of the source, offset-preserving; several
+        mirror processes could share the link through the target's ZooKeeper."""
+        return (
+            "# Written by `strait up` at every start from the sites' addresses.\n"
+            "[[link]]\n"
+            f'name = "{LINK_NAME}"\n'
+            'mode = "offset-preserving"\n'
+            f'source = {{ name = "{self.source.name}", bootstrap = "{self.source.bootstrap}" }}\n'
+            f'target = {{ name = "{self.target.name}", bootstrap = "{self.target.bootstrap}", '
+            f'zookeeper = "{self.target.zookeeper_connect}" }}\n'
+            'topics = { include = [".*"] }\n'
+            'groups = { include = [".*"] }\n'
+        )
+
+    def start(self, stop_requested: Callable[[], bool] = lambda: False) -> list[str]:
+        """Write the link file, start the process and wait until its admin API answers /health."""
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            _write_atomically(self.links_path, self.links_toml())
+            self.ready_path.unlink(missing_ok=True)
+            self.admin_url = ""
+            self._exit_reported = False
+            with self.log_path.open("ab") as log:
+                self.proc = subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "strait.cli",
+                        "mirror",
+                        "start",
+                        "--config",
+                        str(self.links_path),
+                        "--admin",
+                        "127.0.0.1:0",
+                        "--state-dir",
+                        str(self.directory),
+                        "--ready-file",
+                        str(self.ready_path),
+                    ],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl(2), async-signal-safe
+                    env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                )
+            self._wait_ready(stop_requested)
+        except OSError as exc:
+            self.stop()
+            raise SiteError(f"mirror: {exc}") from None
+        except BaseException:
+            self.stop()
+            raise
+        return []
+
+    def _wait_ready(self, stop_requested: Callable[[], bool]) -> None:
+        assert self.proc is not None
+        deadline = time.monotonic() + MIRROR_READY_TIMEOUT_S
+        while True:
+            if stop_requested():
+                raise SiteInterrupted("mirror: stop requested while starting")
+            if self.proc.poll() is not None:
+                raise SiteError(
+                    f"mirror: exited with code {self.proc.returncode} while starting; "
+                    f"{self.log_path} ends with:\n{self.log_tail()}"
+                )
+            if not self.admin_url and self.ready_path.exists():
+                self.admin_url = str(json.loads(self.ready_path.read_text())["admin"])
+            if self.admin_url and _healthy(self.admin_url):
+                return
+            if time.monotonic() > deadline:
+                raise SiteError(
+                    f"mirror: not ready within {MIRROR_READY_TIMEOUT_S:g} s; {self.log_path} ends with:\n"
+                    f"{self.log_tail()}"
+                )
+            time.sleep(_POLL_S)
+
+    def poll(self) -> list[str]:
+        if self.proc is not None and not self._exit_reported and self.proc.poll() is not None:
+            self._exit_reported = True
+            return [f"mirror: exited on its own with code {self.proc.returncode}; see {self.log_path}"]
+        return []
+
+    def stop(self, hurry: Callable[[], bool] = lambda: False) -> list[str]:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return []
+        if proc.poll() is not None:
+            return (
+                [] if self._exit_reported else [f"mirror: had exited with code {proc.returncode}; see {self.log_path}"]
+            )
+        _signal_group(proc, signal.SIGTERM)
+        deadline = time.monotonic() + MIRROR_STOP_TIMEOUT_S
+        while proc.poll() is None and time.monotonic() < deadline and not hurry():
+            time.sleep(_POLL_S)
+        if proc.poll() is None:
+            _signal_group(proc, signal.SIGKILL)
+            proc.wait()
+            return [f"mirror: killed before it had stopped; see {self.log_path}"]
+        if proc.returncode not in (0, -signal.SIGTERM):
+            return [f"mirror: stopped with exit code {proc.returncode}; see {self.log_path}"]
+        return []
+
+    def log_tail(self) -> str:
+        try:
+            lines = self.log_path.read_text(errors="replace").splitlines()
+        except OSError as exc:
+            return f"(no log: {exc})"
+        return "\n".join(lines[-_LOG_TAIL_LINES:])
+
+    def announce(self) -> str:
+        return "\n".join(
+            [
+                f"mirror: link {LINK_NAME} ({self.source.name} -> {self.target.name}, every topic and group)",
+                f"  admin API  {self.admin_url}  (token for pause/resume/delete: {self.token_path})",
+                f"  status     strait mirror status --admin {self.admin_url}",
+                f"  log        {self.log_path}",
+            ]
+        )
+
+
+class Appliance:
+    """east, west and the mirror between them, under one directory."""
+
+    def __init__(self, directory: Path, *, nodes: int = 3, base_port: int = 0) -> None:
+        self.directory = directory.absolute()
+        west_base = base_port + 100 if base_port else 0
+        self.east = LocalSite(self.directory / "east", name="east", nodes=nodes, base_port=base_port)
+        self.west = LocalSite(self.directory / "west", name="west", nodes=nodes, base_port=west_base)
+        self.mirror = LocalMirror(self.directory / "mirror", self.east, self.west)
+
+    @property
+    def appliance_file(self) -> Path:
+        return self.directory / APPLIANCE_FILE
+
+    def describe(self) -> dict[str, object]:
+        """What ``appliance.json`` holds."""
+
+        def site(s: LocalSite) -> dict[str, object]:
+            return {
+                "bootstrap": s.bootstrap,
+                "zookeeper": s.zookeeper,
+                "zookeeper_chroot": f"/{s.name}",
+                "admin": [node.admin_url for node in s.nodes],
+            }
+
+        return {
+            "sites": {"east": site(self.east), "west": site(self.west)},
+            "links": [
+                {"name": LINK_NAME, "source": "east", "target": "west", "admin": self.mirror.admin_url},
+            ],
+        }
+
+    def ready(self, echo: Callable[..., None]) -> None:
+        """Everything is up: write appliance.json and say it in words."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        _write_atomically(self.appliance_file, json.dumps(self.describe(), indent=2) + "\n")
+        echo(
+            "\n".join(
+                [
+                    "",
+                    "strait is up: two sites and a mirror.",
+                    f"  east  bootstrap {self.east.bootstrap}",
+                    f"  west  bootstrap {self.west.bootstrap}",
+                    f"  every topic produced on east appears on west at the same offsets; committed group "
+                    f"offsets follow every 5 s (admin {self.mirror.admin_url})",
+                    f"  written to {self.appliance_file}",
+                ]
+            )
+        )
+
+    def removed(self) -> None:
+        self.appliance_file.unlink(missing_ok=True)

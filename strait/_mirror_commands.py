@@ -1,0 +1,388 @@
+"""``strait mirror start|list|status|pause|resume|delete``: the mirror process and its admin API.
+
+``start`` runs a mirror process in the foreground (see docs/mirror-service.md); the other
+commands talk to a running one over its admin API (``--admin URL``, env
+``STRAIT_MIRROR_ADMIN``). pause, resume and delete change state and need the admin token
+(``--token-file``, env ``STRAIT_MIRROR_TOKEN_FILE``; by default the process writes it to
+``<state-dir>/admin.token``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+import trio
+
+if TYPE_CHECKING:
+    from mirror._admin import MirrorAdminClient
+    from mirror._service import MirrorService
+
+log = logging.getLogger("strait.cli")
+
+T = TypeVar("T")
+
+admin_option = click.option(
+    "--admin",
+    "admin_url",
+    required=True,
+    envvar="STRAIT_MIRROR_ADMIN",
+    help="The mirror process's admin API, http://host:port (env STRAIT_MIRROR_ADMIN).",
+)
+token_option = click.option(
+    "--token-file",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="STRAIT_MIRROR_TOKEN_FILE",
+    help="File holding the admin token: <state-dir>/admin.token, or the --admin-token-file the mirror was "
+    "started with (env STRAIT_MIRROR_TOKEN_FILE).",
+)
+
+
+@click.group("mirror", help="Run the cross-site mirror and manage its links through its admin API.")
+def mirror_group() -> None:
+    pass
+
+
+# -- start --------------------------------------------------------------------------------------------
+
+
+def _host_port(value: str) -> tuple[str, int]:
+    host, sep, port = value.strip().rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise click.BadParameter(f"{value!r} is not HOST:PORT (port 0..65535; 0: any free port)", param_hint="--admin")
+    return host, int(port)
+
+
+@mirror_group.command("start")
+@click.option(
+    "--config",
+    "config_path",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The link file (TOML, [[link]] tables; see docs/mirror.md).",
+)
+@click.option(
+    "--admin",
+    "admin",
+    default="127.0.0.1:0",
+    show_default=True,
+    help="HOST:PORT of the admin API (port 0: any free port; the ready file and the log say which).",
+)
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path(".strait/mirror"),
+    show_default=True,
+    help="Where paused/deleted links, the member id and the generated admin token are kept.",
+)
+@click.option("--member-id", help="This process's id among those sharing a link (default: generated once, kept).")
+@click.option(
+    "--admin-token-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="File holding the admin token (default: a random token written to <state-dir>/admin.token, mode 0600).",
+)
+@click.option(
+    "--ready-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help='Write {"admin": url, "pid": ..., "token_file": ..., "member_id": ...} here once the admin API serves.',
+)
+@click.option(
+    "--zk-session-timeout-ms",
+    type=click.IntRange(min=1000),
+    default=10000,
+    show_default=True,
+    help="ZooKeeper session timeout for links shared through the target's ZooKeeper: how long a dead "
+    "process keeps its partitions.",
+)
+def start(
+    config_path: Path,
+    admin: str,
+    state_dir: Path,
+    member_id: str | None,
+    admin_token_file: Path | None,
+    ready_file: Path | None,
+    zk_session_timeout_ms: int,
+) -> None:
+    """Run the links of the link file until SIGTERM or SIGINT, then stop them cleanly."""
+    from mirror import ConfigError, MirrorError, load_links
+    from mirror._service import MirrorService
+
+    host, port = _host_port(admin)
+    try:
+        links = load_links(config_path)
+        service = MirrorService(
+            links,
+            state_dir,
+            admin_host=host,
+            admin_port=port,
+            admin_token_file=admin_token_file,
+            member_id=member_id,
+            zk_session_timeout_s=zk_session_timeout_ms / 1000,
+        )
+    except (ConfigError, MirrorError) as exc:
+        raise click.ClickException(str(exc)) from None
+    if not links:
+        click.echo(f"{config_path}: no [[link]] in the file; serving the admin API only", err=True)
+    # `strait` restores SIGPIPE's default for pipelines into `head`; a server must not die when
+    # a peer goes away mid-write.
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    root = logging.getLogger()
+    if root.level > logging.INFO:
+        root.setLevel(logging.INFO)
+    try:
+        with contextlib.suppress(KeyboardInterrupt):  # a Ctrl-C before the signal handlers are set
+            trio.run(_serve, service, ready_file)
+    except BaseExceptionGroup as group:
+        leaf = _single_leaf(group)
+        if isinstance(leaf, MirrorError | OSError):
+            raise click.ClickException(f"mirror stopped: {leaf}") from None
+        raise
+    except (MirrorError, OSError) as exc:
+        raise click.ClickException(f"mirror stopped: {exc}") from None
+    finally:
+        if ready_file is not None:
+            with contextlib.suppress(OSError):
+                ready_file.unlink()
+
+
+def _single_leaf(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+async def _serve(service: MirrorService, ready_file: Path | None) -> None:
+    from mirror._service import write_ready_file
+
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+            ready = await nursery.start(service.run)
+            if ready_file is not None:
+                write_ready_file(ready_file, ready)
+            click.echo(f"mirror {ready.member_id}: admin API at {ready.admin_url} (admin token in {ready.token_file})")
+            async for signum in signals:
+                log.info("received %s: stopping the links", signal.Signals(signum).name)
+                break
+            nursery.cancel_scope.cancel()
+
+
+# -- talking to a running mirror --------------------------------------------------------------------
+
+
+def _client(admin_url: str, token_file: Path | None = None) -> MirrorAdminClient:
+    from mirror import MirrorError
+    from mirror._admin import AdminApiError, MirrorAdminClient, check_token
+
+    token = None
+    if token_file is not None:
+        try:
+            token = token_file.read_text().strip()
+        except OSError as exc:
+            raise click.BadParameter(
+                f"cannot read {str(token_file)!r}: {exc.strerror or exc}", param_hint="--token-file"
+            ) from None
+    try:
+        if token is not None:
+            check_token(token, str(token_file))  # names the file
+        return MirrorAdminClient(admin_url, token=token)
+    except AdminApiError as exc:
+        raise click.BadParameter(str(exc), param_hint="--admin") from None
+    except MirrorError as exc:
+        raise click.BadParameter(str(exc), param_hint="--token-file") from None
+
+
+def _call(fn: Callable[[], T], token_file: Path | None = None) -> T:
+    from mirror._admin import AdminApiError
+
+    try:
+        return fn()
+    except AdminApiError as exc:
+        if exc.status == 401 and token_file is not None:
+            raise click.ClickException(f"{exc} (token from {token_file})") from None
+        raise click.ClickException(str(exc)) from None
+
+
+@mirror_group.command("list")
+@admin_option
+def list_(admin_url: str) -> None:
+    """One line per link: state, sites, partitions, lag and what was copied."""
+    from rich.console import Console
+    from rich.table import Table
+
+    client = _client(admin_url)
+    data = _call(client.links)
+    table = Table(title=f"mirror {data.get('member_id')} at {client.url}")
+    for column, justify in (
+        ("link", "left"),
+        ("state", "left"),
+        ("sites", "left"),
+        ("partitions", "right"),
+        ("lag records", "right"),
+        ("lag s (max)", "right"),
+        ("records copied", "right"),
+        ("gap records", "right"),
+    ):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for link in data["links"]:
+        totals = link.get("totals", {})
+        cfg = link.get("link", {})
+        table.add_row(
+            link["name"],
+            link["state"],
+            f"{cfg.get('source', {}).get('name')} → {cfg.get('target', {}).get('name')}",
+            str(totals.get("partitions", 0)),
+            str(totals.get("lag_records", 0)),
+            _seconds(totals.get("lag_seconds")),
+            str(totals.get("records_copied", 0)),
+            str(totals.get("gap_records", 0)),
+        )
+    for name in data.get("deleted", []):
+        table.add_row(name, "deleted", "", "", "", "", "", "")
+    console = Console()
+    console.print(table)
+    for link in data["links"]:
+        problem = link.get("error") or link.get("last_sync_error")
+        if problem:
+            console.print(f"  {link['name']}: {problem}", highlight=False)
+
+
+@mirror_group.command("status")
+@click.argument("link", required=False)
+@admin_option
+@click.option("--json", "as_json", is_flag=True, help="Print the status JSON as the admin API returns it.")
+def status(link: str | None, admin_url: str, as_json: bool) -> None:
+    """Per partition of LINK (default: every link): source high watermark, mirrored offset, lag, state, gaps."""
+    import json
+
+    client = _client(admin_url)
+    statuses = [_call(lambda: client.link(link))] if link is not None else _call(client.links)["links"]
+    if as_json:
+        click.echo(json.dumps(statuses if link is None else statuses[0], indent=2))
+        return
+    from rich.console import Console
+
+    console = Console()
+    if not statuses:
+        console.print(f"no links run in the mirror at {client.url}")
+    for entry in statuses:
+        _print_link(console, entry)
+
+
+def _print_link(console: Any, link: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    cfg = link.get("link", {})
+    membership = link.get("membership") or {}
+    title = (
+        f"link {link['name']}: {cfg.get('source', {}).get('name')} → {cfg.get('target', {}).get('name')}, "
+        f"{link['state']}"
+    )
+    table = Table(
+        title=title,
+        caption="lag: records behind the source HW; lag bytes: estimated; lag s: age of the oldest unmirrored "
+        "record; gaps: records lost to source retention; ?: not known (yet, or another process owns it)",
+    )
+    # Short headers: the table has to fit 80 columns; the caption explains them.
+    for column in (
+        "topic",
+        "p",
+        "state",
+        "source HW",
+        "mirrored",
+        "lag",
+        "lag bytes",
+        "lag s",
+        "copied",
+        "gaps",
+        "err",
+    ):
+        table.add_column(column, justify="left" if column in ("topic", "state", "gaps") else "right")
+    for topic, entry in sorted(link.get("topics", {}).items()):
+        for p in entry.get("partitions", []):
+            gaps = ", ".join(f"[{a}, {b})" for a, b in p.get("gaps", []))
+            table.add_row(
+                topic,
+                str(p["partition"]),
+                p["state"],
+                _offset(p.get("source_high_watermark")),
+                _offset(p.get("mirrored_offset")),
+                _offset(p.get("lag_records")),
+                _offset(p.get("lag_bytes")),
+                _seconds(p.get("lag_seconds")),
+                str(p.get("records_copied", 0)),
+                f"{p.get('gap_records', 0)} {gaps}".strip() if p.get("gap_records") else "0",
+                str(p.get("errors", 0)),
+            )
+    console.print(table)
+    notes = []
+    if link.get("error"):
+        notes.append(f"error: {link['error']}")
+    if link.get("last_sync_error"):
+        notes.append(f"last sync error: {link['last_sync_error']}")
+    for conflict in link.get("conflicts", []):
+        notes.append(f"conflict: {conflict.get('reason')}")
+    for topic, entry in sorted(link.get("topics", {}).items()):
+        if entry.get("problem"):
+            notes.append(f"{topic}: {entry['problem']}")
+    if membership.get("kind") == "zookeeper":
+        notes.append(
+            f"member {membership.get('member_id')} of {membership.get('members')}"
+            f"{' (leader)' if membership.get('leader') else ''}; claims {len(membership.get('claimed', []))} "
+            "partition(s)"
+        )
+    latency = link.get("latency") or {}
+    if latency.get("count"):
+        notes.append(f"replication latency: mean {latency['sum'] / latency['count']:.3f} s over {latency['count']}")
+    for note in notes:
+        console.print(f"  {note}", highlight=False)
+
+
+def _offset(value: object) -> str:
+    return "?" if value is None or (isinstance(value, int) and value < 0) else str(value)
+
+
+def _seconds(value: object) -> str:
+    if not isinstance(value, int | float) or value < 0:
+        return "?"
+    return f"{value:.1f}"
+
+
+def _change(action: str, link: str, admin_url: str, token_file: Path) -> None:
+    client = _client(admin_url, token_file)
+    fn: Callable[[str], dict[str, Any]] = getattr(client, action)
+    result = _call(lambda: fn(link), token_file)
+    click.echo(f"link {result.get('name', link)}: {result.get('state')}")
+
+
+@mirror_group.command("pause")
+@click.argument("link")
+@admin_option
+@token_option
+def pause(link: str, admin_url: str, token_file: Path) -> None:
+    """Stop LINK's copiers (topic sync goes on); kept across restarts of the mirror."""
+    _change("pause", link, admin_url, token_file)
+
+
+@mirror_group.command("resume")
+@click.argument("link")
+@admin_option
+@token_option
+def resume(link: str, admin_url: str, token_file: Path) -> None:
+    """Restart LINK's copiers; each resumes from the target's end offset."""
+    _change("resume", link, admin_url, token_file)
+
+
+@mirror_group.command("delete")
+@click.argument("link")
+@admin_option
+@token_option
+def delete(link: str, admin_url: str, token_file: Path) -> None:
+    """Stop LINK and keep it stopped across restarts (until removed from the link file); target data stays."""
+    _change("delete", link, admin_url, token_file)
