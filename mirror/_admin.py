@@ -41,7 +41,8 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+
+from node.client import RefuseBodies, json_error, json_http_error
 
 from ._config import MirrorError
 from ._metrics import MirrorMetrics
@@ -138,7 +139,7 @@ def create_app(view: MirrorAdminView, token: str) -> Starlette:
         try:
             return JSONResponse(view.link(request.path_params["name"]))
         except UnknownLink as exc:
-            return _error(HTTPStatus.NOT_FOUND, "link_not_found", str(exc))
+            return json_error(HTTPStatus.NOT_FOUND, "link_not_found", str(exc))
 
     async def pause(request: Request) -> Response:
         return await _change(request, view.pause)
@@ -156,7 +157,7 @@ def create_app(view: MirrorAdminView, token: str) -> Starlette:
         try:
             return JSONResponse(await action(request.path_params["name"]))
         except UnknownLink as exc:
-            return _error(HTTPStatus.NOT_FOUND, "link_not_found", str(exc))
+            return json_error(HTTPStatus.NOT_FOUND, "link_not_found", str(exc))
 
     async def openapi(request: Request) -> Response:
         return JSONResponse(openapi_document())
@@ -173,8 +174,8 @@ def create_app(view: MirrorAdminView, token: str) -> Starlette:
     ]
     return Starlette(
         routes=routes,
-        middleware=[Middleware(_RefuseBodies)],
-        exception_handlers={HTTPException: _http_error, Exception: _internal_error},
+        middleware=[Middleware(RefuseBodies)],
+        exception_handlers={HTTPException: json_http_error, Exception: _internal_error},
     )
 
 
@@ -197,54 +198,12 @@ def _refuse_unauthorized(request: Request, expected: bytes) -> Response | None:
 
 
 def _unauthorized(code: str, detail: str) -> JSONResponse:
-    return _error(HTTPStatus.UNAUTHORIZED, code, detail, {"WWW-Authenticate": _REALM})
-
-
-def _error(status: HTTPStatus, code: str, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": code, "detail": detail}, status_code=status, headers=headers)
-
-
-async def _http_error(request: Request, exc: Exception) -> Response:
-    """Routing errors (404 unknown path, 405 method) as JSON, keeping headers such as ``Allow``."""
-    if not isinstance(exc, HTTPException):
-        raise TypeError(f"_http_error handles HTTPException only, got {exc!r}")
-    headers = dict(exc.headers) if exc.headers else None
-    if exc.status_code == HTTPStatus.NOT_FOUND:
-        return _error(HTTPStatus.NOT_FOUND, "not_found", f"no route for path {request.url.path!r}", headers)
-    if exc.status_code == HTTPStatus.METHOD_NOT_ALLOWED:
-        allowed = ", ".join(sorted(m.strip() for m in (headers or {}).get("Allow", "").split(",") if m.strip()))
-        headers = {**(headers or {}), "Allow": allowed}
-        detail = f"method {request.method} not allowed on {request.url.path!r}; allowed: {allowed}"
-        return _error(HTTPStatus.METHOD_NOT_ALLOWED, "method_not_allowed", detail, headers)
-    status = HTTPStatus(exc.status_code)
-    return _error(status, status.phrase.lower().replace(" ", "_"), exc.detail, headers)
+    return json_error(HTTPStatus.UNAUTHORIZED, code, detail, {"WWW-Authenticate": _REALM})
 
 
 async def _internal_error(request: Request, exc: Exception) -> Response:
     detail = f"{request.method} {request.url.path!r} failed: {type(exc).__name__}: {exc}"
-    return _error(HTTPStatus.INTERNAL_SERVER_ERROR, "internal_error", detail)
-
-
-class _RefuseBodies:
-    """Answers 413 to any request that announces a body (no route takes one), without reading it."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self._app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            for key, value in scope["headers"]:
-                if (key == b"content-length" and value.strip() not in (b"0", b"")) or key == b"transfer-encoding":
-                    response = _error(
-                        HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
-                        "body_not_accepted",
-                        f"{scope['method']} {scope['path']!r} takes no request body; got {key.decode()}: "
-                        f"{value.decode('latin-1')}",
-                        {"Connection": "close"},
-                    )
-                    await response(scope, receive, send)
-                    return
-        await self._app(scope, receive, send)
+    return json_error(HTTPStatus.INTERNAL_SERVER_ERROR, "internal_error", detail)
 
 
 # -- the client -----------------------------------------------------------------------------------

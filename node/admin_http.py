@@ -33,9 +33,8 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
 
-from node.client import serve_admin
+from node.client import RefuseBodies, json_error, json_http_error, serve_admin
 from node.metrics import MetricsView, NodeMetrics
 
 __all__ = ["AdminView", "create_app", "openapi_document", "serve_admin"]
@@ -116,7 +115,7 @@ def create_app(view: AdminView, metrics: NodeMetrics) -> Starlette:
         for entry in view.topics():
             if entry.get("name") == name:
                 return JSONResponse(entry)
-        return _error(HTTPStatus.NOT_FOUND, "topic_not_found", f"no topic named {name!r} on this node")
+        return json_error(HTTPStatus.NOT_FOUND, "topic_not_found", f"no topic named {name!r} on this node")
 
     async def log_dirs(request: Request) -> Response:
         return JSONResponse(view.log_dirs())
@@ -129,7 +128,7 @@ def create_app(view: AdminView, metrics: NodeMetrics) -> Starlette:
         for entry in view.groups():
             if entry.get("group_id") == group_id:
                 return JSONResponse(entry)
-        return _error(HTTPStatus.NOT_FOUND, "group_not_found", f"no group {group_id!r} is coordinated by this node")
+        return json_error(HTTPStatus.NOT_FOUND, "group_not_found", f"no group {group_id!r} is coordinated by this node")
 
     async def openapi(request: Request) -> Response:
         return JSONResponse(openapi_document())
@@ -147,63 +146,15 @@ def create_app(view: AdminView, metrics: NodeMetrics) -> Starlette:
     ]
     return Starlette(
         routes=routes,
-        middleware=[Middleware(_RefuseBodies)],
-        exception_handlers={HTTPException: _http_error, Exception: _internal_error},
+        middleware=[Middleware(RefuseBodies, methods=("GET", "HEAD"))],
+        exception_handlers={HTTPException: json_http_error, Exception: _internal_error},
     )
-
-
-def _error(status: HTTPStatus, code: str, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": code, "detail": detail}, status_code=status, headers=headers)
-
-
-async def _http_error(request: Request, exc: Exception) -> Response:
-    """Routing errors (404 unknown path, 405 method) as JSON, keeping headers such as ``Allow``."""
-    if not isinstance(exc, HTTPException):
-        raise TypeError(f"_http_error handles HTTPException only, got {exc!r}")
-    headers = dict(exc.headers) if exc.headers else None
-    if exc.status_code == HTTPStatus.NOT_FOUND:
-        return _error(HTTPStatus.NOT_FOUND, "not_found", f"no route for path {request.url.path!r}", headers)
-    if exc.status_code == HTTPStatus.METHOD_NOT_ALLOWED:
-        # Starlette joins a set, so the order would change from run to run.
-        allowed = ", ".join(sorted(m.strip() for m in (headers or {}).get("Allow", "").split(",") if m.strip()))
-        headers = {**(headers or {}), "Allow": allowed}
-        detail = f"method {request.method} not allowed on {request.url.path!r}; allowed: {allowed}"
-        return _error(HTTPStatus.METHOD_NOT_ALLOWED, "method_not_allowed", detail, headers)
-    status = HTTPStatus(exc.status_code)
-    return _error(status, status.phrase.lower().replace(" ", "_"), exc.detail, headers)
 
 
 async def _internal_error(request: Request, exc: Exception) -> Response:
     """An exception from the view or the metrics: 500 as JSON (Starlette re-raises it for hypercorn to log)."""
     detail = f"{request.url.path!r} failed: {type(exc).__name__}: {exc}"
-    return _error(HTTPStatus.INTERNAL_SERVER_ERROR, "internal_error", detail)
-
-
-class _RefuseBodies:
-    """Answers 413 to any ``GET``/``HEAD`` that announces a body, without reading it.
-
-    Other methods pass on to routing, which answers 404 or 405 without reading the body either.
-    Hypercorn buffers at most a few chunks of an unread body (its per-request queue is bounded):
-    it discards a small one to keep the connection alive and closes the connection on a large one.
-    """
-
-    def __init__(self, app: ASGIApp) -> None:
-        self._app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] in ("GET", "HEAD"):
-            for key, value in scope["headers"]:
-                if (key == b"content-length" and value.strip() != b"0") or key == b"transfer-encoding":
-                    response = _error(
-                        HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
-                        "body_not_accepted",
-                        f"{scope['method']} {scope['path']!r} takes no request body; got {key.decode()}: "
-                        f"{value.decode('latin-1')}",
-                        {"Connection": "close"},
-                    )
-                    await response(scope, receive, send)
-                    return
-        await self._app(scope, receive, send)
+    return json_error(HTTPStatus.INTERNAL_SERVER_ERROR, "internal_error", detail)
 
 
 # -- serving ------------------------------------------------------------------------------------

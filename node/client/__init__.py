@@ -7,6 +7,9 @@ from ._connection import ClientError as ClientError
 from ._connection import NodeConnection as NodeConnection
 from ._groups import GroupAdmin as GroupAdmin
 from ._groups import GroupDescription as GroupDescription
+from ._http import RefuseBodies as RefuseBodies
+from ._http import json_error as json_error
+from ._http import json_http_error as json_http_error
 from ._http import serve_admin as serve_admin
 from ._mirror import MirrorAppendResult as MirrorAppendResult
 from ._mirror import mirror_append as mirror_append
