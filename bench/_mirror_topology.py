@@ -1,0 +1,235 @@
+"""The mirror benchmark's processes besides the sites: the WAN fault proxy and the mirror process.
+
+- **the WAN** (:func:`wan_proxies`): ``python -m chaos.proxy`` in a process of its own (a Python
+  proxy inside the mirror's process would share its GIL), one proxy per source broker created
+  from ``--config``, then a ``latency`` toxic on each stream of each proxy, added with the
+  toxiproxy-python client through the proxy's toxiproxy-compatible HTTP API. Half the round
+  trip goes on each stream (``upstream``: mirror -> source broker, ``downstream``: back), each
+  with half the jitter, so a request and its answer take ``rtt_ms`` +- ``jitter_ms`` more.
+- **the mirror** (:func:`mirror_process`): ``python -m bench._mirror_runner`` running one link,
+  its status in a JSON file; SIGUSR1 / SIGUSR2 pause and resume it.
+
+Both start in their own session and are stopped by ``bench._procs.stop`` (SIGTERM, then SIGKILL
+of the group) when their ``with`` block ends, also on errors and Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import toxiproxy
+
+from ._procs import (
+    POLL_S,
+    START_TIMEOUT_S,
+    BenchError,
+    Deadline,
+    Process,
+    ProcessError,
+    spawn,
+    split_host_port,
+    stop,
+    wait_for_ready_file,
+)
+from .replication_bench import SITE_PROPERTIES
+from .storage_bench import REPO_ROOT
+
+PROXY_READY = "chaos proxy API on http://"  # what `python -m chaos.proxy` prints once it serves
+PARTITIONS = 4  # of every benchmark topic, on both sites
+# replication_bench's site, and no auto-created topics: a mirror topic must be made by the link.
+PROPERTIES = SITE_PROPERTIES | {"auto.create.topics.enable": "false"}
+WEST_POLL_S = 0.01  # how often west's high watermarks are read while timing a catch-up copy
+
+
+@dataclass(frozen=True)
+class Wan:
+    """The running fault proxy: its API, and the route table source broker address -> proxy address."""
+
+    api: str  # host:port of the toxiproxy-compatible API
+    routes: dict[str, str]
+    session: int  # the proxy process (its own session), for CPU accounting and py-spy
+    rtt_ms: int
+    jitter_ms: int
+
+    @property
+    def bootstrap(self) -> str:
+        """The source site's bootstrap as the mirror sees it: through the proxies."""
+        return ",".join(self.routes.values())
+
+
+def _wait_for_line(process: Process, marker: str, deadline: Deadline) -> str:
+    """The rest of the first log line of ``process`` that contains ``marker``; raises ``ProcessError``."""
+    while True:
+        for line in process.log_tail(200).splitlines():
+            if marker in line:
+                return line.split(marker, 1)[1].strip()
+        if process.popen.poll() is not None:
+            raise ProcessError(process, f"exited with status {process.popen.returncode} before printing {marker!r}")
+        if deadline.expired():
+            raise ProcessError(process, f"did not print {marker!r} within {deadline.seconds} s")
+        process.pause_unless_exited(min(POLL_S, deadline.remaining()))
+
+
+def _toxiproxy_client(api: str) -> toxiproxy.Toxiproxy:
+    host, port = split_host_port(api)
+    client = toxiproxy.Toxiproxy()
+    client.update_api_consumer(host, port)  # class state of toxiproxy-python: one API per process
+    return client
+
+
+@contextmanager
+def wan_proxies(brokers: list[str], workdir: Path, *, rtt_ms: int, jitter_ms: int, seed: int = 1) -> Iterator[Wan]:
+    """A fault proxy process with one proxy per address in ``brokers`` (named ``east-<i>``) and
+    ``rtt_ms`` +- ``jitter_ms`` of latency split over both streams; always stopped.
+
+    Raises ``ProcessError`` if it does not start, ``BenchError`` if the API does not list the proxies.
+    """
+    workdir.mkdir(parents=True, exist_ok=True)
+    config = workdir / "proxies.json"
+    names = {f"east-{i}": address for i, address in enumerate(brokers, start=1)}
+    config.write_text(json.dumps([{"name": n, "upstream": a, "listen": "127.0.0.1:0"} for n, a in names.items()]))
+    argv = [sys.executable, "-m", "chaos.proxy", "--api", "127.0.0.1:0", "--config", str(config)]
+    argv += ["--seed", str(seed), "--log-level", "WARNING"]
+    process = spawn("chaos-proxy", argv, workdir / "chaos-proxy.log", cwd=REPO_ROOT)
+    try:
+        api = _wait_for_line(process, PROXY_READY, Deadline(START_TIMEOUT_S, "chaos proxy start"))
+        split_host_port(api)
+        client = _toxiproxy_client(api)
+        proxies = client.proxies()
+        if set(proxies) != set(names):
+            raise BenchError(f"the chaos proxy at {api} lists proxies {sorted(proxies)}, expected {sorted(names)}")
+        for proxy in proxies.values():
+            for stream in ("upstream", "downstream"):
+                proxy.add_toxic(
+                    type="latency",
+                    name=f"wan_{stream}",
+                    stream=stream,
+                    attributes={"latency": rtt_ms // 2, "jitter": jitter_ms // 2},
+                )
+        routes = {names[name]: proxy.listen for name, proxy in sorted(proxies.items())}
+        yield Wan(api, routes, process.pid, rtt_ms, jitter_ms)
+    finally:
+        stop(process)
+
+
+def link_table(name: str, source_bootstrap: str, target_bootstrap: str, topics: list[str]) -> dict[str, Any]:
+    """One ``[[link]]`` table (as JSON) copying exactly ``topics``, with no consumer group selected.
+
+    The sync pass runs every second, so that a new topic's mirror is created within about a second.
+    """
+    return {
+        "name": name,
+        "source": {"name": "east", "bootstrap": source_bootstrap},
+        "target": {"name": "west", "bootstrap": target_bootstrap},
+        "topics": {"include": [_literal(t) for t in topics]},
+        "groups": {"include": []},  # group offset sync has nothing to do in this benchmark
+        "sync_interval_s": 1,
+    }
+
+
+def _literal(name: str) -> str:
+    return "".join("\\" + c if c in ".^$*+?{}[]\\|()" else c for c in name)
+
+
+class MirrorProcess:
+    """A running ``bench._mirror_runner``: pause, resume, and its latest status."""
+
+    def __init__(self, process: Process, status_file: Path) -> None:
+        self.process = process
+        self.status_file = status_file
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def pause(self) -> None:
+        os.kill(self.process.pid, signal.SIGUSR1)
+
+    def resume(self) -> float:
+        """Resume copying; returns ``time.monotonic()`` just before the signal was sent."""
+        sent = time.monotonic()
+        os.kill(self.process.pid, signal.SIGUSR2)
+        return sent
+
+    def status(self) -> dict[str, Any]:
+        """The last status written; raises ``ProcessError`` if the process has exited."""
+        if self.process.popen.poll() is not None:
+            raise ProcessError(self.process, f"exited with status {self.process.popen.returncode}")
+        try:
+            data: dict[str, Any] = json.loads(self.status_file.read_text())
+        except (OSError, ValueError) as exc:
+            raise ProcessError(self.process, f"has no readable status file {self.status_file}: {exc}") from exc
+        return data
+
+    def wait_for(self, what: str, check: Callable[[dict[str, Any]], bool], timeout: float) -> dict[str, Any]:
+        """Poll the status until ``check(status)``; returns it. Raises ``BenchError`` at the deadline,
+        naming ``what`` and the link's last sync error."""
+        deadline = Deadline(timeout, what)
+        while True:
+            status = self.status()
+            if check(status):
+                return status
+            if deadline.expired():
+                link = status.get("link", {})
+                raise BenchError(
+                    f"mirror: not {what} within {timeout} s (link state {link.get('state')!r}, last sync error "
+                    f"{link.get('last_sync_error')!r}, topics {json.dumps(link.get('topics', {}))[:2000]})"
+                )
+            self.process.pause_unless_exited(POLL_S)
+
+
+def partitions_copying(topic: str, partitions: int) -> Callable[[dict[str, Any]], bool]:
+    """A status check: every partition of ``topic`` has a copier that knows where the mirror ends."""
+
+    def check(status: dict[str, Any]) -> bool:
+        parts = status["link"].get("topics", {}).get(topic, {}).get("partitions", [])
+        return len(parts) == partitions and all(p["state"] == "copying" and p["mirrored_offset"] >= 0 for p in parts)
+
+    return check
+
+
+def mirror_topic_created(topic: str, partitions: int) -> Callable[[dict[str, Any]], bool]:
+    """A status check: the link has made ``topic``'s mirror with ``partitions`` partitions on the target."""
+
+    def check(status: dict[str, Any]) -> bool:
+        found = status["link"].get("topics", {}).get(topic)
+        return found is not None and found["target_partitions"] == partitions and found["problem"] is None
+
+    return check
+
+
+@contextmanager
+def mirror_process(
+    workdir: Path, link: dict[str, Any], routes: dict[str, str], *, start_paused: bool, timeout: float
+) -> Iterator[MirrorProcess]:
+    """Start ``bench._mirror_runner`` for ``link``; yields once its first sync pass is done; always stops it.
+
+    Raises ``ProcessError`` if it exits or is not ready within ``timeout``.
+    """
+    workdir.mkdir(parents=True, exist_ok=True)
+    status_file, ready_file = workdir / "mirror.status.json", workdir / "mirror.ready.json"
+    config = {
+        "link": link,
+        "routes": routes,
+        "status_file": str(status_file),
+        "status_interval_s": 0.5,
+        "ready_file": str(ready_file),
+        "start_paused": start_paused,
+    }
+    (workdir / "mirror.config.json").write_text(json.dumps(config, indent=2))
+    argv = [sys.executable, "-m", "bench._mirror_runner", str(workdir / "mirror.config.json")]
+    process = spawn("mirror", argv, workdir / "mirror.log", cwd=REPO_ROOT)
+    try:
+        wait_for_ready_file(process, ready_file, Deadline(timeout, "mirror start"))
+        yield MirrorProcess(process, status_file)
+    finally:
+        stop(process)

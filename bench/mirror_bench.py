@@ -1,0 +1,794 @@
+"""Mirror benchmark: two strait sites, a mirror between them over 50 ms of injected WAN latency.
+
+Run from the repository root::
+
+    .venv/bin/python -m bench.mirror_bench --out bench/results     # ~5 min on a 2-core VM
+    .venv/bin/python -m bench.mirror_bench --quick                 # smoke test, ~30 s
+
+On this machine: one ZooKeeper, two sites ``east`` and ``west`` of three ``strait node``
+processes each (a chroot per site), a fault proxy process (``python -m chaos.proxy``) with one
+proxy per east broker and a latency toxic on each stream (``--wan-rtt-ms`` 50 +- ``--wan-jitter-ms``
+10 per round trip), and for every measurement a mirror process of its own
+(``bench._mirror_runner``: one ``mirror.LinkRunner``) that runs "at west" and reaches east only
+through the proxies. Topics have 4 partitions, replication factor 3, ``min.insync.replicas=2``;
+the producer is replication_bench's case (b): acks=all, idempotent, 100-byte values.
+
+1. **site vs mirror throughput**, ``--runs`` times, side by side on the same records: with the
+   mirror paused (its mirror topic already made on west), ``--records`` records are produced to
+   east as fast as the producer can (the *site's* records/s); then the mirror is resumed and
+   timed until west's high watermarks equal east's in every partition (the *mirror's*
+   records/s). The ratio mirror/site is the figure.
+2. **lag**, ``--runs`` times at 50 % and 80 % of the median site records/s: a paced producer
+   for ``--lag-seconds`` on a new topic, a mirror copying it, and a consumer on west. For
+   sampled records the lag is the time from the produce acknowledgement on east to the record
+   being returned by west's consumer (offsets are preserved, so partition and offset identify a
+   record on both sites). The mirror *keeps up* when the lag does not grow over the run (median
+   of the last third minus median of the first third under ``GROWTH_LIMIT_MS``) and west holds
+   every record within ``DRAIN_LIMIT_S`` of the producer's last acknowledgement.
+3. **profile** (``--profile auto``: when a goal is missed): one more catch-up copy and 80 % run
+   with ``py-spy record`` attached to the mirror and proxy processes.
+
+Goals (the mirror issue): the mirror keeps up at 80 % of the site's max; lag p99 < 1 s at 50 %.
+CPU figures are user + system time from /proc per process group. MB/s counts value bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import gc
+import os
+import shutil
+import signal
+import statistics
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from ._mirror_lag import (
+    SAMPLES_PER_S,
+    WARM_UP_SEQ,
+    LagFigures,
+    WestObserver,
+    kept_up,
+    lag_figures,
+    paced_sampled_produce,
+    spot_check,
+    value_of,
+)
+from ._mirror_report import GOAL_KEEP_UP_FRACTION, drain_text, machine, print_tables, verdicts, write_report
+from ._mirror_topology import (
+    PARTITIONS,
+    PROPERTIES,
+    WEST_POLL_S,
+    MirrorProcess,
+    Wan,
+    link_table,
+    mirror_process,
+    mirror_topic_created,
+    partitions_copying,
+    wan_proxies,
+)
+from ._procs import (
+    BenchError,
+    Deadline,
+    RunningSite,
+    StraitSite,
+    py_spy_attached,
+    sessions_cpu_seconds,
+    strait_has_command,
+    zookeeper,
+)
+from .node_bench import PRODUCER_SETTINGS, VALUE_BYTES, open_producer
+from .replication_bench import (
+    PY_SPY_FLAGS,
+    REPLICATED,
+    create_topic,
+    produce_throughput,
+    summarise_stacks,
+    wait_in_sync,
+    warm_up,
+)
+
+CLIENT_ID = "strait-mirror-bench"
+FRACTIONS = (0.5, 0.8)  # of the site's median records/s, for the lag runs
+ON_RATE = 0.95  # a lag run whose producer sent less than this share of its target rate tests a lower rate
+SPOT_CHECKS = 40  # sampled records of each lag run read back from west at their east partition and offset
+FULL = {"records": 2_000_000, "runs": 3, "lag_seconds": 30.0}
+QUICK = {"records": 300_000, "runs": 1, "lag_seconds": 5.0}
+
+
+@dataclass(frozen=True)
+class Settings:
+    nodes: int
+    records: int
+    runs: int
+    lag_seconds: float
+    wan_rtt_ms: int
+    wan_jitter_ms: int
+    linger_ms: int
+    batch_bytes: int
+    profile: str  # auto, always, never
+    profile_rate: int
+    timeout_s: float
+    out: Path | None
+    base_dir: Path
+    zk_port: int
+    zookeeper: str | None
+    strait: Path
+    note: str | None
+    quick: bool
+    argv: tuple[str, ...]
+
+    def producer_config(self, bootstrap: str) -> dict[str, Any]:
+        return PRODUCER_SETTINGS | {
+            "client.id": CLIENT_ID,
+            "bootstrap.servers": bootstrap,
+            "acks": REPLICATED.acks,
+            "enable.idempotence": REPLICATED.idempotent,
+            "linger.ms": self.linger_ms,
+            "batch.size": self.batch_bytes,
+        }
+
+
+@dataclass
+class Topology:
+    """Everything that lives for the whole run."""
+
+    east: RunningSite
+    west: RunningSite
+    wan: Wan
+    workdir: Path
+
+    def groups(self, mirror: MirrorProcess | None = None) -> dict[str, set[int]]:
+        """Process sessions by role, for CPU accounting."""
+        out = {
+            "east": {n.session for n in self.east.nodes},
+            "west": {n.session for n in self.west.nodes},
+            "proxy": {self.wan.session},
+        }
+        if mirror is not None:
+            out["mirror"] = {mirror.pid}
+        return out
+
+
+class CpuMeter:
+    """User + system CPU seconds per role (from /proc), of this process, and of the whole machine."""
+
+    def __init__(self, groups: dict[str, set[int]]) -> None:
+        self.groups = groups
+        self._start = self._read()
+
+    def _read(self) -> dict[str, float]:
+        sessions = set().union(*self.groups.values())
+        by_session = sessions_cpu_seconds(sessions)
+        out = {role: sum(by_session.get(s, 0.0) for s in members) for role, members in self.groups.items()}
+        out["bench"] = time.process_time()
+        out["machine"] = machine_busy_seconds()
+        return out
+
+    def used(self) -> dict[str, float]:
+        now = self._read()
+        return {role: now[role] - self._start[role] for role in now}
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds the machine spent busy (all cores: user, nice, system, irq, softirq, steal), /proc/stat."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(f) for f in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def cores(cpu: dict[str, float], seconds: float) -> dict[str, float]:
+    """CPU seconds per role over ``seconds`` -> cores; ``others`` is the machine minus every role."""
+    out = {role: used / seconds for role, used in cpu.items()}
+    out["others"] = max(0.0, out["machine"] - sum(v for k, v in out.items() if k != "machine"))
+    return out
+
+
+# -- measurements --------------------------------------------------------------------------
+
+
+@dataclass
+class Fill:
+    """One side-by-side run: the site producing ``records`` records, then the mirror copying them."""
+
+    run: int
+    produced: int  # timed records the site took
+    records: int  # in the topic: those and the warm-up records, all copied by the mirror
+    site_seconds: float
+    mirror_seconds: float  # resume -> west's high watermarks equal east's
+    first_record_s: float  # resume -> the first record readable on west
+    site_cores: dict[str, float]  # while producing
+    mirror_cores: dict[str, float]  # while copying
+    mirror_cpu_s: float
+    mirror_errors: int
+    bytes_copied: int
+    appends: Appends  # west's MirrorAppend answers while copying
+    profiled: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def site_rate(self) -> float:
+        return self.produced / self.site_seconds
+
+    @property
+    def mirror_rate(self) -> float:
+        return self.records / self.mirror_seconds
+
+    @property
+    def ratio(self) -> float:
+        return self.mirror_rate / self.site_rate
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self) | {"site_rate": self.site_rate, "mirror_rate": self.mirror_rate, "ratio": self.ratio}
+
+
+@dataclass
+class LagRun:
+    run: int
+    fraction: float
+    target_rate: float
+    sent_rate: float
+    records: int
+    every: int  # one record in ``every`` sampled
+    figures: LagFigures
+    drain_s: float | None  # the producer's last acknowledgement -> west holds everything; None: not in time
+    cores: dict[str, float]
+    mirror_cpu_s: float
+    mirror_errors: int
+    mirror_latency_ms: dict[str, float | None]  # the mirror's own histogram (bucket upper bounds)
+    appends: Appends  # west's MirrorAppend answers while the producer ran
+    profiled: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def kept_up(self) -> bool:
+        return kept_up(self.figures, self.drain_s)
+
+    @property
+    def on_rate(self) -> bool:
+        """East took (nearly) the rate asked for: the run tests the mirror at that rate."""
+        return self.sent_rate >= ON_RATE * self.target_rate
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self) | {"kept_up": self.kept_up, "on_rate": self.on_rate, "growth_ms": self.figures.growth_ms}
+
+
+@dataclass
+class ProcessProfile:
+    phase: str  # "catch-up copy" or "80 % lag run"
+    process: str  # "mirror" or "proxy"
+    cpu_pct: float
+    samples: int
+    idle_pct: float
+    other_busy_pct: float
+    places: list[dict[str, Any]]
+    functions: list[dict[str, Any]]
+
+
+def end_offsets(bootstrap: str, topic: str, partitions: int, timeout: float) -> list[int]:
+    """Each partition's high watermark, asked of its leader (ListOffsets); raises ``BenchError``."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": CLIENT_ID, "client.id": CLIENT_ID})
+    try:
+        return [
+            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout, cached=False)[1]
+            for p in range(partitions)
+        ]
+    except KafkaException as exc:
+        raise BenchError(f"cannot read the end offsets of {topic!r} at {bootstrap}: {exc}") from exc
+    finally:
+        consumer.close()
+
+
+def delete_topic(site: RunningSite, topic: str, timeout: float) -> list[str]:
+    """Delete ``topic`` (so that its files do not pile up over the run); notes when that fails."""
+    admin = AdminClient({"bootstrap.servers": site.bootstrap, "client.id": CLIENT_ID})
+    try:
+        admin.delete_topics([topic], operation_timeout=timeout, request_timeout=timeout)[topic].result(timeout)
+    except KafkaException as exc:
+        return [f"deleting {topic} on {site.name}: {exc}"]
+    return []
+
+
+# West's answers to the mirror's appends, from every node's /metrics: MirrorAppend waits, like
+# acks=all, until west's followers have the records (its high watermark).
+APPEND_SERIES = {
+    'strait_request_latency_seconds_count{api="MirrorAppend"}': "appends",
+    'strait_request_latency_seconds_sum{api="MirrorAppend"}': "seconds",
+    'strait_request_latency_seconds_bucket{api="MirrorAppend",le="0.1"}': "within_100ms",
+    'strait_request_latency_seconds_bucket{api="MirrorAppend",le="0.5"}': "within_500ms",
+}
+
+
+def append_counters(site: RunningSite, timeout: float) -> dict[str, float]:
+    """``APPEND_SERIES`` summed over the site's nodes; raises ``BenchError`` naming a node that cannot be read."""
+    totals = dict.fromkeys(APPEND_SERIES.values(), 0.0)
+    for node in site.nodes:
+        try:
+            with urllib.request.urlopen(f"{node.admin_url}/metrics", timeout=timeout) as response:
+                text = response.read().decode()
+        except OSError as exc:
+            raise BenchError(f"node {node.broker_id}: cannot read {node.admin_url}/metrics: {exc}") from exc
+        for line in text.splitlines():
+            name, _, number = line.partition(" ")
+            if name in APPEND_SERIES:
+                totals[APPEND_SERIES[name]] += float(number)
+    return totals
+
+
+@dataclass(frozen=True)
+class Appends:
+    """West's MirrorAppend answers over a span: how many, their mean time, how many were slow."""
+
+    count: int
+    mean_ms: float
+    over_100ms: int
+    over_500ms: int
+
+    @staticmethod
+    def between(before: dict[str, float], after: dict[str, float]) -> Appends:
+        d = {k: after[k] - before[k] for k in after}
+        count = round(d["appends"])
+        return Appends(
+            count,
+            1e3 * d["seconds"] / count if count else 0.0,
+            round(d["appends"] - d["within_100ms"]),
+            round(d["appends"] - d["within_500ms"]),
+        )
+
+
+def _check_routes(status: dict[str, Any], topology: Topology) -> None:
+    """Raise ``BenchError`` unless the mirror reached east only through the WAN proxies (and did reach it)."""
+    routes = status["routes"]
+    direct = [a for a in routes["direct"] if a in topology.wan.routes]
+    if direct:
+        raise BenchError(f"the mirror connected to east brokers {direct} directly, not through the WAN proxies")
+    if not routes["via_proxy"]:
+        raise BenchError("the mirror opened no connection through the WAN proxies")
+
+
+def _new_topic(settings: Settings, topology: Topology, topic: str) -> None:
+    create_topic(topology.east.bootstrap, topic, PARTITIONS, REPLICATED, settings.timeout_s)
+    wait_in_sync(topology.east, topic, PARTITIONS, REPLICATED.replication, settings.timeout_s)
+
+
+@contextmanager
+def _profiled(
+    settings: Settings, mirror: MirrorProcess, topology: Topology, outputs: dict[str, Path] | None
+) -> Iterator[None]:
+    """py-spy on the mirror and proxy processes while the block runs, when ``outputs`` (role -> file) is given."""
+    if outputs is None:
+        yield
+        return
+    pids = {"mirror": mirror.pid, "proxy": topology.wan.session}
+    py_spy = Path(sys.executable).parent / "py-spy"
+    log_dir = next(iter(outputs.values())).parent
+    with py_spy_attached(
+        py_spy,
+        {pids[role]: path for role, path in outputs.items()},
+        rate=settings.profile_rate,
+        flags=PY_SPY_FLAGS,
+        log_dir=log_dir,
+    ):
+        yield
+
+
+def fill_run(
+    settings: Settings, topology: Topology, run: int, value: bytes, *, profile: dict[str, Path] | None = None
+) -> Fill:
+    """Site throughput, then the mirror's catch-up over the same records (see the module docstring)."""
+    topic = f"fill-r{run + 1}" + ("-profile" if profile else "")
+    workdir = topology.workdir / topic
+    _new_topic(settings, topology, topic)
+    link = link_table(f"bench-{topic}", topology.wan.bootstrap, topology.west.bootstrap, [topic])
+    with mirror_process(workdir, link, topology.wan.routes, start_paused=True, timeout=settings.timeout_s) as mirror:
+        mirror.wait_for("making the mirror topic on west", mirror_topic_created(topic, PARTITIONS), settings.timeout_s)
+        wait_in_sync(topology.west, topic, PARTITIONS, REPLICATED.replication, settings.timeout_s)
+        groups = topology.groups(mirror)
+        meter = CpuMeter(groups)
+        timed = produce_throughput(
+            settings.producer_config(topology.east.bootstrap),
+            topic,
+            settings.records,
+            value,
+            settings.timeout_s,
+            lambda: {},
+        )
+        site_cores = cores(meter.used(), max(timed.seconds, 1e-3))
+        ends = end_offsets(topology.east.bootstrap, topic, PARTITIONS, settings.timeout_s)
+        total = sum(ends)
+        if total != settings.records + PARTITIONS:
+            raise BenchError(f"east holds {total} records of {topic!r}, expected {settings.records + PARTITIONS}")
+        west = Consumer({"bootstrap.servers": topology.west.bootstrap, "group.id": CLIENT_ID, "client.id": CLIENT_ID})
+        try:
+            west.list_topics(topic, timeout=settings.timeout_s)  # connections before the clock starts
+            with _profiled(settings, mirror, topology, profile):
+                gc.collect()
+                status = mirror.status()
+                appends_before = append_counters(topology.west, settings.timeout_s)
+                meter = CpuMeter(groups)
+                started = mirror.resume()
+                first, done = _wait_for_west(west, topic, ends, started, settings.timeout_s)
+                used = meter.used()
+                appends = Appends.between(appends_before, append_counters(topology.west, settings.timeout_s))
+        finally:
+            west.close()
+        after = mirror.status()
+        _check_routes(after, topology)
+    notes = delete_topic(topology.east, topic, settings.timeout_s) + delete_topic(
+        topology.west, topic, settings.timeout_s
+    )
+    totals_before, totals_after = status["link"]["totals"], after["link"]["totals"]
+    return Fill(
+        run,
+        settings.records,
+        total,
+        timed.seconds,
+        done - started,
+        first - started,
+        site_cores,
+        cores(used, done - started),
+        used["mirror"],
+        _errors(after, topic) - _errors(status, topic),
+        totals_after["bytes_copied"] - totals_before["bytes_copied"],
+        appends,
+        profiled=profile is not None,
+        notes=notes,
+    )
+
+
+def _errors(status: dict[str, Any], topic: str) -> int:
+    parts = status["link"].get("topics", {}).get(topic, {}).get("partitions", [])
+    return sum(p["errors"] for p in parts)
+
+
+def _wait_for_west(west: Consumer, topic: str, ends: list[int], started: float, timeout: float) -> tuple[float, float]:
+    """Poll west's high watermarks every ``WEST_POLL_S`` until they equal ``ends``; returns (the time
+    the first record was readable, the time the last one was). Raises ``BenchError`` at the deadline."""
+    deadline = Deadline(timeout, f"west's {topic} to reach {ends}")
+    first: float | None = None
+    highs = [0] * len(ends)
+    while True:
+        for p in range(len(ends)):
+            if highs[p] < ends[p]:
+                with contextlib.suppress(KafkaException):  # a slow answer on a busy machine: ask again
+                    highs[p] = west.get_watermark_offsets(
+                        TopicPartition(topic, p), timeout=max(1.0, deadline.remaining()), cached=False
+                    )[1]
+        now = time.monotonic()
+        if first is None and any(highs):
+            first = now
+        if highs == ends:
+            return first or now, now
+        if deadline.expired():
+            raise BenchError(f"the mirror copied {sum(highs)} of {sum(ends)} records of {topic!r} in {timeout} s")
+        time.sleep(max(0.0, WEST_POLL_S - (time.monotonic() - now)))
+
+
+def _histogram_delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, float | None]:
+    """p50/p99 (upper bounds of their buckets, ms) of the mirror's latency histogram between two statuses."""
+    b = dict((str(k), c) for k, c in before["link"]["latency"]["buckets"])
+    deltas = [(k, c - b.get(str(k), 0)) for k, c in after["link"]["latency"]["buckets"]]
+    total = deltas[-1][1] if deltas else 0
+    out: dict[str, float | None] = {}
+    for name, q in (("p50", 0.5), ("p99", 0.99)):
+        bound = next((k for k, c in deltas if total and c >= q * total), None)
+        out[name] = None if bound is None else (float("inf") if bound == "+Inf" else float(bound) * 1e3)
+    return out
+
+
+def lag_run(
+    settings: Settings,
+    topology: Topology,
+    run: int,
+    fraction: float,
+    site_rate: float,
+    pad: bytes,
+    *,
+    profile: dict[str, Path] | None = None,
+) -> LagRun:
+    """A paced producer at ``fraction`` of ``site_rate`` for ``lag_seconds``, mirrored, observed on west."""
+    topic = f"lag{round(fraction * 100)}-r{run + 1}" + ("-profile" if profile else "")
+    workdir = topology.workdir / topic
+    rate = fraction * site_rate
+    total = max(PARTITIONS, round(rate * settings.lag_seconds))
+    every = max(1, round(rate / SAMPLES_PER_S))
+    _new_topic(settings, topology, topic)
+    link = link_table(f"bench-{topic}", topology.wan.bootstrap, topology.west.bootstrap, [topic])
+    notes: list[str] = []
+    with ExitStack() as stack:
+        mirror = stack.enter_context(
+            mirror_process(workdir, link, topology.wan.routes, start_paused=False, timeout=settings.timeout_s)
+        )
+        mirror.wait_for("copying every partition", partitions_copying(topic, PARTITIONS), settings.timeout_s)
+        wait_in_sync(topology.west, topic, PARTITIONS, REPLICATED.replication, settings.timeout_s)
+        producer = stack.enter_context(open_producer(settings.producer_config(topology.east.bootstrap)))
+        observer = stack.enter_context(WestObserver(topology.west.bootstrap, topic, PARTITIONS))
+        warm_up(producer, topic, value_of(WARM_UP_SEQ, pad), settings.timeout_s)
+        base = [1] * PARTITIONS
+        if observer.wait_until(base, settings.timeout_s) is None:
+            raise BenchError(f"the warm-up records of {topic!r} did not reach west within {settings.timeout_s} s")
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(0.001)  # the observer thread stamps its observations promptly
+        try:
+            with _profiled(settings, mirror, topology, profile):
+                gc.collect()
+                before = mirror.status()
+                appends_before = append_counters(topology.west, settings.timeout_s)
+                meter = CpuMeter(topology.groups(mirror))
+                paced = paced_sampled_produce(producer, topic, pad, rate, total, every, settings.timeout_s, first_seq=0)
+                used = meter.used()
+                appends = Appends.between(appends_before, append_counters(topology.west, settings.timeout_s))
+            if paced.undelivered or paced.failed:
+                raise BenchError(f"{topic}: {paced.undelivered} undelivered, failures {dict(paced.failed)}")
+            ends = end_offsets(topology.east.bootstrap, topic, PARTITIONS, settings.timeout_s)
+            drained = observer.wait_until(ends, settings.timeout_s)
+        finally:
+            sys.setswitchinterval(switch)
+        after = mirror.status()
+        _check_routes(after, topology)
+    # The observer thread has stopped: its observations are complete.
+    checked = spot_check(topology.west.bootstrap, topic, paced.samples, SPOT_CHECKS, settings.timeout_s)
+    figures = lag_figures(paced, observer, base, checked)
+    if drained is None:
+        notes.append(f"{topic}: west did not hold all {sum(ends)} records within {settings.timeout_s} s")
+    if paced.sent_rate < ON_RATE * rate:
+        notes.append(
+            f"{topic}: east took {paced.sent_rate:,.0f} rec/s of the {rate:,.0f} asked for (the producer's queue "
+            "was full: the site, or the machine, could not go faster meanwhile)"
+        )
+    notes += [f"west observer of {topic}: {text} (x{n})" for text, n in observer.errors.items()]
+    notes += delete_topic(topology.east, topic, settings.timeout_s) + delete_topic(
+        topology.west, topic, settings.timeout_s
+    )
+    seconds = max(paced.flushed - paced.first_sent, 1e-3)
+    return LagRun(
+        run,
+        fraction,
+        rate,
+        paced.sent_rate,
+        total,
+        every,
+        figures,
+        None if drained is None else max(0.0, drained - paced.flushed),
+        cores(used, seconds),
+        used["mirror"],
+        _errors(after, topic) - _errors(before, topic),
+        _histogram_delta(before, after),
+        appends,
+        profiled=profile is not None,
+        notes=notes,
+    )
+
+
+# -- runs ----------------------------------------------------------------------------------
+
+
+@contextmanager
+def scratch_dir(base: Path) -> Iterator[Path]:
+    base.mkdir(parents=True, exist_ok=True)
+    path = Path(tempfile.mkdtemp(prefix="strait-mirror-bench-", dir=base))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@dataclass
+class Results:
+    fills: list[Fill] = field(default_factory=list)
+    lags: list[LagRun] = field(default_factory=list)
+    profile_fill: Fill | None = None
+    profile_lag: LagRun | None = None
+    profiles: list[ProcessProfile] = field(default_factory=list)
+    loadavg_start: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    loadavg_end: tuple[float, float, float] = (0.0, 0.0, 0.0)
+
+    def site_rate(self) -> float:
+        return statistics.median(f.site_rate for f in self.fills)
+
+    def goals_missed(self) -> bool:
+        """True unless every goal was met (a goal not tested counts as missed)."""
+        return not all(v.met is True for v in verdicts(self))
+
+
+def _profile_summaries(phase: str, outputs: dict[str, Path], used_cores: dict[str, float]) -> list[ProcessProfile]:
+    found = []
+    for role, path in outputs.items():
+        stacks = summarise_stacks(path.read_text())
+        found.append(
+            ProcessProfile(
+                phase,
+                role,
+                100 * used_cores.get(role, 0.0),
+                stacks["samples"],
+                stacks["idle_pct"],
+                stacks["other_busy_pct"],
+                stacks["places"][:12],
+                stacks["functions"][:24],
+            )
+        )
+    return found
+
+
+def run(settings: Settings, step: Callable[[str], None]) -> tuple[Results, dict[str, Any], float]:
+    """Every phase on one pair of sites; returns the results, the machine and the seconds taken."""
+    t0 = time.perf_counter()
+    results = Results(loadavg_start=os.getloadavg())
+    value = os.urandom(VALUE_BYTES)
+    pad = os.urandom(VALUE_BYTES - 8)
+    with ExitStack() as stack:
+        workdir = stack.enter_context(scratch_dir(settings.base_dir))
+        if settings.zookeeper is None:
+            step("starting ZooKeeper")
+            connect = stack.enter_context(zookeeper(settings.strait, workdir, settings.zk_port))
+        else:
+            connect = settings.zookeeper
+        site = StraitSite(settings.strait, connect, nodes=settings.nodes, properties=PROPERTIES)
+        step(f"starting site east ({settings.nodes} nodes)")
+        east = stack.enter_context(site.start(workdir / "east", PARTITIONS))
+        step(f"starting site west ({settings.nodes} nodes)")
+        west = stack.enter_context(site.start(workdir / "west", PARTITIONS))
+        step(f"starting the WAN fault proxy ({settings.wan_rtt_ms} +- {settings.wan_jitter_ms} ms per round trip)")
+        wan = stack.enter_context(
+            wan_proxies(
+                [n.bootstrap for n in east.nodes],
+                workdir / "wan",
+                rtt_ms=settings.wan_rtt_ms,
+                jitter_ms=settings.wan_jitter_ms,
+            )
+        )
+        topology = Topology(east, west, wan, workdir)
+        info = machine(settings, workdir, site)
+        for r in range(settings.runs):
+            step(
+                f"run {r + 1}/{settings.runs}: site throughput, then the mirror's catch-up "
+                f"({settings.records:,} records)"
+            )
+            fill = fill_run(settings, topology, r, value)
+            step(
+                f"  site {fill.site_rate:,.0f} rec/s, mirror {fill.mirror_rate:,.0f} rec/s "
+                f"(ratio {fill.ratio:.2f}, first record after {fill.first_record_s * 1e3:.0f} ms)"
+            )
+            results.fills.append(fill)
+        site_rate = results.site_rate()
+        for r in range(settings.runs):
+            order = FRACTIONS if r % 2 == 0 else tuple(reversed(FRACTIONS))
+            for fraction in order:
+                step(
+                    f"run {r + 1}/{settings.runs}: lag at {fraction:.0%} of {site_rate:,.0f} rec/s "
+                    f"for {settings.lag_seconds:g} s"
+                )
+                lag = lag_run(settings, topology, r, fraction, site_rate, pad)
+                step(
+                    f"  lag p50 {lag.figures.lag_ms['p50']:.0f} ms, p99 {lag.figures.lag_ms['p99']:.0f} ms, "
+                    f"growth {lag.figures.growth_ms:.0f} ms, drain {drain_text(lag.drain_s)}: "
+                    + ("kept up" if lag.kept_up else "did NOT keep up")
+                )
+                results.lags.append(lag)
+        if settings.profile == "always" or (settings.profile == "auto" and results.goals_missed()):
+            step("profiling the mirror and proxy processes (py-spy): one catch-up copy and one 80 % run")
+            outputs = {role: workdir / f"py-spy-fill-{role}.txt" for role in ("mirror", "proxy")}
+            fill = fill_run(settings, topology, 0, value, profile=outputs)
+            results.profile_fill = fill
+            results.profiles += _profile_summaries("catch-up copy", outputs, fill.mirror_cores)
+            outputs = {role: workdir / f"py-spy-lag-{role}.txt" for role in ("mirror", "proxy")}
+            lag = lag_run(settings, topology, 0, GOAL_KEEP_UP_FRACTION, site_rate, pad, profile=outputs)
+            results.profile_lag = lag
+            results.profiles += _profile_summaries(f"{GOAL_KEEP_UP_FRACTION:.0%} lag run", outputs, lag.cores)
+        step("stopping every process")
+    results.loadavg_end = os.getloadavg()
+    return results, info, time.perf_counter() - t0
+
+
+# -- main ----------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None) -> Settings:
+    p = argparse.ArgumentParser(prog="python -m bench.mirror_bench", description=__doc__.split("\n\n")[0])
+    p.add_argument(
+        "--records", type=int, help="records per site/mirror throughput run (default 2000000; --quick 300000)"
+    )
+    p.add_argument("--runs", type=int, help="runs of each measurement, median reported (default 3; --quick 1)")
+    p.add_argument("--lag-seconds", type=float, help="length of each paced lag run (default 30; --quick 5)")
+    p.add_argument("--nodes", type=int, default=3, help="strait nodes per site (default 3)")
+    p.add_argument("--wan-rtt-ms", type=int, default=50, help="latency added per round trip east <-> mirror (50)")
+    p.add_argument("--wan-jitter-ms", type=int, default=10, help="+- jitter per round trip (10)")
+    p.add_argument("--linger-ms", type=int, default=PRODUCER_SETTINGS["linger.ms"], help="producer linger.ms (5)")
+    p.add_argument("--batch-bytes", type=int, default=PRODUCER_SETTINGS["batch.size"], help="producer batch.size")
+    p.add_argument(
+        "--profile",
+        choices=["auto", "always", "never"],
+        default="auto",
+        help="py-spy on the mirror and proxy in extra runs: when a goal is missed (auto), always, or never",
+    )
+    p.add_argument("--profile-rate", type=int, default=200, help="py-spy samples per second (default 200)")
+    p.add_argument("--timeout", type=float, default=120.0, help="deadline in s for each start, topic, copy and drain")
+    p.add_argument("--out", type=Path, help="write mirror-<date>.md and .json here (e.g. bench/results)")
+    p.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()), help="the nodes' data dirs go under this")
+    p.add_argument("--zk-port", type=int, default=0, help="ZooKeeper client port (0: any free port)")
+    p.add_argument("--zookeeper", metavar="HOST:PORT", help="use this ZooKeeper (a chroot per site) instead")
+    p.add_argument("--strait", type=Path, default=Path(sys.executable).parent / "strait", help="the strait CLI")
+    p.add_argument("--note", help="a line for the report, e.g. what else was running on the machine")
+    p.add_argument("--quick", action="store_true", help="300000 records, 5 s lag runs, 1 run: a smoke test")
+    args = p.parse_args(argv)
+    for name, value in (QUICK if args.quick else FULL).items():
+        if getattr(args, name) is None:  # explicit flags win over --quick
+            setattr(args, name, value)
+    if args.records < 1000:
+        p.error(f"--records must be at least 1000, got {args.records}")
+    if min(args.runs, args.nodes, args.batch_bytes, args.profile_rate, args.linger_ms + 1) < 1:
+        p.error("--runs, --nodes, --batch-bytes and --profile-rate must be positive, --linger-ms not negative")
+    if min(args.lag_seconds, args.timeout) <= 0 or min(args.wan_rtt_ms, args.wan_jitter_ms) < 0:
+        p.error("--lag-seconds and --timeout must be positive, --wan-rtt-ms and --wan-jitter-ms not negative")
+    if args.wan_jitter_ms > args.wan_rtt_ms:
+        p.error("--wan-jitter-ms cannot exceed --wan-rtt-ms")
+    return Settings(
+        nodes=args.nodes,
+        records=args.records,
+        runs=args.runs,
+        lag_seconds=args.lag_seconds,
+        wan_rtt_ms=args.wan_rtt_ms,
+        wan_jitter_ms=args.wan_jitter_ms,
+        linger_ms=args.linger_ms,
+        batch_bytes=args.batch_bytes,
+        profile=args.profile,
+        profile_rate=args.profile_rate,
+        timeout_s=args.timeout,
+        out=args.out,
+        base_dir=args.dir,
+        zk_port=args.zk_port,
+        zookeeper=args.zookeeper,
+        strait=args.strait,
+        note=args.note,
+        quick=args.quick,
+        argv=tuple(sys.argv[1:] if argv is None else argv),
+    )
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")  # unwinds through every process's stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    settings = parse_args(argv)
+    signal.signal(signal.SIGTERM, _interrupt)
+    t0 = time.perf_counter()
+
+    def step(text: str) -> None:
+        print(f"[{time.perf_counter() - t0:6.1f}s] {text}", file=sys.stderr, flush=True)
+
+    try:
+        for words in (("node", "start"), ("zookeeper", "start")):
+            ok, why = strait_has_command(settings.strait, *words)
+            if not ok:
+                raise BenchError(f"strait cannot be benchmarked: {why}")
+        started = datetime.datetime.now().astimezone()
+        results, info, elapsed = run(settings, step)
+    except BenchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted; every process started was stopped", file=sys.stderr)
+        return 130
+    print_tables(settings, results)
+    if settings.out is not None:
+        md_path, json_path = write_report(settings, results, info, started, elapsed)
+        print(f"\nwrote {md_path} and {json_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
