@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
+import pytest
 import trio
 from confluent_kafka import Consumer, Producer, TopicPartition
 
@@ -13,6 +14,8 @@ from mirror import GroupSync, LinkRunner, SiteClient
 from tests.mirror.conftest import Site
 from tests.mirror.test_link import RunningLink, create, link_config
 from tests.node.harness import wait_for
+
+pytestmark = pytest.mark.integration
 
 FAST = "sync_interval_s = 0.5\ngroup_sync_interval_s = 0.5\n"
 
