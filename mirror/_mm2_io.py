@@ -208,21 +208,24 @@ async def open_leader(site: SiteClient, topic: str, partition: int) -> NodeConne
         meta = site.topics.get(topic)
         code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if meta is None else ErrorCode.LEADER_NOT_AVAILABLE
         raise ClientError.from_code(code, f"site {site.name}: {topic}-{partition} has no leader")
-    return await NodeConnection.open(address, client_id=site.client_id, timeout=site.timeout)
+    return await site.open(address)
 
 
 # -- requests through a SiteClient's shared connections ------------------------------------------
 
 
 async def on_leader(
-    site: SiteClient, topic: str, partition: int, call: Callable[[NodeConnection], Awaitable[T]], *, attempts: int = 2
+    site: SiteClient, topic: str, partition: int, call: Callable[[NodeConnection], Awaitable[T]], *, attempts: int = 5
 ) -> T:
     """Run ``call`` on the partition leader's shared connection; after an error forget the
-    connection, refresh the metadata and try again, up to ``attempts`` times. Raises the last
+    connection, refresh the metadata and try again (backing off 0.2 s, 0.4 s, ...: a topic just
+    created may not be served by its leader yet), up to ``attempts`` times. Raises the last
     ClientError. Only for calls that may safely run twice."""
     last: ClientError | None = None
     for attempt in range(attempts):
         broker = -1
+        if attempt:
+            await trio.sleep(0.2 * attempt)
         try:
             if site.leader(topic, partition) < 0 or attempt > 0:
                 await site.refresh([topic])

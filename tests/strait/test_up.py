@@ -12,7 +12,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from chaos.errors import WorkloadError
@@ -27,6 +27,10 @@ def committed(bootstrap: str, group: str, topic: str) -> int:
     try:
         (tp,) = consumer.committed([TopicPartition(topic, 0)], timeout=10)
         return int(tp.offset)
+    except KafkaException as exc:  # the group's coordinator on west still being chosen: not yet
+        if exc.args[0].code() not in (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS):
+            raise
+        return -1
     finally:
         consumer.close()
 
