@@ -15,10 +15,8 @@ the sites' clients are done and before the sites stop (so it never sees its site
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,10 +25,11 @@ from ._site import (
     LocalSite,
     SiteError,
     SiteInterrupted,
-    _die_with_parent,
     _healthy,
     _signal_group,
     _write_atomically,
+    log_tail,
+    spawn_cli,
 )
 
 APPLIANCE_FILE = "appliance.json"
@@ -38,7 +37,6 @@ LINK_NAME = "east-to-west"
 MIRROR_READY_TIMEOUT_S = 60.0
 MIRROR_STOP_TIMEOUT_S = 30.0
 _POLL_S = 0.05
-_LOG_TAIL_LINES = 20
 
 
 class LocalMirror:
@@ -92,30 +90,21 @@ class LocalMirror:
             self.ready_path.unlink(missing_ok=True)
             self.admin_url = ""
             self._exit_reported = False
-            with self.log_path.open("ab") as log:
-                self.proc = subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-m",
-                        "strait.cli",
-                        "mirror",
-                        "start",
-                        "--config",
-                        str(self.links_path),
-                        "--admin",
-                        "127.0.0.1:0",
-                        "--state-dir",
-                        str(self.directory),
-                        "--ready-file",
-                        str(self.ready_path),
-                    ],
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                    preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl(2), async-signal-safe
-                    env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                )
+            self.proc = spawn_cli(
+                [
+                    "mirror",
+                    "start",
+                    "--config",
+                    str(self.links_path),
+                    "--admin",
+                    "127.0.0.1:0",
+                    "--state-dir",
+                    str(self.directory),
+                    "--ready-file",
+                    str(self.ready_path),
+                ],
+                self.log_path,
+            )
             self._wait_ready(stop_requested)
         except OSError as exc:
             self.stop()
@@ -174,11 +163,7 @@ class LocalMirror:
         return []
 
     def log_tail(self) -> str:
-        try:
-            lines = self.log_path.read_text(errors="replace").splitlines()
-        except OSError as exc:
-            return f"(no log: {exc})"
-        return "\n".join(lines[-_LOG_TAIL_LINES:])
+        return log_tail(self.log_path)
 
     def announce(self) -> str:
         return "\n".join(

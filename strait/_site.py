@@ -94,11 +94,7 @@ class LocalNode:
         return None if self.proc is None else self.proc.pid
 
     def log_tail(self) -> str:
-        try:
-            lines = self.log_path.read_text(errors="replace").splitlines()
-        except OSError as exc:
-            return f"(no log: {exc})"
-        return "\n".join(lines[-_LOG_TAIL_LINES:])
+        return log_tail(self.log_path)
 
     def to_json(self) -> dict[str, object]:
         return {"broker_id": self.broker_id, "bootstrap": self.bootstrap, "admin": self.admin_url, "pid": self.pid}
@@ -319,26 +315,9 @@ class LocalSite:
         node.ready_path.unlink(missing_ok=True)
         node.bootstrap = node.admin_url = ""
         node.exit_reported = False
-        with node.log_path.open("ab") as log:
-            node.proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "strait.cli",
-                    "node",
-                    "start",
-                    "--config",
-                    str(node.config_path),
-                    "--ready-file",
-                    str(node.ready_path),
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl(2), async-signal-safe
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
+        node.proc = spawn_cli(
+            ["node", "start", "--config", str(node.config_path), "--ready-file", str(node.ready_path)], node.log_path
+        )
 
     def _wait_ready(self, stop_requested: Callable[[], bool]) -> None:
         deadline = time.monotonic() + READY_TIMEOUT_S
@@ -396,6 +375,30 @@ class LocalSite:
                     if partition.get("leader", -1) < 0:
                         leaderless.add(f"{topic.get('name')}-{partition.get('partition')}")
         return leaderless
+
+
+def spawn_cli(args: list[str], log_path: Path) -> subprocess.Popen[bytes]:
+    """``strait <args>`` as a child in its own session, output appended to ``log_path``, killed
+    by the kernel if the launcher's thread dies."""
+    with log_path.open("ab") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "strait.cli", *args],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl(2), async-signal-safe
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+
+
+def log_tail(path: Path) -> str:
+    """The last lines of a child's log, for error messages."""
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError as exc:
+        return f"(no log: {exc})"
+    return "\n".join(lines[-_LOG_TAIL_LINES:])
 
 
 def _get_json(url: str) -> Any:
