@@ -260,6 +260,15 @@ class Partition:
                 f"{self.policy.min_insync_replicas}",
             )
 
+    def check_writable(self) -> None:
+        """Refuse client writes to a mirror topic: BrokerError(POLICY_VIOLATION) naming topic and link."""
+        link = self.policy.mirror_link
+        if link is not None:
+            raise BrokerError(
+                ErrorCode.POLICY_VIOLATION,
+                f"topic {self.tp.topic!r} is a read-only mirror owned by link {link!r}",
+            )
+
     def check_min_isr(self) -> None:
         if len(self.isr) < self.policy.min_insync_replicas:
             raise BrokerError(
