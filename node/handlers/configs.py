@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from node.config import ConfigEntry, ConfigError, apply_incremental, describe_broker_config, describe_topic_config
 from node.errors import BrokerError
 from node.protocol import ErrorCode, RequestHeader, Struct
-from node.topic_config import ConfigEntry, ConfigError, apply_incremental, describe_broker_config, describe_topic_config
 
 if TYPE_CHECKING:
     from node.broker import Broker

@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from node.config import TopicPolicy
 from node.errors import BrokerError
 from node.protocol import ErrorCode, RequestHeader, Struct
-from node.topic_config import TopicPolicy
 from storage import LogDirOfflineError
 
 if TYPE_CHECKING:
