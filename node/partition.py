@@ -19,11 +19,11 @@ from dataclasses import dataclass
 
 import trio
 
+from node.config import TopicPolicy
 from node.coordination import PartitionState
 from node.errors import BrokerError, invalid_record
 from node.producer_state import ProducerStateError, ProducerStateManager
 from node.protocol import ErrorCode
-from node.topic_config import TopicPolicy
 from storage import CorruptBatchError, PartitionLog, RecordTooLargeError, TopicPartition
 from storage.records import BatchHeader, check_batch, iter_batches
 from storage.records._batch import CURRENT_MAGIC, HEADER_SIZE, MAGIC_POS

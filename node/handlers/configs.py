@@ -11,11 +11,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from node.config import NodeConfig
+from node.config import (
+    ConfigEntry,
+    ConfigError,
+    NodeConfig,
+    apply_incremental,
+    describe_broker_config,
+    describe_topic_config,
+)
 from node.errors import BrokerError
 from node.protocol import ErrorCode, Struct
 from node.request import Request
-from node.topic_config import ConfigEntry, ConfigError, apply_incremental, describe_broker_config, describe_topic_config
 
 from ._services import MetadataView, TopicAdmin
 

@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from node.config import TopicPolicy
 from node.errors import BrokerError, answer_errors
 from node.protocol import ErrorCode
 from node.request import Request
-from node.topic_config import TopicPolicy
 
 from ._services import PartitionSource, RequestMetrics
 

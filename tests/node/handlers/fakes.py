@@ -14,13 +14,12 @@ from types import SimpleNamespace
 from typing import Any
 
 from node.cluster import TopicState
-from node.config import NodeConfig
+from node.config import NodeConfig, TopicPolicy
 from node.coordination import BrokerRegistration, PartitionState
 from node.errors import BrokerError
 from node.partition import Partition
 from node.protocol import ErrorCode, decode_request, encode_request, read_request_header, request_header
 from node.request import ConnectionInfo, Request
-from node.topic_config import TopicPolicy
 from storage import FaultPoints, LogConfig, TopicPartition, create_log
 
 NOW_MS = 1_700_000_000_000
