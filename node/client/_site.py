@@ -12,7 +12,6 @@ are written once against that protocol.
 
 from __future__ import annotations
 
-import logging
 import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -23,8 +22,6 @@ import trio
 from node.protocol import ApiKey, ErrorCode, Struct
 
 from ._connection import ClientError, NodeConnection
-
-log = logging.getLogger("strait.client.site")
 
 METADATA_VERSION = 8
 
@@ -70,7 +67,8 @@ class Route(Protocol):
 
 
 class NodeRoute:
-    """Every request on one node's connection; a coordinator elsewhere gets a connection of its own.
+    """Every request on one node's connection (broker id -1 in answers); a coordinator elsewhere
+    gets a connection of its own.
 
     ``aclose`` closes the connections it opened to coordinators (not ``conn``).
     """

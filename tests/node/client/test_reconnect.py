@@ -34,9 +34,7 @@ class Recorder:
 def run(recorder: Recorder, *, backoff_s: float = 0.5, for_s: float = 10.0) -> None:
     async def main() -> None:
         with trio.move_on_after(for_s):
-            await run_reconnecting(
-                recorder.step, reset=recorder.reset, on_error=recorder.on_error, backoff_s=backoff_s
-            )
+            await run_reconnecting(recorder.step, reset=recorder.reset, on_error=recorder.on_error, backoff_s=backoff_s)
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
 
