@@ -43,7 +43,7 @@ from typing import IO, Any
 
 import trio
 
-from node.client import serve_admin
+from node.adminkit import serve_admin
 
 from ._admin import UnknownLink, check_token, create_app
 from ._config import LinkConfig, MirrorError
