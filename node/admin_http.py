@@ -24,6 +24,7 @@ trio until cancelled, then shuts down gracefully within a deadline.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from http import HTTPStatus
 from typing import Protocol
 
@@ -95,31 +96,32 @@ def create_app(view: AdminView, metrics: NodeMetrics) -> Starlette:
     """
     metrics.attach_view(view)
 
-    async def cluster(request: Request) -> Response:
-        return JSONResponse(view.cluster())
+    def listing(read: Callable[[], object]) -> Callable[[Request], Awaitable[Response]]:
+        async def handle(request: Request) -> Response:
+            return JSONResponse(read())
 
-    async def topics(request: Request) -> Response:
-        return JSONResponse(view.topics())
+        return handle
 
-    async def topic(request: Request) -> Response:
-        name = request.path_params["name"]
-        for entry in view.topics():
-            if entry.get("name") == name:
-                return JSONResponse(entry)
-        return json_error(HTTPStatus.NOT_FOUND, "topic_not_found", f"no topic named {name!r} on this node")
+    def one_of(
+        read: Callable[[], list[dict[str, object]]], key: str, param: str, code: str, missing: str
+    ) -> Callable[[Request], Awaitable[Response]]:
+        """The entry of ``read()`` whose ``key`` is the path parameter, or 404 ``code`` (``missing`` names it)."""
 
-    async def log_dirs(request: Request) -> Response:
-        return JSONResponse(view.log_dirs())
+        async def handle(request: Request) -> Response:
+            wanted = request.path_params[param]
+            for entry in read():
+                if entry.get(key) == wanted:
+                    return JSONResponse(entry)
+            return json_error(HTTPStatus.NOT_FOUND, code, missing.format(wanted))
 
-    async def groups(request: Request) -> Response:
-        return JSONResponse(view.groups())
+        return handle
 
-    async def group(request: Request) -> Response:
-        group_id = request.path_params["group_id"]
-        for entry in view.groups():
-            if entry.get("group_id") == group_id:
-                return JSONResponse(entry)
-        return json_error(HTTPStatus.NOT_FOUND, "group_not_found", f"no group {group_id!r} is coordinated by this node")
+    cluster = listing(view.cluster)
+    topics = listing(view.topics)
+    topic = one_of(view.topics, "name", "name", "topic_not_found", "no topic named {!r} on this node")
+    log_dirs = listing(view.log_dirs)
+    groups = listing(view.groups)
+    group = one_of(view.groups, "group_id", "group_id", "group_not_found", "no group {!r} is coordinated by this node")
 
     routes = [
         Route("/v1/cluster", cluster, methods=["GET"]),
