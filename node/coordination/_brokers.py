@@ -18,12 +18,10 @@ import functools
 from collections.abc import Callable, Collection
 from typing import Any
 
-from kazoo.exceptions import NoNodeError  # type: ignore[import-untyped]
-
 from ._ephemeral import Ephemeral, KeptEphemerals
 from ._errors import BrokerIdInUse
 from ._layout import BROKER_IDS, BrokerRegistration, broker_path, decode_broker, encode_broker
-from ._retry import retried
+from ._reads import read_many, retried
 
 
 def register(client: Any, kept: KeptEphemerals, clock_ms: Callable[[], int], reg: BrokerRegistration) -> None:
@@ -54,12 +52,5 @@ def register(client: Any, kept: KeptEphemerals, clock_ms: Callable[[], int], reg
 def live(client: Any) -> dict[int, BrokerRegistration]:
     """The live brokers, by broker id (ascending)."""
     ids = sorted(int(c) for c in retried(client.get_children, BROKER_IDS) if c.isdigit())
-    pending = [(broker_id, client.get_async(broker_path(broker_id))) for broker_id in ids]
-    brokers = {}
-    for broker_id, result in pending:
-        try:
-            data, _ = result.get()
-        except NoNodeError:
-            continue  # went away while we listed
-        brokers[broker_id] = decode_broker(broker_id, data)
-    return brokers
+    found = read_many(client, ((broker_id, broker_path(broker_id)) for broker_id in ids))
+    return {broker_id: decode_broker(broker_id, data) for broker_id, data, _ in found}  # left out: gone meanwhile

@@ -12,7 +12,7 @@ from typing import Any
 from kazoo.exceptions import NodeExistsError, NoNodeError  # type: ignore[import-untyped]
 
 from ._layout import CLUSTER_ID, decode_cluster_id, encode_cluster_id, new_uuid
-from ._retry import retried
+from ._reads import retried
 
 
 def read_or_create(client: Any) -> str:

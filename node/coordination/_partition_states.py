@@ -38,7 +38,7 @@ from ._layout import (
     validate_partition,
     validate_topic_name,
 )
-from ._retry import retried
+from ._reads import retried
 
 
 def read(client: Any, topic: str, partition: int) -> PartitionState | None:

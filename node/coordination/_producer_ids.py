@@ -15,7 +15,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError  # ty
 
 from ._errors import CoordinationError
 from ._layout import PRODUCER_ID_BLOCK, decode_producer_id_block_end, encode_producer_id_block
-from ._retry import retried
+from ._reads import retried
 
 _CLAIM_ATTEMPTS = 50  # every broker claims from the same znode
 _MAX_PRODUCER_ID = 2**63 - 1

@@ -55,7 +55,7 @@ from ._ephemeral import KeptEphemerals, session_of
 from ._errors import CoordinationError
 from ._hints import Hints
 from ._layout import PERSISTENT_PATHS, STRAIT_PATHS
-from ._retry import retried
+from ._reads import retried
 from ._watches import ChangeWatches
 
 logger = logging.getLogger(__name__)
@@ -315,7 +315,7 @@ class Operation(Generic[P, T]):
 
     ``what`` names the operation in errors: a ``str.format`` template over ``fn``'s argument
     names (``"create topic {name!r}"``), or a function of those arguments. ``retry=True``
-    retries the whole of ``fn`` through a connection loss (:mod:`._retry`): for reads only.
+    retries the whole of ``fn`` through a connection loss (:mod:`._reads`): for reads only.
     The method's docstring is ``fn``'s.
     """
 

@@ -54,7 +54,7 @@ from ._layout import (
     validate_states,
     validate_topic_name,
 )
-from ._retry import retried
+from ._reads import read_many, retried
 from ._transactions import failure
 
 _WRITE_ATTEMPTS = 5  # read-modify-write loops that only race with znodes appearing/vanishing
@@ -113,15 +113,8 @@ def create(
 def read_all(client: Any) -> dict[str, TopicAssignment]:
     """Every topic's assignment, by name (sorted)."""
     names = sorted(retried(client.get_children, TOPICS))
-    pending = [(name, client.get_async(topic_path(name))) for name in names]
-    topics = {}
-    for name, result in pending:
-        try:
-            data, stat = result.get()
-        except NoNodeError:
-            continue
-        topics[name] = decode_topic(name, data, stat.version)
-    return topics
+    found = read_many(client, ((name, topic_path(name)) for name in names))
+    return {name: decode_topic(name, data, stat.version) for name, data, stat in found}
 
 
 def read(client: Any, name: str) -> TopicAssignment | None:
@@ -223,15 +216,8 @@ def read_config(client: Any, name: str) -> dict[str, str]:
 def read_all_configs(client: Any) -> dict[str, dict[str, str]]:
     """Every topic config znode, by topic name (sorted)."""
     names = sorted(retried(client.get_children, CONFIG_TOPICS))
-    pending = [(name, client.get_async(topic_config_path(name))) for name in names]
-    configs = {}
-    for name, result in pending:
-        try:
-            data, _ = result.get()
-        except NoNodeError:
-            continue
-        configs[name] = decode_topic_config(name, data)
-    return configs
+    found = read_many(client, ((name, topic_config_path(name)) for name in names))
+    return {name: decode_topic_config(name, data) for name, data, _ in found}
 
 
 def set_config(client: Any, name: str, config: Mapping[str, str]) -> None:
