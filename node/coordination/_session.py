@@ -325,7 +325,11 @@ class Operation(Generic[P, T]):
         self._what = what
         self._fn: Callable[..., T] = functools.partial(_retrying, fn) if retry else fn
         self._signature = inspect.signature(fn)
+        self._name = fn.__name__
         self.__doc__ = fn.__doc__
+
+    def __set_name__(self, owner: type[Any], name: str) -> None:
+        self._name = f"{owner.__qualname__}.{name}"
 
     def describe(self, *args: Any, **kwargs: Any) -> str:
         """What the call ``method(*args, **kwargs)`` does, in words."""
@@ -345,6 +349,8 @@ class Operation(Generic[P, T]):
         async def method(*args: P.args, **kwargs: P.kwargs) -> T:
             return await session.run(lambda: self.describe(*args, **kwargs), self._fn, *args, **kwargs)
 
+        method.__qualname__ = self._name
+        method.__doc__ = self.__doc__
         return method
 
 

@@ -5,31 +5,9 @@ declared once from the blocking ``fn(client, ...)`` that does it; the subject mo
 those functions, their docstrings (what each guarantees and raises) and their znode formats.
 Threading, cancellation and session expiry: see :mod:`._session`.
 
-========================  ===================================================================
-method                    runs (``await self.run(..., fn, ...)`` in one worker thread)
-========================  ===================================================================
-cluster_id                :func:`._cluster_id.read_or_create`
-register_broker           :func:`._brokers.register` (kept across session expiry)
-brokers                   :func:`._brokers.live`
-claim_producer_id_block   :func:`._producer_ids.claim_block`
-create_topic, topics,     :func:`._topics.create`, :func:`._topics.read_all`, :func:`._topics.read`,
-topic, add_partitions,    :func:`._topics.add_partitions`, :func:`._topics.delete`
-delete_topic
-topic_config,             :func:`._topics.read_config`, :func:`._topics.read_all_configs`,
-all_topic_configs,        :func:`._topics.set_config`
-set_topic_config
-partition_state,          :func:`._partition_states.read`, :func:`._partition_states.write`,
-set_partition_state,      :func:`._partition_states.set_assignment`
-set_assignment
-elect_controller,         :func:`._controller.elect` (timestamped by the injected clock),
-controller,               :func:`._controller.current`, :func:`._controller.resign`
-resign_controller
-snapshot                  :func:`._snapshot.read_snapshot`
-start_reassignment,       :func:`._reassignment.start`, :func:`._reassignment.read`,
-reassignment,             :func:`._reassignment.complete`
-complete_reassignment
-set_offline_replicas      :func:`._offline.publish` (kept across session expiry)
-========================  ===================================================================
+The methods below are one line each: an :class:`._session.Operation` over a subject module's
+function, or, where the session supplies an argument (the injected clock, the kept
+ephemerals), a one-line ``await self.run(...)``.
 """
 
 from __future__ import annotations
