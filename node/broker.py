@@ -74,6 +74,7 @@ class Broker:
             config.zookeeper_connect,
             session_timeout_ms=config.zookeeper_session_timeout_ms,
             connection_timeout_ms=config.zookeeper_connection_timeout_ms,
+            clock_ms=wall_clock_ms,
         )
         self.api_ranges: Mapping[int, tuple[int, int]] = served_ranges()
         self._dispatch: Mapping[int, Handler] = {}

@@ -13,7 +13,13 @@ An election is one ZooKeeper transaction, as Kafka 2.2+ runs it
 Invariant: while ``/controller`` exists, no election commits, so each epoch is given to exactly
 one election and the epoch in ``/controller_epoch`` is that of the live controller.
 
-All functions block (kazoo calls): run each in one worker thread.
+``/controller`` is ephemeral but, unlike the broker registration, not kept across a session
+expiry (see :mod:`._ephemeral`): controllership ends with the session, and a new election
+decides. ``/controller`` holds ``{"version":1,"brokerid":1,"timestamp":"<ms since epoch>"}``
+(the timestamp from the session's injected clock); ``/controller_epoch`` holds a decimal
+string, not JSON.
+
+All functions block (kazoo calls): run each in one worker thread (``ZkSession.run``).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError  # type: ignore[import-untyped]
 
+from ._ephemeral import remove, session_of
 from ._errors import CoordinationError
 from ._layout import (
     CONTROLLER,
@@ -31,19 +38,26 @@ from ._layout import (
     encode_controller,
     encode_controller_epoch,
 )
-from ._registration import session_of
 from ._transactions import failure
 
 _ATTEMPTS = 50  # the epoch only moves under us when a controller comes and goes meanwhile
 
 
 def elect(client: Any, broker_id: int, timestamp_ms: int) -> int | None:
-    """Become controller: returns the new controller epoch, or None if another holds ``/controller``.
+    """Try to become controller: create the ephemeral ``/controller`` and bump
+    ``/controller_epoch`` in one transaction. Returns the new controller epoch, or None when
+    another broker holds ``/controller``.
+
+    No two elections get the same epoch, and epochs only grow. If this session already is
+    the controller as ``broker_id`` (say, a retry after a lost reply), returns the current
+    epoch. Controllership ends with the session (or :func:`resign`).
 
     Raises:
+        ValueError: ``broker_id`` is negative.
         MalformedZnode: ``/controller_epoch`` (or ``/controller``) does not decode.
         CoordinationError: the epoch kept changing under us.
     """
+    _check_broker_id(broker_id)
     for _ in range(_ATTEMPTS):
         try:
             data, stat = client.get(CONTROLLER_EPOCH)
@@ -105,16 +119,25 @@ def read(client: Any) -> tuple[int, int, int] | None:
     raise CoordinationError(f"could not read the controller: {CONTROLLER} kept changing")
 
 
+def current(client: Any) -> tuple[int, int] | None:
+    """``(controller broker id, controller epoch)``, or None while there is no controller."""
+    controller = read(client)
+    return None if controller is None else controller[:2]
+
+
 def resign(client: Any, broker_id: int) -> bool:
-    """Delete ``/controller`` if this session holds it for ``broker_id``; True if it did."""
-    try:
-        data, stat = client.get(CONTROLLER)
-    except NoNodeError:
-        return False
-    if decode_controller(data) != broker_id or stat.ephemeralOwner != session_of(client):
-        return False
-    try:
-        client.delete(CONTROLLER, version=stat.version)
-    except (NoNodeError, BadVersionError):
-        return False  # our session cannot have lost or rewritten it meanwhile; nothing left to resign
-    return True
+    """Delete ``/controller`` if this session holds it as ``broker_id``; True if it did.
+
+    Anyone else's ``/controller`` is left alone (returns False).
+
+    Raises:
+        ValueError: ``broker_id`` is negative.
+    """
+    _check_broker_id(broker_id)
+    what = f"resign controller {broker_id}"
+    return remove(client, CONTROLLER, None, what, only_if=lambda data: decode_controller(data) == broker_id)
+
+
+def _check_broker_id(broker_id: int) -> None:
+    if broker_id < 0:
+        raise ValueError(f"broker id {broker_id} is negative")

@@ -5,11 +5,12 @@ list; whoever carries out a partition's move removes its entry when done (compar
 the znode version, retried on a lost race); the last removal deletes the znode. strait adds
 ``throttle_bytes_per_s`` to Kafka's JSON (Kafka ignores keys it does not know).
 
-All functions block (kazoo calls): run each in one worker thread.
+All functions block (kazoo calls): run each in one worker thread (``ZkSession.run``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError  # type: ignore[import-untyped]
@@ -23,6 +24,9 @@ from ._layout import (
     decode_topic,
     encode_reassignment,
     topic_path,
+    validate_partition,
+    validate_reassignment,
+    validate_topic_name,
 )
 from ._transactions import failure
 
@@ -40,18 +44,25 @@ def read(client: Any) -> Reassignment | None:
 
 
 def start(
-    client: Any, partitions: dict[tuple[str, int], tuple[int, ...]], throttle_bytes_per_s: int | None
+    client: Any, partitions: Mapping[tuple[str, int], Iterable[int]], throttle_bytes_per_s: int | None = None
 ) -> Reassignment:
-    """Create the znode, in one transaction with a version check of every topic involved, so it
-    never names a topic deleted (or a partition gone) since we looked.
+    """Create ``/admin/reassign_partitions``: move each ``(topic, partition)`` to its new
+    replica list (preferred leader first). Returns what was written.
+
+    Created in one transaction with a version check of every topic involved, so it never names
+    a topic deleted (or a partition gone) since we looked.
 
     Raises:
-        ReassignmentInProgress: the znode exists.
+        ReassignmentInProgress: a reassignment is running (one at a time).
         UnknownTopic: a topic does not exist.
-        ValueError: a topic does not have the partition named.
+        ValueError: naming the bad entry: no partitions, an invalid name, a partition the
+            topic does not have, a replica list empty, negative or with duplicates; a
+            throttle that is not a positive integer.
     """
-    data = encode_reassignment(partitions, throttle_bytes_per_s)
-    names = sorted({topic for topic, _ in partitions})
+    wanted = {(topic, partition): tuple(replicas) for (topic, partition), replicas in partitions.items()}
+    validate_reassignment(wanted, throttle_bytes_per_s)
+    data = encode_reassignment(wanted, throttle_bytes_per_s)
+    names = sorted({topic for topic, _ in wanted})
     for _ in range(_START_ATTEMPTS):
         current = read(client)
         if current is not None:
@@ -65,7 +76,7 @@ def start(
             except NoNodeError:
                 raise UnknownTopic(name) from None
             known = decode_topic(name, topic_data, stat.version).partitions
-            for topic, partition in sorted(partitions):
+            for topic, partition in sorted(wanted):
                 if topic == name and partition not in known:
                     raise ValueError(
                         f"reassignment of {topic}-{partition}: topic {topic!r} has partitions "
@@ -74,7 +85,7 @@ def start(
             tx.check(topic_path(name), stat.version)
         error = failure(tx.commit())
         if error is None:
-            return Reassignment(dict(sorted(partitions.items())), throttle_bytes_per_s, version=0)
+            return Reassignment(dict(sorted(wanted.items())), throttle_bytes_per_s, version=0)
         index, exc = error
         if index == 0 and isinstance(exc, NoNodeError):
             client.ensure_path(ADMIN)  # someone removed /admin
@@ -87,7 +98,11 @@ def start(
 
 
 def complete(client: Any, topic: str, partition: int) -> Reassignment | None:
-    """Remove one entry; delete the znode if it was the last. Returns what is left (None: nothing)."""
+    """Remove ``(topic, partition)`` from the reassignment in progress (compare-and-set,
+    retried on a lost race), deleting the znode when it was the last. Returns what is left,
+    None when nothing is. Removing an entry that is not there changes nothing."""
+    validate_topic_name(topic)
+    validate_partition(topic, partition)
     for _ in range(_COMPLETE_ATTEMPTS):
         current = read(client)
         if current is None:

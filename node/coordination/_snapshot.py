@@ -180,5 +180,4 @@ def _controller_of(client: Any, controller: Any, epoch: Any, again: Any) -> tupl
         return None
     if later is not None and later.czxid == stat.czxid and epoch_stat is not None:
         return decode_controller(data), decode_controller_epoch(epoch_data)
-    current = _controller.read(client)  # it changed while we read: read it on its own
-    return None if current is None else current[:2]
+    return _controller.current(client)  # it changed while we read: read it on its own

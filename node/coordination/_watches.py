@@ -46,7 +46,7 @@ OnData = Callable[[bytes | None], None]
 
 
 class ChangeWatches:
-    """The watches behind ``ZkState.events()``; they end when ``closed()`` turns true."""
+    """The watches behind ``ZkSession.events()``; they end when ``closed()`` turns true."""
 
     def __init__(self, client: Any, hints: Hints, closed: Callable[[], bool]) -> None:
         self._client = client
