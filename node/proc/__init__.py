@@ -12,7 +12,8 @@ the standard library is imported, so any package may use it (storage keeps its o
   :meth:`Child.kill`; :meth:`Child.signal` signals the group (chaos's nemeses pause and
   resume with it);
 - readiness with a :class:`Deadline`: :func:`wait_ready_file`, :func:`wait_port`,
-  :func:`wait_http_ok`, and :func:`wait_until` for any other condition; they raise
+  :func:`wait_http_ok`, and :func:`wait_until` for any other condition; :func:`spawn_ready`
+  spawns and waits for the ready file in one step (killing a child that is not ready); they raise
   :class:`ChildExited` or :class:`NotReady` (both :class:`ProcessError`), naming what was
   awaited, with the child's log tail; the probes (:func:`read_ready_file`, :func:`port_open`,
   :func:`http_ok`) look once and never raise;
@@ -33,6 +34,7 @@ from ._ready import ProcessError as ProcessError
 from ._ready import http_ok as http_ok
 from ._ready import port_open as port_open
 from ._ready import read_ready_file as read_ready_file
+from ._ready import spawn_ready as spawn_ready
 from ._ready import wait_http_ok as wait_http_ok
 from ._ready import wait_port as wait_port
 from ._ready import wait_ready_file as wait_ready_file

@@ -14,11 +14,11 @@ import socket
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ._child import Child
+from ._child import Child, spawn
 
 POLL_S = 0.05  # between two readiness probes
 
@@ -145,6 +145,33 @@ def wait_ready_file(child: Child, path: Path, deadline: Deadline) -> dict[str, A
     Raises ChildExited or NotReady (see :func:`wait_until`).
     """
     return wait_until(lambda: read_ready_file(path), deadline, watch=[child])
+
+
+def spawn_ready(
+    argv: Sequence[str],
+    log_path: Path,
+    ready_path: Path,
+    timeout: float,
+    *,
+    name: str,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> tuple[Child, dict[str, Any]]:
+    """Spawn ``argv`` (see :func:`~node.proc.spawn`) and wait up to ``timeout`` seconds for the ready
+    file it writes at ``ready_path`` (a stale one is removed first); returns the child and the file's
+    JSON object. If the child is not ready, it is killed before the error propagates.
+
+    Raises:
+        OSError: from spawn.
+        ChildExited, NotReady: see :func:`wait_until`.
+    """
+    ready_path.unlink(missing_ok=True)
+    child = spawn(argv, log_path, name=name, cwd=cwd, env=env)
+    try:
+        return child, wait_ready_file(child, ready_path, Deadline(timeout, f"{name}'s ready file {ready_path}"))
+    except BaseException:
+        child.kill()
+        raise
 
 
 def wait_port(child: Child, host: str, port: int, deadline: Deadline) -> None:

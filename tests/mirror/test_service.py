@@ -28,7 +28,7 @@ from chaos.nemesis import Kill
 from mirror import LatencyHistogram, MirrorError
 from mirror._metrics import MirrorMetrics
 from mirror._service import MirrorService, ServiceReady
-from node.proc import Child, Deadline, NotReady, log_tail, spawn, wait_ready_file
+from node.proc import Child, log_tail, spawn_ready
 from tests.mirror.conftest import Site
 from tests.node.harness import STRAIT, wait_for
 
@@ -244,7 +244,6 @@ class MirrorProcess:
 
     def start(self) -> MirrorProcess:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.ready_path.unlink(missing_ok=True)
         command = [
             *STRAIT,
             "mirror",
@@ -257,13 +256,8 @@ class MirrorProcess:
             str(self.ready_path),
             *self.args,
         ]
-        child = self.child = spawn(command, self.log_path, name=self.name)
-        try:
-            ready = wait_ready_file(child, self.ready_path, Deadline(READY_TIMEOUT_S, f"{self.name}'s ready file"))
-        except NotReady:
-            child.kill()
-            raise
-        assert ready["pid"] == child.pid and Path(ready["token_file"]) == self.token_file
+        self.child, ready = spawn_ready(command, self.log_path, self.ready_path, READY_TIMEOUT_S, name=self.name)
+        assert ready["pid"] == self.child.pid and Path(ready["token_file"]) == self.token_file
         self.url = ready["admin"]
         return self
 

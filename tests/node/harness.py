@@ -19,7 +19,7 @@ from typing import Any
 
 from chaos.nemesis import kill_9
 from chaos.transient import is_transient
-from node.proc import Child, Deadline, NotReady, log_tail, spawn, wait_ready_file, wait_until
+from node.proc import Child, Deadline, NotReady, log_tail, spawn_ready, wait_until
 from storage import TopicPartition, list_batches, segment_files
 
 STRAIT = [sys.executable, "-m", "strait.cli"]
@@ -84,14 +84,8 @@ class NodeProcess:
         """
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.write_config()
-        self.ready_path.unlink(missing_ok=True)
         argv = [*STRAIT, "node", "start", "--config", str(self.config_path), "--ready-file", str(self.ready_path)]
-        child = self.child = spawn(argv, self.log_path, name=self.name)
-        try:
-            info = wait_ready_file(child, self.ready_path, Deadline(READY_TIMEOUT_S, f"{self.name}'s ready file"))
-        except NotReady:
-            child.kill()
-            raise
+        self.child, info = spawn_ready(argv, self.log_path, self.ready_path, READY_TIMEOUT_S, name=self.name)
         self.bootstrap = info["bootstrap"]
         self.admin_url = info["admin_url"]
         self.port = int(self.bootstrap.rsplit(":", 1)[1])

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from node.proc import (
+    Child,
     ChildExited,
     Deadline,
     NotReady,
@@ -64,6 +65,14 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def stubborn(tmp_path: Path) -> Child:
+    """A child that ignores SIGTERM, once its handler is in place."""
+    log = tmp_path / "stubborn.log"
+    child = spawn([*PYTHON, IGNORES_SIGTERM + IDLES], log, name="stubborn")
+    wait_until(lambda: says(log, "ready"), Deadline(30, "the handler"), watch=[child])
+    return child
 
 
 # -- processes ------------------------------------------------------------------------------------
@@ -128,9 +137,7 @@ def test_a_child_that_exits_while_awaited_is_reported_at_once_with_its_log(tmp_p
 
 @pytest.mark.integration
 def test_stop_escalates_to_sigkill_for_a_child_that_ignores_sigterm(tmp_path: Path) -> None:
-    log = tmp_path / "stubborn.log"
-    child = spawn([*PYTHON, IGNORES_SIGTERM + IDLES], log, name="stubborn")
-    wait_until(lambda: says(log, "ready"), Deadline(30, "the handler"), watch=[child])
+    child = stubborn(tmp_path)
     started = time.monotonic()
     stopped = child.stop(0.5)
     took = time.monotonic() - started
@@ -141,9 +148,7 @@ def test_stop_escalates_to_sigkill_for_a_child_that_ignores_sigterm(tmp_path: Pa
 
 @pytest.mark.integration
 def test_a_hurried_stop_kills_at_once(tmp_path: Path) -> None:
-    log = tmp_path / "stubborn.log"
-    child = spawn([*PYTHON, IGNORES_SIGTERM + IDLES], log, name="stubborn")
-    wait_until(lambda: says(log, "ready"), Deadline(30, "the handler"), watch=[child])
+    child = stubborn(tmp_path)
     started = time.monotonic()
     assert child.stop(60, hurry=lambda: True).killed
     assert time.monotonic() - started < 10
