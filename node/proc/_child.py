@@ -37,6 +37,7 @@ from ._files import LOG_TAIL_LINES, log_tail
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 _WAIT_STEP_S = 0.05  # the longest single sleep while waiting for an exit
+_SWEEP_TIMEOUT_S = 10.0  # for the rest of a group to die after SIGKILL (only a process stuck in the kernel is slow)
 
 
 @dataclass(frozen=True)
@@ -114,9 +115,10 @@ class Child:
         profiler that must outlive it to write its output); SIGCONT follows to the group, so a
         paused (SIGSTOPped) child handles the SIGTERM. ``hurry`` is polled while waiting: once it
         returns True the child is killed at once (a second Ctrl-C). After the child has exited,
-        anything left in its group is SIGKILLed, and the child is reaped. Idempotent: a second
-        call reports ``had_exited``. May block up to ``timeout`` plus the time the kernel takes to
-        tear the processes down; not cancellable (call it from a worker thread in async code).
+        anything left in its group is SIGKILLed and awaited (up to 10 s), and the child is reaped:
+        on return no process of the group is alive. Idempotent: a second call reports
+        ``had_exited``. May block up to ``timeout`` plus the time the kernel takes to tear the
+        processes down; not cancellable (call it from a worker thread in async code).
         """
         if self.poll() is not None:
             return Stopped(self._reap(), had_exited=True, killed=False)
@@ -134,9 +136,9 @@ class Child:
         return Stopped(self._reap(), had_exited=False, killed=False)
 
     def kill(self) -> int:
-        """SIGKILL the child's whole group, wait until the child has exited and reap it; returns its
+        """SIGKILL the child's whole group, wait until it has died and reap the child; returns its
         exit code (``-signal.SIGKILL`` unless it had exited already). Idempotent. Blocks only as
-        long as the kernel takes to end a process (SIGKILL cannot be caught or ignored)."""
+        long as the kernel takes to end the processes (SIGKILL cannot be caught or ignored)."""
         self.signal(signal.SIGKILL)
         if self._popen.returncode is None:
             with contextlib.suppress(ChildProcessError):
@@ -149,9 +151,14 @@ class Child:
 
     def _reap(self) -> int:
         """The child has exited: SIGKILL what is left of its group while the child's zombie still
-        holds the group id, then reap the child."""
+        holds the group id, wait (bounded) until none of it is alive, then reap the child."""
         if self._popen.returncode is None:
-            self.signal(signal.SIGKILL)
+            if self.signal(signal.SIGKILL):
+                deadline = time.monotonic() + _SWEEP_TIMEOUT_S
+                step = 0.001
+                while _live_members(self.pid) and time.monotonic() < deadline:
+                    time.sleep(step)
+                    step = min(step * 2, _WAIT_STEP_S)
             self._popen.wait()
         return self._popen.returncode
 
@@ -194,6 +201,28 @@ def spawn(
             preexec_fn=preexec,  # noqa: PLW1509 - only prctl(2) and getppid(2) run between fork and exec
         )
     return Child(name or Path(argv[0]).name, popen, log_path, offset)
+
+
+def _live_members(group: int) -> list[int]:
+    """Pids of the live (not zombie) processes in process group ``group``, from /proc (none off Linux)."""
+    members = []
+    try:
+        entries = os.scandir("/proc")
+    except OSError:
+        return []
+    with entries:
+        for entry in entries:
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = Path(entry.path, "stat").read_text()
+            except OSError:
+                continue  # exited meanwhile
+            # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses
+            fields = stat[stat.rfind(")") + 2 :].split()
+            if int(fields[2]) == group and fields[0] != "Z":
+                members.append(int(entry.name))
+    return members
 
 
 @functools.cache

@@ -171,7 +171,7 @@ def test_stop_ends_a_paused_child_gracefully_and_leaves_nothing_of_its_group(tmp
     assert child.signal(signal.SIGSTOP)
     stopped = child.stop(20)  # SIGCONT follows the SIGTERM: the paused child handles it
     assert (stopped.returncode, stopped.killed) == (-signal.SIGTERM, False)
-    assert wait_gone(grandchild), f"the grandchild {grandchild} outlived the stop"
+    assert gone(grandchild), f"the grandchild {grandchild} outlived the stop"
     assert not child.signal(signal.SIGTERM)  # reaped: its pid may be someone else's now
 
 
