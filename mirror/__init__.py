@@ -6,7 +6,6 @@ See docs/mirror.md. ``load_links`` reads the link file; ``LinkRunner(link).run()
 
 from ._admin import AdminApiError as AdminApiError
 from ._admin import MirrorAdminClient as MirrorAdminClient
-from ._cluster import SiteClient as SiteClient
 from ._config import ConfigError as ConfigError
 from ._config import LinkConfig as LinkConfig
 from ._config import MirrorError as MirrorError

@@ -17,7 +17,7 @@ The three state-changing routes require ``Authorization: Bearer <token>`` (compa
 time); without it, or with another token, they answer 401 with a ``WWW-Authenticate`` header.
 The token check comes before the link lookup. No route takes a request body: one announced
 (``Content-Length`` above 0 or ``Transfer-Encoding``) gets 413 without being read, and
-hypercorn bounds request heads (``node.admin_http.serve_admin``).
+hypercorn bounds request heads (``node.adminkit.serve_admin``).
 
 :class:`MirrorAdminClient` speaks this API from blocking code (the ``strait mirror`` commands,
 failover tooling); from trio, call it through ``trio.to_thread.run_sync``.
@@ -36,13 +36,12 @@ from http import HTTPStatus
 from typing import Any, Protocol
 
 from starlette.applications import Starlette
-from starlette.exceptions import HTTPException
-from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from node.client import RefuseBodies, json_error, json_http_error
+from node import adminkit
+from node.adminkit import error_response, json_content, json_error, schema_ref
 
 from ._config import MirrorError
 from ._metrics import MirrorMetrics
@@ -124,14 +123,6 @@ def create_app(view: MirrorAdminView, token: str) -> Starlette:
     metrics = MirrorMetrics(view.statuses)
     expected = token.encode()
 
-    async def health(request: Request) -> Response:
-        body = view.health()
-        status = HTTPStatus.OK if body.get("status") == "ok" else HTTPStatus.SERVICE_UNAVAILABLE
-        return JSONResponse(body, status_code=status)
-
-    async def prometheus(request: Request) -> Response:
-        return Response(metrics.render(), media_type=metrics.content_type)
-
     async def links(request: Request) -> Response:
         return JSONResponse(view.links())
 
@@ -159,24 +150,14 @@ def create_app(view: MirrorAdminView, token: str) -> Starlette:
         except UnknownLink as exc:
             return json_error(HTTPStatus.NOT_FOUND, "link_not_found", str(exc))
 
-    async def openapi(request: Request) -> Response:
-        return JSONResponse(openapi_document())
-
     routes = [
-        Route("/health", health, methods=["GET"]),
-        Route("/metrics", prometheus, methods=["GET"]),
         Route("/v1/links", links, methods=["GET"]),
         Route("/v1/links/{name}", link, methods=["GET"]),
         Route("/v1/links/{name}", delete, methods=["DELETE"]),
         Route("/v1/links/{name}/pause", pause, methods=["POST"]),
         Route("/v1/links/{name}/resume", resume, methods=["POST"]),
-        Route("/openapi.json", openapi, methods=["GET"]),
     ]
-    return Starlette(
-        routes=routes,
-        middleware=[Middleware(RefuseBodies)],
-        exception_handlers={HTTPException: json_http_error, Exception: _internal_error},
-    )
+    return adminkit.admin_app(routes, health=view.health, metrics=metrics, openapi=openapi_document)
 
 
 def _refuse_unauthorized(request: Request, expected: bytes) -> Response | None:
@@ -199,11 +180,6 @@ def _refuse_unauthorized(request: Request, expected: bytes) -> Response | None:
 
 def _unauthorized(code: str, detail: str) -> JSONResponse:
     return json_error(HTTPStatus.UNAUTHORIZED, code, detail, {"WWW-Authenticate": _REALM})
-
-
-async def _internal_error(request: Request, exc: Exception) -> Response:
-    detail = f"{request.method} {request.url.path!r} failed: {type(exc).__name__}: {exc}"
-    return json_error(HTTPStatus.INTERNAL_SERVER_ERROR, "internal_error", detail)
 
 
 # -- the client -----------------------------------------------------------------------------------
@@ -313,17 +289,9 @@ def _error_of(body: bytes) -> tuple[str | None, str | None]:
 # -- the OpenAPI document -----------------------------------------------------------------------
 
 
-def _json_body(schema: dict[str, object], description: str) -> dict[str, object]:
-    return {"description": description, "content": {"application/json": {"schema": schema}}}
-
-
-def _ref(name: str) -> dict[str, object]:
-    return {"$ref": f"#/components/schemas/{name}"}
-
-
 def openapi_document() -> dict[str, object]:
     """The OpenAPI 3.1 description of every route ``create_app`` serves (a fresh dict each call)."""
-    error = _json_body(_ref("Error"), "An error: unknown path (404), method (405), request body (413), failure (500).")
+    error = error_response()
     name_param = [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}]
     count = {"type": "integer", "minimum": 0}
     offset = {"type": "integer", "description": "-1 while not known."}
@@ -367,14 +335,7 @@ def openapi_document() -> dict[str, object]:
         },
     }
     schemas: dict[str, object] = {
-        "Error": {
-            "type": "object",
-            "required": ["error", "detail"],
-            "properties": {
-                "error": {"type": "string", "description": "Machine-readable code, e.g. link_not_found."},
-                "detail": {"type": "string", "description": "What went wrong, naming the value involved."},
-            },
-        },
+        "Error": adminkit.error_schema("link_not_found"),
         "Health": {
             "type": "object",
             "required": ["status", "member_id", "links"],
@@ -405,7 +366,7 @@ def openapi_document() -> dict[str, object]:
                             "source_partitions": count,
                             "target_partitions": count,
                             "problem": {"type": ["string", "null"]},
-                            "partitions": {"type": "array", "items": _ref("Partition")},
+                            "partitions": {"type": "array", "items": schema_ref("Partition")},
                         },
                     },
                 },
@@ -427,7 +388,7 @@ def openapi_document() -> dict[str, object]:
             "type": "object",
             "required": ["links", "deleted", "member_id"],
             "properties": {
-                "links": {"type": "array", "items": _ref("LinkStatus")},
+                "links": {"type": "array", "items": schema_ref("LinkStatus")},
                 "deleted": {"type": "array", "items": {"type": "string"}},
                 "member_id": {"type": "string"},
             },
@@ -439,8 +400,10 @@ def openapi_document() -> dict[str, object]:
         },
     }
     secured: list[dict[str, list[str]]] = [{"bearer": []}]
-    unauthorized = _json_body(_ref("Error"), "No token, or not this mirror's token.")
-    not_found = _json_body(_ref("Error"), "No link of that name runs here (or it was deleted); the detail names it.")
+    unauthorized = json_content(schema_ref("Error"), "No token, or not this mirror's token.")
+    not_found = json_content(
+        schema_ref("Error"), "No link of that name runs here (or it was deleted); the detail names it."
+    )
 
     def change(summary: str, operation: str) -> dict[str, object]:
         return {
@@ -449,7 +412,7 @@ def openapi_document() -> dict[str, object]:
             "parameters": name_param,
             "security": secured,
             "responses": {
-                "200": _json_body(_ref("Action"), "Done, and persisted in the state dir."),
+                "200": json_content(schema_ref("Action"), "Done, and persisted in the state dir."),
                 "401": unauthorized,
                 "404": not_found,
                 "default": error,
@@ -457,35 +420,13 @@ def openapi_document() -> dict[str, object]:
         }
 
     paths: dict[str, object] = {
-        "/health": {
-            "get": {
-                "summary": "Process health",
-                "operationId": "getHealth",
-                "responses": {
-                    "200": _json_body(_ref("Health"), "Status ok."),
-                    "503": _json_body(_ref("Health"), "Starting, or a link failed to run."),
-                    "default": error,
-                },
-            }
-        },
-        "/metrics": {
-            "get": {
-                "summary": "Prometheus metrics",
-                "operationId": "getMetrics",
-                "responses": {
-                    "200": {
-                        "description": "Prometheus text exposition format; names start with strait_mirror_.",
-                        "content": {"text/plain": {"schema": {"type": "string"}}},
-                    },
-                    "default": error,
-                },
-            }
-        },
+        "/health": adminkit.health_path("Process health", "Starting, or a link failed to run."),
+        "/metrics": adminkit.metrics_path("Prometheus text exposition format; names start with strait_mirror_."),
         "/v1/links": {
             "get": {
                 "summary": "Every link of this process with its status",
                 "operationId": "listLinks",
-                "responses": {"200": _json_body(_ref("Links"), "All links."), "default": error},
+                "responses": {"200": json_content(schema_ref("Links"), "All links."), "default": error},
             }
         },
         "/v1/links/{name}": {
@@ -494,7 +435,7 @@ def openapi_document() -> dict[str, object]:
                 "operationId": "getLink",
                 "parameters": name_param,
                 "responses": {
-                    "200": _json_body(_ref("LinkStatus"), "The link."),
+                    "200": json_content(schema_ref("LinkStatus"), "The link."),
                     "404": not_found,
                     "default": error,
                 },
@@ -503,27 +444,15 @@ def openapi_document() -> dict[str, object]:
         },
         "/v1/links/{name}/pause": {"post": change("Pause the link's copiers (persisted)", "pauseLink")},
         "/v1/links/{name}/resume": {"post": change("Resume the link's copiers (persisted)", "resumeLink")},
-        "/openapi.json": {
-            "get": {
-                "summary": "This document",
-                "operationId": "getOpenApi",
-                "responses": {"200": _json_body({"type": "object"}, "The OpenAPI 3.1 document."), "default": error},
-            }
-        },
+        "/openapi.json": adminkit.openapi_path(),
     }
-    return {
-        "openapi": "3.1.0",
-        "info": {
-            "title": "strait mirror admin API",
-            "version": "1",
-            "description": (
-                "Health, metrics and link status of one strait mirror process, and pause / resume / delete of "
-                "its links. State-changing routes require 'Authorization: Bearer <token>'."
-            ),
-        },
-        "paths": paths,
-        "components": {
-            "schemas": schemas,
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-        },
-    }
+    return adminkit.openapi_document(
+        title="strait mirror admin API",
+        description=(
+            "Health, metrics and link status of one strait mirror process, and pause / resume / delete of "
+            "its links. State-changing routes require 'Authorization: Bearer <token>'."
+        ),
+        paths=paths,
+        schemas=schemas,
+        security_schemes={"bearer": {"type": "http", "scheme": "bearer"}},
+    )

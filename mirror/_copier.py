@@ -18,23 +18,26 @@ through fresh metadata.
 from __future__ import annotations
 
 import bisect
-import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
 
 import trio
 
-from node.client import ClientError, NodeConnection
-from node.client import mirror_append as _mirror_append
-from node.protocol import ApiKey, ErrorCode
+from node.client import (
+    READ_UNCOMMITTED,
+    ClientError,
+    NodeConnection,
+    SiteClient,
+    aclose_quietly,
+    fetch_partition,
+    mirror_append,
+    run_reconnecting,
+)
+from node.protocol import ErrorCode
 from storage.records import HEADER_SIZE, read_header
 
-from ._cluster import SiteClient
-
 log = logging.getLogger("strait.mirror.copier")
-
-FETCH_VERSION = 11
 
 #: Upper bounds (seconds) of the replication latency histogram's buckets; the last is +Inf.
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -163,44 +166,24 @@ class PartitionCopier:
 
     async def run(self) -> None:
         p = self.progress
-        try:
-            while True:
-                try:
-                    await self._step()
-                except (ClientError, OSError, trio.BrokenResourceError) as exc:
-                    p.errors += 1
-                    p.last_error = str(exc)
-                    log.info("%s %s-%d: %s; reconnecting", self.link, p.topic, p.partition, exc)
-                    await self._reset()
-                    await trio.sleep(self.backoff_s)
-        finally:
-            with trio.CancelScope(shield=True):
-                await self._reset()
+
+        def on_error(exc: Exception) -> None:
+            p.errors += 1
+            p.last_error = str(exc)
+            log.info("%s %s-%d: %s; reconnecting", self.link, p.topic, p.partition, exc)
+
+        await run_reconnecting(self._step, reset=self._reset, on_error=on_error, backoff_s=self.backoff_s)
 
     async def _reset(self) -> None:
-        for conn in (self._src, self._tgt):
-            if conn is not None:
-                with contextlib.suppress(Exception):
-                    await conn.aclose()
+        await aclose_quietly(self._src, self._tgt)
         self._src = self._tgt = None
-
-    async def _open(self, site: SiteClient) -> NodeConnection:
-        p = self.progress
-        await site.refresh([p.topic])
-        leader = site.leader(p.topic, p.partition)
-        address = site.brokers.get(leader)
-        if leader < 0 or address is None:
-            raise ClientError(
-                f"site {site.name}: {p.topic}-{p.partition} has no leader", ErrorCode.LEADER_NOT_AVAILABLE
-            )
-        return await site.open(address)
 
     async def _append(self, records: bytes | memoryview | None, *, start_offset: int = -1) -> bool:
         """MirrorAppend at the known end; True when the target took it (progress updated)."""
         p = self.progress
         if self._tgt is None:
-            self._tgt = await self._open(self.target)
-        result = await _mirror_append(
+            self._tgt = await self.target.open_leader(p.topic, p.partition)
+        result = await mirror_append(
             self._tgt,
             self.link,
             p.topic,
@@ -228,38 +211,17 @@ class PartitionCopier:
             await self._append(None)  # a probe: where does the mirror end?
             p.state = "copying"
         if self._src is None:
-            self._src = await self._open(self.source)
-        body = await self._src.request(
-            ApiKey.FETCH,
-            FETCH_VERSION,
-            {
-                "replica_id": -1,
-                "max_wait_ms": self.fetch_max_wait_ms,
-                "min_bytes": 1,
-                "max_bytes": self.fetch_max_bytes,
-                "isolation_level": 0,
-                "session_id": 0,
-                "session_epoch": -1,
-                "topics": [
-                    {
-                        "topic": p.topic,
-                        "partitions": [
-                            {
-                                "partition": p.partition,
-                                "current_leader_epoch": -1,
-                                "fetch_offset": p.mirrored_offset,
-                                "log_start_offset": -1,
-                                "partition_max_bytes": self.fetch_max_bytes,
-                            }
-                        ],
-                    }
-                ],
-                "forgotten_topics_data": [],
-                "rack_id": "",
-            },
-            timeout=self.source.timeout + self.fetch_max_wait_ms / 1000,
+            self._src = await self.source.open_leader(p.topic, p.partition)
+        part = await fetch_partition(
+            self._src,
+            p.topic,
+            p.partition,
+            p.mirrored_offset,
+            isolation_level=READ_UNCOMMITTED,
+            max_wait_ms=self.fetch_max_wait_ms,
+            max_bytes=self.fetch_max_bytes,
+            timeout=self.source.timeout,
         )
-        part = body.responses[0].partitions[0]
         if part.log_start_offset >= 0:
             p.source_log_start = part.log_start_offset
         if part.high_watermark >= 0:
@@ -270,10 +232,9 @@ class PartitionCopier:
             return
         if code:
             raise ClientError.from_code(code, f"fetch {p.topic}-{p.partition} from site {self.source.name}")
-        records = part.records
-        if not records:
+        if not part.records:
             return
-        kept = self._from_end(memoryview(records))
+        kept = self._from_end(part.records)
         if kept is None:
             return
         _first_base, count, data, first_ts, max_ts = kept  # a first batch past our end: a compacted hole

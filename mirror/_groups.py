@@ -30,12 +30,14 @@ from typing import Any
 
 import trio
 
-from node.client import ClientError
+from node.client import LATEST, AdminClient, ClientError, GroupAdmin, SiteClient
 
-from ._cluster import SiteClient
 from ._config import LinkConfig
 
 log = logging.getLogger("strait.mirror.groups")
+
+#: ListGroups protocol types of consumer groups ("" for groups that only commit offsets).
+CONSUMER_PROTOCOL_TYPES = ("consumer", "")
 
 #: (source topic, partition, source committed offset) -> (target topic, target offset), or None
 #: when the offset cannot be mapped yet (MM2 mode without an offset sync for it).
@@ -96,6 +98,9 @@ class GroupSync:
         self.config = config
         self.source = source
         self.target = target
+        self._source_groups = GroupAdmin(AdminClient(source))
+        self._target_admin = AdminClient(target)
+        self._target_groups = GroupAdmin(self._target_admin)
         self.mirrored = mirrored
         self.translate = translate
         self.prepare = prepare
@@ -116,7 +121,11 @@ class GroupSync:
         try:
             if self.prepare is not None:
                 await self.prepare()  # MM2 mode: read the offset syncs written since the last pass
-            groups = [g for g in await self.source.list_groups() if self.config.mirrors_group(g)]
+            groups = [
+                g
+                for g, protocol_type in await self._source_groups.list_groups()
+                if protocol_type in CONSUMER_PROTOCOL_TYPES and self.config.mirrors_group(g)
+            ]
         except ClientError as exc:
             self.last_error = f"listing the groups of site {self.source.name}: {exc}"
             log.warning("link %s: %s", self.config.name, self.last_error)
@@ -137,7 +146,7 @@ class GroupSync:
 
     async def _sync_group(self, state: GroupState) -> None:
         group = state.group
-        committed = await self.source.committed_offsets(group)
+        committed = await self._source_groups.committed(group)
         wanted: dict[tuple[str, int], int] = {}
         translated: list[tuple[str, int, int, int]] = []
         for (topic, partition), offset in committed.items():
@@ -154,7 +163,7 @@ class GroupSync:
             return
         if self.checkpoint is not None:
             await self.checkpoint(group, translated)
-        group_state, members = await self.target.group_members(group)
+        group_state, members = await self._target_groups.group_members(group)
         if members:
             if state.state != "active-on-target":
                 log.info(
@@ -172,7 +181,7 @@ class GroupSync:
         state.clamped = 0
         for topic in {t for t, _ in wanted}:
             parts = sorted(p for t, p in wanted if t == topic)
-            ends = await self.target.end_offsets(topic, parts)
+            ends = await self._target_admin.list_offsets(topic, parts, LATEST, strict=False)
             for p in parts:
                 end = ends.get(p, -1)
                 if end < 0:
@@ -180,10 +189,10 @@ class GroupSync:
                 elif wanted[(topic, p)] > end:
                     wanted[(topic, p)] = end
                     state.clamped += 1
-        current = await self.target.committed_offsets(group)
+        current = await self._target_groups.committed(group)
         changed = {tp: o for tp, o in wanted.items() if current.get(tp) != o}
         if changed:
-            refused = await self.target.commit_offsets(group, changed)
+            refused = await self._target_groups.commit_offsets(group, changed)
             if refused:
                 raise ClientError(
                     f"site {self.target.name} refused offsets of group {group!r}: "

@@ -35,10 +35,9 @@ from typing import Any, Protocol
 
 import trio
 
-from node.client import ClientError
+from node.client import AdminClient, ClientError, SiteClient, TopicMeta
 from node.protocol import ErrorCode
 
-from ._cluster import SiteClient, TopicMeta
 from ._config import MM2, OFFSET_PRESERVING, LinkConfig, MirrorError
 from ._copier import LatencyHistogram, PartitionCopier, PartitionProgress
 from ._groups import GroupSync
@@ -322,9 +321,9 @@ class LinkRunner:
         if not selected:
             return
         target_topics = await self._target.refresh()
-        source_configs = await self._source.topic_overrides(sorted(selected))
+        source_configs = await AdminClient(self._source).topic_overrides(sorted(selected))
         target_names = {name: self.target_topic(name) for name in selected}
-        target_configs = await self._target.topic_overrides(
+        target_configs = await AdminClient(self._target).topic_overrides(
             sorted(t for t in target_names.values() if t in target_topics)
         )
         for name in sorted(selected):
@@ -362,7 +361,7 @@ class LinkRunner:
 
         if target_meta is None:
             try:
-                replication = await self._target.create_topic(target_name, partitions, wanted)
+                replication = await AdminClient(self._target).create_topic(target_name, partitions, configs=wanted)
             except ClientError as exc:
                 if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:
                     return  # created meanwhile (by us or someone else): the next pass looks at it
@@ -395,7 +394,7 @@ class LinkRunner:
         problem = None
         target_partitions = len(target_meta.partitions)
         if partitions > target_partitions:
-            await self._target.create_partitions(target_name, partitions)
+            await AdminClient(self._target).create_partitions(target_name, partitions)
             log.info(
                 "link %s: %s grew on site %s: %d -> %d partitions on site %s",
                 link,
@@ -417,7 +416,7 @@ class LinkRunner:
         to_set = {k: v for k, v in wanted.items() if target_configs.get(k) != v}
         to_delete = [k for k in target_configs if k not in wanted]
         if to_set or to_delete:
-            await self._target.alter_topic_configs(target_name, to_set, to_delete)
+            await AdminClient(self._target).alter_topic_configs(target_name, to_set, to_delete)
             log.info(
                 "link %s: %s configs on site %s: set %s, removed %s",
                 link,

@@ -6,7 +6,9 @@
   read_committed, batches forwarded with their compression, offset syncs written on the source,
   exact resume (``_mm2_copier``);
 - ``OffsetSyncStore``: offset syncs in memory and MM2's never-skip translation (``_mm2_syncs``);
-- produce helpers, ``emit_heartbeat`` and ``write_checkpoints`` (``_mm2_io``).
+- ``emit_heartbeat`` and ``write_checkpoints`` (``_mm2_io``).
+
+The Kafka requests (produce, fetch, list offsets, topic creation) are node.client's.
 
 See docs/mm2.md.
 """
@@ -44,13 +46,7 @@ from ._mm2_formats import (
     encode_offset_sync_value,
 )
 from ._mm2_io import (
-    FetchedPartition,
-    ProduceRecord,
-    build_records,
     emit_heartbeat,
-    ensure_topic,
-    produce_batch,
-    produce_records,
     write_checkpoints,
 )
 from ._mm2_policy import (
@@ -77,7 +73,6 @@ from ._mm2_syncs import (
 __all__ = [
     "Checkpoint",
     "DownstreamOffset",
-    "FetchedPartition",
     "HEARTBEATS_TOPIC",
     "Heartbeat",
     "MM2FormatError",
@@ -85,10 +80,8 @@ __all__ = [
     "OffsetSync",
     "OffsetSyncStore",
     "Outgoing",
-    "ProduceRecord",
     "TransactionFilter",
     "UpstreamOffset",
-    "build_records",
     "checkpoint_topic_name",
     "checkpoints_topic",
     "decode_checkpoint",
@@ -109,7 +102,6 @@ __all__ = [
     "encode_offset_sync",
     "encode_offset_sync_key",
     "encode_offset_sync_value",
-    "ensure_topic",
     "forward",
     "is_checkpoints_topic",
     "is_cycle",
@@ -119,8 +111,6 @@ __all__ = [
     "mm2_selects",
     "offset_syncs_topic",
     "original_topic",
-    "produce_batch",
-    "produce_records",
     "remote_topic",
     "rewrite_header",
     "sync_for",

@@ -43,7 +43,6 @@ end offset is read again; see docs/mm2.md.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import struct
 import time
@@ -51,7 +50,24 @@ from dataclasses import dataclass
 
 import trio
 
-from node.client import ClientError, NodeConnection
+from node.client import (
+    EARLIEST,
+    LATEST,
+    READ_COMMITTED,
+    ClientError,
+    FetchedPartition,
+    NodeConnection,
+    ProduceRecord,
+    SiteClient,
+    aclose_quietly,
+    complete_batches,
+    ensure_topic,
+    fetch_partition,
+    list_offset,
+    produce_batch,
+    produce_records,
+    run_reconnecting,
+)
 from node.protocol import ErrorCode
 from storage.records import (
     CONTROL_ABORT,
@@ -64,24 +80,9 @@ from storage.records import (
     set_partition_leader_epoch,
 )
 
-from ._cluster import SiteClient
 from ._copier import PartitionProgress
 from ._mm2_formats import OffsetSync, encode_offset_sync
-from ._mm2_io import (
-    EARLIEST,
-    INTERNAL_TOPIC_CONFIGS,
-    LATEST,
-    READ_COMMITTED,
-    FetchedPartition,
-    ProduceRecord,
-    complete_batches,
-    ensure_topic,
-    fetch_partition,
-    list_offset,
-    open_leader,
-    produce_batch,
-    produce_records,
-)
+from ._mm2_io import INTERNAL_TOPIC_CONFIGS
 from ._mm2_policy import offset_syncs_topic, remote_topic
 from ._mm2_syncs import OffsetSyncStore, sync_for
 
@@ -271,26 +272,17 @@ class MM2PartitionCopier:
         # A sync left unwritten by an earlier run is dropped, not written late: another process
         # may have copied since. Resume counts what the target holds past the latest sync.
         self._pending_sync = None
-        try:
-            while True:
-                try:
-                    await self._step()
-                except (ClientError, OSError, trio.BrokenResourceError) as exc:
-                    p.errors += 1
-                    p.last_error = str(exc)
-                    log.info("%s: %s; reconnecting", self._name, exc)
-                    self._check_target = True  # a produce may have landed: look at the target again
-                    await self._close()
-                    await trio.sleep(self.backoff_s)
-        finally:
-            with trio.CancelScope(shield=True):
-                await self._close()
+
+        def on_error(exc: Exception) -> None:
+            p.errors += 1
+            p.last_error = str(exc)
+            log.info("%s: %s; reconnecting", self._name, exc)
+            self._check_target = True  # a produce may have landed: look at the target again
+
+        await run_reconnecting(self._step, reset=self._close, on_error=on_error, backoff_s=self.backoff_s)
 
     async def _close(self) -> None:
-        for conn in (self._src, self._tgt):
-            if conn is not None:
-                with contextlib.suppress(Exception):
-                    await conn.aclose()
+        await aclose_quietly(self._src, self._tgt)
         self._src = self._tgt = None
 
     async def _step(self) -> None:
@@ -382,7 +374,7 @@ class MM2PartitionCopier:
         """One read_committed fetch from the source leader (a seam for tests)."""
         p = self.progress
         if self._src is None:
-            self._src = await open_leader(self.source, p.topic, p.partition)
+            self._src = await self.source.open_leader(p.topic, p.partition)
         return await fetch_partition(
             self._src,
             p.topic,
@@ -435,7 +427,7 @@ class MM2PartitionCopier:
     async def _produce(self, out: Outgoing) -> None:
         p = self.progress
         if self._tgt is None:
-            self._tgt = await open_leader(self.target, self.remote_topic, p.partition)
+            self._tgt = await self.target.open_leader(self.remote_topic, p.partition)
         base = await produce_batch(
             self._tgt, self.remote_topic, p.partition, out.payload, timeout_ms=self.produce_timeout_ms
         )
@@ -507,11 +499,11 @@ class MM2PartitionCopier:
 
     async def _target_offset(self, which: int) -> int:
         if self._tgt is None:
-            self._tgt = await open_leader(self.target, self.remote_topic, self.progress.partition)
+            self._tgt = await self.target.open_leader(self.remote_topic, self.progress.partition)
         return await list_offset(self._tgt, self.remote_topic, self.progress.partition, which)
 
     async def _source_offset(self, which: int) -> int:
         p = self.progress
         if self._src is None:
-            self._src = await open_leader(self.source, p.topic, p.partition)
+            self._src = await self.source.open_leader(p.topic, p.partition)
         return await list_offset(self._src, p.topic, p.partition, which)

@@ -20,11 +20,18 @@ import logging
 
 import trio
 
-from node.client import ClientError
+from node.client import (
+    LATEST,
+    READ_UNCOMMITTED,
+    ClientError,
+    SiteClient,
+    complete_batches,
+    fetch_partition,
+    list_offset,
+)
 from node.protocol import ErrorCode
 from storage.records import RecordBatch
 
-from ._cluster import SiteClient
 from ._mm2_formats import (
     DownstreamOffset,
     MM2FormatError,
@@ -33,7 +40,6 @@ from ._mm2_formats import (
     decode_offset_sync,
     decode_offset_sync_key,
 )
-from ._mm2_io import LATEST, READ_UNCOMMITTED, complete_batches, fetch_partition, list_offset, on_leader
 
 log = logging.getLogger("strait.mirror.mm2")
 
@@ -126,11 +132,10 @@ class OffsetSyncStore:
             if self.topic not in site.topics:
                 self.loaded = True
                 return 0
-            end = await on_leader(site, self.topic, 0, lambda c: list_offset(c, self.topic, 0, LATEST))
+            end = await site.on_leader(self.topic, 0, lambda c: list_offset(c, self.topic, 0, LATEST))
             read = 0
             while self.position < end:
-                part = await on_leader(
-                    site,
+                part = await site.on_leader(
                     self.topic,
                     0,
                     lambda c: fetch_partition(

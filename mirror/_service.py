@@ -42,7 +42,7 @@ from typing import IO, Any
 
 import trio
 
-from node.client import serve_admin
+from node.adminkit import serve_admin
 from node.proc import atomic_write
 
 from ._admin import UnknownLink, check_token, create_app

@@ -28,13 +28,12 @@ from http import HTTPStatus
 from typing import Protocol
 
 from starlette.applications import Starlette
-from starlette.exceptions import HTTPException
-from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from node.client import RefuseBodies, json_error, json_http_error, serve_admin
+from node import adminkit
+from node.adminkit import error_response, json_content, json_error, schema_ref, serve_admin
 from node.metrics import MetricsView, NodeMetrics
 
 __all__ = ["AdminView", "create_app", "openapi_document", "serve_admin"]
@@ -96,14 +95,6 @@ def create_app(view: AdminView, metrics: NodeMetrics) -> Starlette:
     """
     metrics.attach_view(view)
 
-    async def health(request: Request) -> Response:
-        body = view.health()
-        status = HTTPStatus.OK if body.get("status") == "ok" else HTTPStatus.SERVICE_UNAVAILABLE
-        return JSONResponse(body, status_code=status)
-
-    async def prometheus(request: Request) -> Response:
-        return Response(metrics.render(), media_type=metrics.content_type)
-
     async def cluster(request: Request) -> Response:
         return JSONResponse(view.cluster())
 
@@ -130,52 +121,24 @@ def create_app(view: AdminView, metrics: NodeMetrics) -> Starlette:
                 return JSONResponse(entry)
         return json_error(HTTPStatus.NOT_FOUND, "group_not_found", f"no group {group_id!r} is coordinated by this node")
 
-    async def openapi(request: Request) -> Response:
-        return JSONResponse(openapi_document())
-
     routes = [
-        Route("/health", health, methods=["GET"]),
-        Route("/metrics", prometheus, methods=["GET"]),
         Route("/v1/cluster", cluster, methods=["GET"]),
         Route("/v1/topics", topics, methods=["GET"]),
         Route("/v1/topics/{name}", topic, methods=["GET"]),
         Route("/v1/log-dirs", log_dirs, methods=["GET"]),
         Route("/v1/groups", groups, methods=["GET"]),
         Route("/v1/groups/{group_id}", group, methods=["GET"]),
-        Route("/openapi.json", openapi, methods=["GET"]),
     ]
-    return Starlette(
-        routes=routes,
-        middleware=[Middleware(RefuseBodies, methods=("GET", "HEAD"))],
-        exception_handlers={HTTPException: json_http_error, Exception: _internal_error},
+    return adminkit.admin_app(
+        routes, health=view.health, metrics=metrics, openapi=openapi_document, refuse_bodies_on=("GET", "HEAD")
     )
-
-
-async def _internal_error(request: Request, exc: Exception) -> Response:
-    """An exception from the view or the metrics: 500 as JSON (Starlette re-raises it for hypercorn to log)."""
-    detail = f"{request.url.path!r} failed: {type(exc).__name__}: {exc}"
-    return json_error(HTTPStatus.INTERNAL_SERVER_ERROR, "internal_error", detail)
-
-
-# -- serving ------------------------------------------------------------------------------------
 
 
 # -- the OpenAPI document -----------------------------------------------------------------------
 
 
-def _json(schema: dict[str, object], description: str) -> dict[str, object]:
-    return {"description": description, "content": {"application/json": {"schema": schema}}}
-
-
-def _ref(name: str) -> dict[str, object]:
-    return {"$ref": f"#/components/schemas/{name}"}
-
-
 def openapi_document() -> dict[str, object]:
     """The OpenAPI 3.1 description of every route ``create_app`` serves (a fresh dict each call)."""
-    error_response = _json(
-        _ref("Error"), "An error: unknown path (404), method (405), request body (413), failure (500)."
-    )
     nullable_int: dict[str, object] = {"type": ["integer", "null"]}
     schemas: dict[str, object] = {
         "Group": {
@@ -220,14 +183,7 @@ def openapi_document() -> dict[str, object]:
                 },
             },
         },
-        "Error": {
-            "type": "object",
-            "required": ["error", "detail"],
-            "properties": {
-                "error": {"type": "string", "description": "Machine-readable code, e.g. not_found."},
-                "detail": {"type": "string", "description": "What went wrong, naming the value involved."},
-            },
-        },
+        "Error": adminkit.error_schema("not_found"),
         "Health": {
             "type": "object",
             "required": ["status", "broker_id", "controller_id", "is_controller"],
@@ -351,7 +307,7 @@ def openapi_document() -> dict[str, object]:
                 },
                 "followers": {
                     "type": "array",
-                    "items": _ref("Follower"),
+                    "items": schema_ref("Follower"),
                     "description": "Where this node leads: what it knows of each follower; empty otherwise.",
                 },
                 "log_start_offset": nullable_int,
@@ -372,7 +328,7 @@ def openapi_document() -> dict[str, object]:
             "properties": {
                 "name": {"type": "string"},
                 "topic_id": {"type": "string"},
-                "partitions": {"type": "array", "items": _ref("Partition")},
+                "partitions": {"type": "array", "items": schema_ref("Partition")},
                 "configs": {
                     "type": "object",
                     "additionalProperties": {"type": ["string", "null"]},
@@ -392,37 +348,15 @@ def openapi_document() -> dict[str, object]:
         },
     }
     paths: dict[str, object] = {
-        "/health": {
-            "get": {
-                "summary": "Node health",
-                "operationId": "getHealth",
-                "responses": {
-                    "200": _json(_ref("Health"), "Status ok."),
-                    "503": _json(_ref("Health"), "Status degraded or starting."),
-                    "default": error_response,
-                },
-            }
-        },
-        "/metrics": {
-            "get": {
-                "summary": "Prometheus metrics",
-                "operationId": "getMetrics",
-                "responses": {
-                    "200": {
-                        "description": "Prometheus text exposition format; metric names start with strait_.",
-                        "content": {"text/plain": {"schema": {"type": "string"}}},
-                    },
-                    "default": error_response,
-                },
-            }
-        },
+        "/health": adminkit.health_path("Node health", "Status degraded or starting."),
+        "/metrics": adminkit.metrics_path("Prometheus text exposition format; metric names start with strait_."),
         "/v1/cluster": {
             "get": {
                 "summary": "The cluster as this node sees it in ZooKeeper: controller, live brokers, partition counts",
                 "operationId": "getCluster",
                 "responses": {
-                    "200": _json(_ref("Cluster"), "The cluster."),
-                    "default": error_response,
+                    "200": json_content(schema_ref("Cluster"), "The cluster."),
+                    "default": error_response(),
                 },
             }
         },
@@ -431,8 +365,8 @@ def openapi_document() -> dict[str, object]:
                 "summary": "Topics this node knows",
                 "operationId": "listTopics",
                 "responses": {
-                    "200": _json({"type": "array", "items": _ref("Topic")}, "All topics."),
-                    "default": error_response,
+                    "200": json_content({"type": "array", "items": schema_ref("Topic")}, "All topics."),
+                    "default": error_response(),
                 },
             }
         },
@@ -442,9 +376,9 @@ def openapi_document() -> dict[str, object]:
                 "operationId": "getTopic",
                 "parameters": [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
                 "responses": {
-                    "200": _json(_ref("Topic"), "The topic."),
-                    "404": _json(_ref("Error"), "No topic of that name; the detail names it."),
-                    "default": error_response,
+                    "200": json_content(schema_ref("Topic"), "The topic."),
+                    "404": json_content(schema_ref("Error"), "No topic of that name; the detail names it."),
+                    "default": error_response(),
                 },
             }
         },
@@ -453,8 +387,8 @@ def openapi_document() -> dict[str, object]:
                 "summary": "This node's log dirs",
                 "operationId": "listLogDirs",
                 "responses": {
-                    "200": _json({"type": "array", "items": _ref("LogDir")}, "All log dirs."),
-                    "default": error_response,
+                    "200": json_content({"type": "array", "items": schema_ref("LogDir")}, "All log dirs."),
+                    "default": error_response(),
                 },
             }
         },
@@ -463,8 +397,10 @@ def openapi_document() -> dict[str, object]:
                 "summary": "Consumer groups this node coordinates, with committed offsets and lag",
                 "operationId": "listGroups",
                 "responses": {
-                    "200": _json({"type": "array", "items": _ref("Group")}, "All groups coordinated here."),
-                    "default": error_response,
+                    "200": json_content(
+                        {"type": "array", "items": schema_ref("Group")}, "All groups coordinated here."
+                    ),
+                    "default": error_response(),
                 },
             }
         },
@@ -474,33 +410,20 @@ def openapi_document() -> dict[str, object]:
                 "operationId": "getGroup",
                 "parameters": [{"name": "group_id", "in": "path", "required": True, "schema": {"type": "string"}}],
                 "responses": {
-                    "200": _json(_ref("Group"), "The group."),
-                    "404": _json(_ref("Error"), "Not a group this node coordinates; the detail names it."),
-                    "default": error_response,
+                    "200": json_content(schema_ref("Group"), "The group."),
+                    "404": json_content(schema_ref("Error"), "Not a group this node coordinates; the detail names it."),
+                    "default": error_response(),
                 },
             }
         },
-        "/openapi.json": {
-            "get": {
-                "summary": "This document",
-                "operationId": "getOpenApi",
-                "responses": {
-                    "200": _json({"type": "object"}, "The OpenAPI 3.1 document."),
-                    "default": error_response,
-                },
-            }
-        },
+        "/openapi.json": adminkit.openapi_path(),
     }
-    return {
-        "openapi": "3.1.0",
-        "info": {
-            "title": "strait node admin API",
-            "version": "1",
-            "description": (
-                "Read-only health, metrics and state of one strait broker node. Nothing here changes "
-                "state, so no credentials are required; endpoints that change state will require them."
-            ),
-        },
-        "paths": paths,
-        "components": {"schemas": schemas},
-    }
+    return adminkit.openapi_document(
+        title="strait node admin API",
+        description=(
+            "Read-only health, metrics and state of one strait broker node. Nothing here changes "
+            "state, so no credentials are required; endpoints that change state will require them."
+        ),
+        paths=paths,
+        schemas=schemas,
+    )

@@ -6,9 +6,10 @@ topics in ZooKeeper, bind the listener, register ``/brokers/ids/<id>``, start th
 API, then report ready. Shutdown (cancellation): stop accepting, deregister, then flush and
 close every log, write checkpoints and the clean-shutdown marker, within a deadline.
 
-Requests are dispatched by API key to the handler modules in ``node.handlers``; a handler
-raises ``BrokerError`` for per-partition failures and never lets another exception reach the
-connection (an unexpected one is logged and closes that connection only).
+Requests are dispatched by API key through ``node.handlers.dispatch_table``, which binds each
+handler to the parts of this node it uses (the cluster state, the group coordinator, the
+controller, the replica manager, ...); an unexpected exception in a handler is logged here and
+closes that connection only.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,70 +32,17 @@ from node.config import NodeConfig
 from node.controller import Controller
 from node.coordination import BrokerIdInUse, BrokerRegistration, ZkState
 from node.groups import GroupConfig, GroupCoordinator
-from node.handlers.configs import handle_alter_configs, handle_describe_configs, handle_incremental_alter_configs
-from node.handlers.controller import handle_controlled_shutdown
-from node.handlers.epochs import handle_offset_for_leader_epoch
-from node.handlers.fetch import handle_fetch
-from node.handlers.groups import (
-    handle_delete_groups,
-    handle_describe_groups,
-    handle_find_coordinator,
-    handle_heartbeat,
-    handle_join_group,
-    handle_leave_group,
-    handle_list_groups,
-    handle_offset_commit,
-    handle_offset_delete,
-    handle_offset_fetch,
-    handle_sync_group,
-)
-from node.handlers.metadata import handle_api_versions, handle_metadata
-from node.handlers.mirror import handle_mirror_append
-from node.handlers.offsets import handle_delete_records, handle_list_offsets
-from node.handlers.produce import handle_produce
-from node.handlers.producer_id import handle_init_producer_id
-from node.handlers.topics import handle_create_partitions, handle_create_topics, handle_delete_topics
+from node.handlers import Handler, NodeServices, dispatch_table, served_ranges
 from node.metrics import NodeMetrics
 from node.offsets_topic import OffsetsTopicStore, sync_coordinator
 from node.producer_ids import ProducerIdAllocator
-from node.protocol import ApiKey, RequestHeader, Struct, advertised_ranges
+from node.protocol import ApiKey
 from node.replica_manager import ReplicaManager
-from node.server import CloseConnection, ConnectionInfo, KafkaServer, ServerLimits, api_name, bind_listener
+from node.request import CloseConnection, Request
+from node.server import KafkaServer, ServerLimits, api_name, bind_listener
 from storage import LogManager, wall_clock_ms
 
 log = logging.getLogger("strait.node")
-
-Handler = Callable[["Broker", RequestHeader, Struct], Awaitable[Any]]
-
-HANDLERS: dict[int, Handler] = {
-    ApiKey.PRODUCE: handle_produce,
-    ApiKey.FETCH: handle_fetch,
-    ApiKey.LIST_OFFSETS: handle_list_offsets,
-    ApiKey.METADATA: handle_metadata,
-    ApiKey.CONTROLLED_SHUTDOWN: handle_controlled_shutdown,
-    ApiKey.API_VERSIONS: handle_api_versions,
-    ApiKey.CREATE_TOPICS: handle_create_topics,
-    ApiKey.DELETE_TOPICS: handle_delete_topics,
-    ApiKey.DELETE_RECORDS: handle_delete_records,
-    ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
-    ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
-    ApiKey.ALTER_CONFIGS: handle_alter_configs,
-    ApiKey.CREATE_PARTITIONS: handle_create_partitions,
-    ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
-    ApiKey.FIND_COORDINATOR: handle_find_coordinator,
-    ApiKey.JOIN_GROUP: handle_join_group,
-    ApiKey.SYNC_GROUP: handle_sync_group,
-    ApiKey.HEARTBEAT: handle_heartbeat,
-    ApiKey.LEAVE_GROUP: handle_leave_group,
-    ApiKey.OFFSET_COMMIT: handle_offset_commit,
-    ApiKey.OFFSET_FETCH: handle_offset_fetch,
-    ApiKey.DESCRIBE_GROUPS: handle_describe_groups,
-    ApiKey.LIST_GROUPS: handle_list_groups,
-    ApiKey.DELETE_GROUPS: handle_delete_groups,
-    ApiKey.OFFSET_DELETE: handle_offset_delete,
-    ApiKey.MIRROR_APPEND: handle_mirror_append,
-}
 
 SHUTDOWN_DEADLINE_S = 30.0
 
@@ -127,7 +75,8 @@ class Broker:
             session_timeout_ms=config.zookeeper_session_timeout_ms,
             connection_timeout_ms=config.zookeeper_connection_timeout_ms,
         )
-        self.api_ranges: Mapping[int, tuple[int, int]] = advertised_ranges(HANDLERS)
+        self.api_ranges: Mapping[int, tuple[int, int]] = served_ranges()
+        self._dispatch: Mapping[int, Handler] = {}
         self.cluster_id = ""
         self._cluster: ClusterState | None = None
         self.producer_ids = ProducerIdAllocator(config.broker_id, self.zk.claim_producer_id_block)
@@ -142,8 +91,9 @@ class Broker:
             OffsetsTopicStore(lambda: self.cluster),
             wall_clock_ms=wall_clock_ms,
         )
-        self.replicas = ReplicaManager(self)
-        self.controller = Controller(self)
+        # Made once the cluster state exists (``run``): they work on it, not on the broker.
+        self.replicas: ReplicaManager | None = None
+        self.controller: Controller | None = None
         self.status = "starting"
 
     @property
@@ -154,10 +104,11 @@ class Broker:
 
     # -- the RequestHandler the server calls ----------------------------------------------
 
-    async def handle(self, header: RequestHeader, request: Struct, conn: ConnectionInfo) -> Any:
-        handler = HANDLERS[header.api_key]
+    async def handle(self, request: Request) -> Any:
+        header = request.header
+        handler = self._dispatch[header.api_key]
         try:
-            return await handler(self, header, request)
+            return await handler(request)
         except (CloseConnection, trio.Cancelled):
             raise
         except Exception:
@@ -165,7 +116,7 @@ class Broker:
                 "%s v%d from %s (correlation id %d) failed",
                 api_name(header.api_key),
                 header.api_version,
-                conn.peer,
+                request.connection.peer,
                 header.correlation_id,
             )
             raise CloseConnection("internal error while handling the request") from None
@@ -188,9 +139,26 @@ class Broker:
                     log.warning("recovered %s: %s", report.tp, report)
             self._cluster = ClusterState(config, self.zk, logs)
             cluster = self._cluster
+            replicas = self.replicas = ReplicaManager(config, cluster, self.zk)
+            controller = self.controller = Controller(config, cluster, self.zk)
             cluster.on_refresh.append(lambda: sync_coordinator(cluster, self.groups))
-            cluster.on_refresh.append(self.controller.poke)
-            cluster.on_roles_changed.append(self.replicas.roles_changed)
+            cluster.on_refresh.append(controller.poke)
+            cluster.on_roles_changed.append(replicas.roles_changed)
+            self._dispatch = dispatch_table(
+                NodeServices(
+                    config=config,
+                    cluster_id=self.cluster_id,
+                    partitions=cluster,
+                    metadata=cluster,
+                    admin=cluster,
+                    groups=self.groups,
+                    controller=controller,
+                    followers=replicas,
+                    producer_ids=self.producer_ids,
+                    metrics=self.metrics,
+                ),
+                self.api_ranges,
+            )
             await cluster.refresh()
             listener_cfg = config.listeners[0]
             listener = await bind_listener(listener_cfg.host, listener_cfg.port)
@@ -209,7 +177,7 @@ class Broker:
                 )
                 cluster.registered = True
                 await cluster.refresh()
-                await self.replicas.settle_startup_claims()
+                await replicas.settle_startup_claims()
                 server = KafkaServer(
                     self,
                     self.metrics,
@@ -223,15 +191,29 @@ class Broker:
                 )
                 async with trio.open_nursery() as nursery:
                     await nursery.start(self.groups.run)
-                    await nursery.start(self.replicas.run)
-                    await nursery.start(self.controller.run)
+                    await nursery.start(replicas.run)
+                    await nursery.start(controller.run)
                     nursery.start_soon(self._follow_zookeeper)
                     nursery.start_soon(self._watch_log_dirs, logs)
                     await self._await_controller()
                     await nursery.start(server.serve, listener)
                     admin_host, admin_port = config.admin_listener
                     actual_admin = await nursery.start(
-                        serve_admin, create_app(BrokerView(self), self.metrics), admin_host, admin_port
+                        serve_admin,
+                        create_app(
+                            BrokerView(
+                                config=config,
+                                cluster_id=self.cluster_id,
+                                cluster=cluster,
+                                controller=controller,
+                                replicas=replicas,
+                                groups=self.groups,
+                                status=lambda: self.status,
+                            ),
+                            self.metrics,
+                        ),
+                        admin_host,
+                        admin_port,
                     )
                     nursery.start_soon(self._maintenance, logs)
                     nursery.start_soon(self._cleaner)
@@ -318,7 +300,7 @@ class Broker:
     async def _ask_controller_to_move_leaders(self) -> list[tuple[str, int]] | None:
         cluster = self.cluster
         me = self.config.broker_id
-        if self.controller.active:
+        if self.controller is not None and self.controller.active:
             return await self.controller.controlled_shutdown(me)
         if cluster.controller is None:
             return None

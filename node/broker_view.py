@@ -26,14 +26,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from node.cluster import ClusterState, TopicState
+from node.config import NodeConfig
+from node.groups import GroupSnapshot
 from node.partition import LEADER, Partition
 from storage import LogDirOfflineError, TopicPartition, wall_clock_ms
-
-if TYPE_CHECKING:
-    from node.broker import Broker
-    from node.cluster import ClusterState, TopicState
 
 __all__ = ["BrokerView"]
 
@@ -64,42 +63,74 @@ class _Replication:
         return self.local is not None and self.local.role == LEADER
 
 
-class BrokerView:
-    """``AdminView`` over a ``Broker``; ``clock`` gives wall-clock milliseconds (the partitions' clock)."""
+class ControllerRole(Protocol):
+    @property
+    def active(self) -> bool: ...
 
-    def __init__(self, broker: Broker, *, clock: Callable[[], int] = wall_clock_ms) -> None:
-        self._broker = broker
+
+class ReplicaFetchStats(Protocol):
+    @property
+    def fetch_errors(self) -> int: ...
+
+
+class GroupsView(Protocol):
+    def group_ids(self) -> list[str]: ...
+
+    def describe(self, group_id: str) -> GroupSnapshot | None: ...
+
+
+class BrokerView:
+    """``AdminView`` over the parts of a running node; ``clock`` gives wall-clock milliseconds
+    (the partitions' clock) and ``status`` the node's life stage (starting, ok, stopping)."""
+
+    def __init__(
+        self,
+        *,
+        config: NodeConfig,
+        cluster_id: str,
+        cluster: ClusterState | None,
+        controller: ControllerRole,
+        replicas: ReplicaFetchStats,
+        groups: GroupsView,
+        status: Callable[[], str],
+        clock: Callable[[], int] = wall_clock_ms,
+    ) -> None:
+        self._config = config
+        self._cluster_id = cluster_id
+        self._cluster = cluster
+        self._controller = controller
+        self._replicas = replicas
+        self._groups = groups
+        self._status = status
         self._clock = clock
 
     # -- health and the cluster ---------------------------------------------------------------
 
     def health(self) -> dict[str, object]:
-        b = self._broker
-        status = b.status
+        status = self._status()
         offline: list[str] = []
         controller_id = -1
-        if b._cluster is not None:
-            offline = [str(p) for p in b.cluster.logs.offline_dirs()]
+        if self._cluster is not None:
+            offline = [str(p) for p in self._cluster.logs.offline_dirs()]
             if status == "ok" and offline:
                 status = "degraded"
-            if b.cluster.controller is not None:
-                controller_id = b.cluster.controller[0]
+            if self._cluster.controller is not None:
+                controller_id = self._cluster.controller[0]
         return {
             "status": status,
-            "broker_id": b.config.broker_id,
-            "cluster_id": b.cluster_id,
+            "broker_id": self._config.broker_id,
+            "cluster_id": self._cluster_id,
             "offline_log_dirs": offline,
             "controller_id": controller_id,
-            "is_controller": b.controller.active,
+            "is_controller": self._controller.active,
         }
 
     def cluster(self) -> dict[str, object]:
-        b = self._broker
         controller: dict[str, object] | None = None
         live: list[int] = []
         partitions = leaders = under_replicated = under_replicated_led = offline = 0
-        if b._cluster is not None:
-            cluster = b.cluster
+        if self._cluster is not None:
+            cluster = self._cluster
             if cluster.controller is not None:
                 controller = {"broker_id": cluster.controller[0], "epoch": cluster.controller[1]}
             live = sorted(cluster.brokers)
@@ -110,25 +141,24 @@ class BrokerView:
                 under_replicated_led += state.led_here and state.under_replicated
                 offline += state.offline
         return {
-            "broker_id": b.config.broker_id,
+            "broker_id": self._config.broker_id,
             "controller": controller,
-            "is_controller": b.controller.active,
+            "is_controller": self._controller.active,
             "live_brokers": live,
             "partitions": partitions,
             "leaders": leaders,
             "under_replicated": under_replicated,
             "under_replicated_led": under_replicated_led,
             "offline": offline,
-            "replica_fetch_errors": b.replicas.fetch_errors,
+            "replica_fetch_errors": self._replicas.fetch_errors,
         }
 
     # -- topics -----------------------------------------------------------------------------------
 
     def topics(self) -> list[dict[str, object]]:
-        b = self._broker
-        if b._cluster is None:
+        if self._cluster is None:
             return []
-        cluster = b.cluster
+        cluster = self._cluster
         by_topic: dict[str, list[dict[str, object]]] = {}
         for state in self._replication(cluster):
             by_topic.setdefault(state.topic, []).append(self._partition_entry(state))
@@ -230,11 +260,10 @@ class BrokerView:
     # -- log dirs and groups ----------------------------------------------------------------------
 
     def log_dirs(self) -> list[dict[str, object]]:
-        b = self._broker
-        if b._cluster is None:
+        if self._cluster is None:
             return []
         out: list[dict[str, object]] = []
-        for d in b.cluster.logs.dirs:
+        for d in self._cluster.logs.dirs:
             size: int | None = None
             if d.online:
                 size = 0
@@ -247,17 +276,16 @@ class BrokerView:
         return out
 
     def groups(self) -> list[dict[str, object]]:
-        b = self._broker
-        if b._cluster is None:
+        if self._cluster is None:
             return []
         out: list[dict[str, object]] = []
-        for group_id in b.groups.group_ids():
-            snap = b.groups.describe(group_id)
+        for group_id in self._groups.group_ids():
+            snap = self._groups.describe(group_id)
             if snap is None:
                 continue
             offsets: list[dict[str, object]] = []
             for (topic, partition), (committed, _metadata) in sorted(snap.offsets.items()):
-                local = b.cluster.partitions.get(TopicPartition(topic, partition))
+                local = self._cluster.partitions.get(TopicPartition(topic, partition))
                 end = local.log.high_watermark if local is not None else None
                 offsets.append(
                     {

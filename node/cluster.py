@@ -21,7 +21,14 @@ from dataclasses import dataclass, field
 
 import trio
 
-from node.config import NodeConfig
+from node.config import (
+    ConfigError,
+    NodeConfig,
+    TopicPolicy,
+    effective_log_config,
+    effective_policy,
+    validate_topic_config,
+)
 from node.coordination import (
     BrokerRegistration,
     PartitionState,
@@ -34,7 +41,6 @@ from node.coordination import (
 from node.errors import BrokerError
 from node.partition import Partition
 from node.protocol import ErrorCode
-from node.topic_config import ConfigError, TopicPolicy, effective_log_config, effective_policy, validate_topic_config
 from storage import LogConfig, LogManager, TopicPartition, wall_clock_ms
 
 log = logging.getLogger("strait.node.cluster")

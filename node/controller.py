@@ -29,23 +29,22 @@ partition since the controller read it.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 import trio
 
-from node.coordination import CoordinationError, PartitionState, StaleState
-
-if TYPE_CHECKING:
-    from node.broker import Broker
-    from node.cluster import ClusterState, TopicState
+from node.cluster import ClusterState, TopicState
+from node.config import NodeConfig
+from node.coordination import CoordinationError, PartitionState, StaleState, ZkState
 
 log = logging.getLogger("strait.node.controller")
 
 
 class Controller:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.broker_id = broker.config.broker_id
+    def __init__(self, config: NodeConfig, cluster: ClusterState, zk: ZkState) -> None:
+        self.config = config
+        self.cluster = cluster
+        self.zk = zk
+        self.broker_id = config.broker_id
         self.epoch: int | None = None  # set while this broker is the active controller
         self.shutting_down: set[int] = set()
         self._poked = trio.Event()
@@ -61,9 +60,9 @@ class Controller:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
-        zk = self.broker.zk
+        zk = self.zk
         while True:
-            cluster = self.broker.cluster
+            cluster = self.cluster
             if cluster.controller is None or cluster.controller[0] == self.broker_id:
                 try:
                     epoch = await zk.elect_controller(self.broker_id)
@@ -82,11 +81,11 @@ class Controller:
         self.epoch = epoch
         log.info("broker %d is the controller (epoch %d)", self.broker_id, epoch)
         try:
-            await self.broker.cluster.refresh()
+            await self.cluster.refresh()
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._preferred_leader_loop)
                 while True:
-                    cluster = self.broker.cluster
+                    cluster = self.cluster
                     if cluster.controller != (self.broker_id, epoch):
                         log.warning(
                             "broker %d is no longer the controller (ZooKeeper says %s)",
@@ -183,7 +182,7 @@ class Controller:
 
     async def _write(self, topic: str, p: int, state: PartitionState) -> None:
         try:
-            await self.broker.zk.set_partition_state(topic, p, state)
+            await self.zk.set_partition_state(topic, p, state)
         except StaleState:
             log.info("%s-%d: the partition state moved meanwhile; deciding again", topic, p)
 
@@ -200,7 +199,7 @@ class Controller:
         self.shutting_down.add(broker_id)
         remaining: list[tuple[str, int]] = []
         async with self._lock:
-            cluster = self.broker.cluster
+            cluster = self.cluster
             await cluster.refresh()
             for topic in list(cluster.topics.values()):
                 for p, replicas in topic.assignment.items():
@@ -222,7 +221,7 @@ class Controller:
                     else:
                         new = PartitionState(state.leader, state.leader_epoch, isr, epoch, state.version)
                     try:
-                        await self.broker.zk.set_partition_state(topic.name, p, new)
+                        await self.zk.set_partition_state(topic.name, p, new)
                     except StaleState:
                         remaining.append((topic.name, p))
             await cluster.refresh()
@@ -236,7 +235,7 @@ class Controller:
     # -- preferred leaders -----------------------------------------------------------------------
 
     async def _preferred_leader_loop(self) -> None:
-        config = self.broker.config
+        config = self.config
         if not config.auto_leader_rebalance_enable:
             return
         while True:
@@ -257,7 +256,7 @@ class Controller:
             return 0
         moved = 0
         async with self._lock:
-            cluster = self.broker.cluster
+            cluster = self.cluster
             preferred: dict[int, list[tuple[TopicState, int]]] = {}
             for topic in cluster.topics.values():
                 for p, replicas in topic.assignment.items():
@@ -275,7 +274,7 @@ class Controller:
                         continue
                     new = PartitionState(broker_id, state.leader_epoch + 1, state.isr, epoch, state.version)
                     try:
-                        await self.broker.zk.set_partition_state(topic.name, p, new)
+                        await self.zk.set_partition_state(topic.name, p, new)
                         moved += 1
                     except StaleState:
                         continue
@@ -301,14 +300,14 @@ class Controller:
             topic = cluster.topics.get(name)
             if topic is None or p not in topic.assignment:
                 log.warning("reassignment of %s-%d: no such partition; dropping it", name, p)
-                await self.broker.zk.complete_reassignment(name, p)
+                await self.zk.complete_reassignment(name, p)
                 continue
             current = topic.assignment[p]
             state = topic.states.get(p)
             if state is None:
                 continue
             if tuple(current) == tuple(target):
-                await self.broker.zk.complete_reassignment(name, p)
+                await self.zk.complete_reassignment(name, p)
                 log.info("reassignment of %s-%d to %s is complete", name, p, list(target))
                 continue
             union = tuple(target) + tuple(b for b in current if b not in target)
@@ -316,7 +315,7 @@ class Controller:
                 assignment = dict(topic.assignment)
                 assignment[p] = union
                 try:
-                    await self.broker.zk.set_assignment(name, assignment, topic.version)
+                    await self.zk.set_assignment(name, assignment, topic.version)
                 except StaleState:
                     return
                 log.info("reassignment of %s-%d: replicas %s -> %s (catching up)", name, p, list(current), list(union))
@@ -333,13 +332,13 @@ class Controller:
                     continue
                 new = PartitionState(live[0], state.leader_epoch + 1, isr, epoch, state.version)
             try:
-                await self.broker.zk.set_partition_state(name, p, new)
+                await self.zk.set_partition_state(name, p, new)
                 assignment = dict(topic.assignment)
                 assignment[p] = tuple(target)
-                await self.broker.zk.set_assignment(name, assignment, topic.version)
+                await self.zk.set_assignment(name, assignment, topic.version)
             except StaleState:
                 return
-            await self.broker.zk.complete_reassignment(name, p)
+            await self.zk.complete_reassignment(name, p)
             log.info("reassignment of %s-%d to %s is complete", name, p, list(target))
             await cluster.refresh()
             return

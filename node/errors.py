@@ -2,11 +2,21 @@
 
 Each carries the Kafka ``ErrorCode`` it becomes and a message naming the values involved
 (topic, partition, offsets, sizes); for Produce v8+ the message also reaches the client.
+
+``as_broker_error`` is the one place that says which storage errors a client sees as which
+code; ``answer_errors`` applies it to one entry of a response (a partition, a topic, a
+resource), so handlers do not repeat the same ``except`` blocks.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, MutableMapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
 from node.protocol import ErrorCode
+from storage import LogDirOfflineError, OffsetOutOfRangeError
 
 
 class BrokerError(Exception):
@@ -25,3 +35,56 @@ def unknown_topic_or_partition(topic: str, partition: int | None = None) -> Brok
 
 def invalid_record(message: str) -> BrokerError:
     return BrokerError(ErrorCode.INVALID_RECORD, message)
+
+
+# Storage errors a client may cause or meet, and the code each becomes on the wire. Any other
+# exception is a bug: it is not mapped, so it reaches the server, which logs it and closes
+# only that connection.
+_STORAGE_CODES: tuple[tuple[type[Exception], ErrorCode], ...] = (
+    (LogDirOfflineError, ErrorCode.KAFKA_STORAGE_ERROR),
+    (OffsetOutOfRangeError, ErrorCode.OFFSET_OUT_OF_RANGE),
+)
+_ANSWERED: tuple[type[Exception], ...] = (BrokerError, *(kind for kind, _ in _STORAGE_CODES))
+
+
+def as_broker_error(exc: BaseException) -> BrokerError | None:
+    """The BrokerError ``exc`` stands for at the response boundary; None when it is not a Kafka error."""
+    if isinstance(exc, BrokerError):
+        return exc
+    for kind, code in _STORAGE_CODES:
+        if isinstance(exc, kind):
+            return BrokerError(code, str(exc))
+    return None
+
+
+@dataclass(slots=True)
+class Answer:
+    """How one ``answer_errors`` block ended: ``error`` is None when it completed."""
+
+    error: BrokerError | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
+
+@contextmanager
+def answer_errors(entry: MutableMapping[str, Any] | None = None) -> Iterator[Answer]:
+    """Run a block for one response entry; a Kafka error ends the block and is written to the entry.
+
+    On a ``BrokerError`` (or a storage error ``as_broker_error`` maps) the block stops there, the
+    entry's ``error_code`` is set and so is its ``error_message`` when the entry has that field,
+    and the yielded ``Answer`` holds the error for callers that also log or count it. Any other
+    exception propagates unchanged, and so does cancellation.
+    """
+    answer = Answer()
+    try:
+        yield answer
+    except _ANSWERED as exc:
+        error = as_broker_error(exc)
+        assert error is not None
+        answer.error = error
+        if entry is not None:
+            entry["error_code"] = error.code
+            if "error_message" in entry:
+                entry["error_message"] = error.message

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 
 import trio
 
+from node.config import TopicPolicy
 from node.coordination import PartitionState
 from node.errors import BrokerError, invalid_record
 from node.producer_state import ProducerStateError, ProducerStateManager
 from node.protocol import ErrorCode
-from node.topic_config import TopicPolicy
 from storage import CorruptBatchError, PartitionLog, RecordTooLargeError, TopicPartition
 from storage.records import BatchHeader, check_batch, iter_batches
 from storage.records._batch import CURRENT_MAGIC, HEADER_SIZE, MAGIC_POS
@@ -258,6 +258,15 @@ class Partition:
                 ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
                 f"{self.tp}: written, but the ISR {list(self.isr)} shrank below min.insync.replicas="
                 f"{self.policy.min_insync_replicas}",
+            )
+
+    def check_writable(self) -> None:
+        """Refuse client writes to a mirror topic: BrokerError(POLICY_VIOLATION) naming topic and link."""
+        link = self.policy.mirror_link
+        if link is not None:
+            raise BrokerError(
+                ErrorCode.POLICY_VIOLATION,
+                f"topic {self.tp.topic!r} is a read-only mirror owned by link {link!r}",
             )
 
     def check_min_isr(self) -> None:

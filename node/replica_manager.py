@@ -21,18 +21,17 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import trio
 
 from node.client import ClientError, NodeConnection
-from node.coordination import CoordinationError, PartitionState, StaleState
+from node.cluster import ClusterState
+from node.config import NodeConfig
+from node.coordination import CoordinationError, PartitionState, StaleState, ZkState
 from node.partition import FOLLOWER, Partition
 from node.protocol import ApiKey, ErrorCode, ProtocolError
 from storage import InvalidOffsetError, LogDirOfflineError, StorageError, TopicPartition
-
-if TYPE_CHECKING:
-    from node.broker import Broker
 
 log = logging.getLogger("strait.node.replicas")
 
@@ -68,10 +67,11 @@ class TokenBucket:
 
 
 class ReplicaManager:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.config = broker.config
-        self.broker_id = broker.config.broker_id
+    def __init__(self, config: NodeConfig, cluster: ClusterState, zk: ZkState) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.cluster = cluster
+        self.zk = zk
         self._nursery: trio.Nursery | None = None
         self._fetchers: dict[int, trio.CancelScope] = {}
         self._isr_writes: set[TopicPartition] = set()
@@ -86,12 +86,12 @@ class ReplicaManager:
             self._nursery = nursery
             nursery.start_soon(self._shrink_isr_loop)
             task_status.started()
-            self.roles_changed(list(self.broker.cluster.partitions.values()))
+            self.roles_changed(list(self.cluster.partitions.values()))
             await trio.sleep_forever()
 
     def roles_changed(self, changed: Iterable[Partition]) -> None:
         """After a refresh: make sure a fetcher runs for every leader this node follows."""
-        cluster = self.broker.cluster
+        cluster = self.cluster
         reassigning = cluster.reassignment
         self.throttle.rate = (
             float(reassigning.throttle_bytes_per_s)
@@ -127,7 +127,7 @@ class ReplicaManager:
         max_lag = self.config.replica_lag_time_max_ms
         while True:
             await trio.sleep(max(max_lag / 2, 100) / 1000)
-            for partition in list(self.broker.cluster.partitions.values()):
+            for partition in list(self.cluster.partitions.values()):
                 if not partition.is_leader or partition.log.is_offline:
                     continue
                 lagging = partition.lagging_followers(max_lag)
@@ -151,10 +151,10 @@ class ReplicaManager:
             epoch = partition.leader_epoch
             state = PartitionState(self.broker_id, epoch, new_isr, partition.controller_epoch, partition.state_version)
             try:
-                version = await self.broker.zk.set_partition_state(tp.topic, tp.partition, state)
+                version = await self.zk.set_partition_state(tp.topic, tp.partition, state)
             except StaleState:
                 log.info("%s: ISR change to %s lost a race; re-reading the partition state", tp, list(new_isr))
-                await self.broker.cluster.refresh()
+                await self.cluster.refresh()
                 return
             except CoordinationError as exc:
                 log.warning("%s: ISR change to %s failed: %s", tp, list(new_isr), exc)
@@ -175,7 +175,7 @@ class ReplicaManager:
         session expired, so the controller never saw it leave). Before serving, give each such
         leadership to another live ISR member, or take it under a new epoch if there is none, so
         followers re-check their logs against it. Called once, right after registration."""
-        cluster = self.broker.cluster
+        cluster = self.cluster
         claims = list(cluster.startup_claims)
         for partition, state in claims:
             await self._hand_over(partition, state)
@@ -184,7 +184,7 @@ class ReplicaManager:
 
     async def _hand_over(self, partition: Partition, first: PartitionState) -> None:
         tp = partition.tp
-        cluster = self.broker.cluster
+        cluster = self.cluster
         state: PartitionState | None = first
         for _ in range(5):
             if state is None or state.leader != self.broker_id:
@@ -205,9 +205,9 @@ class ReplicaManager:
                     self.broker_id, state.leader_epoch + 1, state.isr, state.controller_epoch, state.version
                 )
             try:
-                await self.broker.zk.set_partition_state(tp.topic, tp.partition, new)
+                await self.zk.set_partition_state(tp.topic, tp.partition, new)
             except StaleState:
-                state = await self.broker.zk.partition_state(tp.topic, tp.partition)
+                state = await self.zk.partition_state(tp.topic, tp.partition)
                 continue
             except CoordinationError as exc:
                 log.warning("%s: handing leadership over after restart failed: %s", tp, exc)
@@ -222,7 +222,7 @@ class ReplicaManager:
     def _followed(self, leader_id: int) -> list[Partition]:
         return [
             p
-            for p in self.broker.cluster.partitions.values()
+            for p in self.cluster.partitions.values()
             if p.role == FOLLOWER and p.leader_id == leader_id and not p.log.is_offline
         ]
 
@@ -231,7 +231,7 @@ class ReplicaManager:
         try:
             with scope:
                 while self._followed(leader_id):
-                    reg = self.broker.cluster.brokers.get(leader_id)
+                    reg = self.cluster.brokers.get(leader_id)
                     if reg is None:
                         await trio.sleep(backoff)
                         continue
@@ -311,7 +311,7 @@ class ReplicaManager:
             self._apply_fetch(body, epochs, moving)
 
     def _throttled(self) -> set[TopicPartition]:
-        cluster = self.broker.cluster
+        cluster = self.cluster
         if cluster.reassignment is None or self.throttle.rate is None:
             return set()
         out = set()
@@ -322,7 +322,7 @@ class ReplicaManager:
         return out
 
     def _apply_fetch(self, body: Any, epochs: dict[TopicPartition, int], moving: set[TopicPartition]) -> None:
-        cluster = self.broker.cluster
+        cluster = self.cluster
         for topic in body.responses:
             for part in topic.partitions:
                 tp = TopicPartition(topic.topic, part.partition_index)

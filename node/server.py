@@ -15,7 +15,6 @@ Fetch data goes out with ``os.sendfile`` from the log's files.
 
 from __future__ import annotations
 
-import contextvars
 import errno
 import logging
 import os
@@ -34,8 +33,6 @@ from node.protocol import (
     MalformedRequest,
     ProtocolError,
     Region,
-    RequestHeader,
-    Struct,
     UnknownApi,
     UnsupportedVersion,
     api_versions_fallback,
@@ -44,6 +41,18 @@ from node.protocol import (
     read_request_header,
     schema,
 )
+from node.request import CloseConnection, ConnectionInfo, Request
+
+__all__ = [
+    "CloseConnection",
+    "ConnectionInfo",
+    "KafkaServer",
+    "RequestHandler",
+    "ServerLimits",
+    "api_name",
+    "bind_listener",
+    "write_frame",
+]
 
 log = logging.getLogger("strait.node.server")
 
@@ -63,20 +72,6 @@ def api_name(api_key: int) -> str:
     return name
 
 
-@dataclass(frozen=True, slots=True)
-class ConnectionInfo:
-    peer: str  # host:port
-    listener: str
-
-    @property
-    def host(self) -> str:
-        return self.peer.rsplit(":", 1)[0]
-
-
-# The connection whose request is being handled (each connection runs in its own task).
-CURRENT_CONNECTION: contextvars.ContextVar[ConnectionInfo] = contextvars.ContextVar("strait_connection")
-
-
 class RequestHandler(Protocol):
     """What the server needs from the broker."""
 
@@ -85,7 +80,7 @@ class RequestHandler(Protocol):
         """The (min, max) version served for each API key."""
         ...
 
-    async def handle(self, header: RequestHeader, request: Struct, conn: ConnectionInfo) -> Any:
+    async def handle(self, request: Request) -> Any:
         """The response body (Struct or mapping), or None to send nothing (acks=0 produce)."""
         ...
 
@@ -96,14 +91,6 @@ class ServerLimits:
     idle_timeout_s: float = 600.0  # connections.max.idle.ms
     send_buffer_bytes: int = -1  # socket.send.buffer.bytes; -1 = the OS default (autotuned)
     receive_buffer_bytes: int = -1  # socket.receive.buffer.bytes
-
-
-class CloseConnection(Exception):
-    """Raised by a handler to drop the connection after logging ``reason``."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 class _FrameReader:
@@ -258,7 +245,6 @@ class KafkaServer:
     async def _loop(self, sock: trio.socket.SocketType, conn: ConnectionInfo) -> str:
         reader = _FrameReader(sock, self.limits.max_request_bytes)
         ranges = self.handler.api_ranges
-        CURRENT_CONNECTION.set(conn)
         while True:
             with trio.move_on_after(self.limits.idle_timeout_s) as idle:
                 frame = await reader.next_frame()
@@ -286,13 +272,13 @@ class KafkaServer:
                     continue
                 raise CloseConnection(f"{api_name(header.api_key)} v{header.api_version} is not served")
             try:
-                request = decode_request(header, frame, body_at)
+                body = decode_request(header, frame, body_at)
             except ProtocolError as exc:
                 raise CloseConnection(
                     f"malformed {api_name(header.api_key)} v{header.api_version} request "
                     f"(correlation id {header.correlation_id}): {exc}"
                 ) from None
-            response = await self.handler.handle(header, request, conn)
+            response = await self.handler.handle(Request(header, body, conn))
             out = 0
             if response is not None:
                 encoded = encode_response(header, response)

@@ -26,75 +26,46 @@ One run of ``PartitionLog.compact`` (a :class:`CleanerRun`) goes through these p
    (recovery's first pass) completes the swap.
 5. **Checkpoint.** The first uncleanable offset becomes the new checkpoint.
 
-Rewritten batches keep their base offset, lastOffsetDelta, record offset deltas, producer
-id/epoch/base sequence, partitionLeaderEpoch, codec (recompressed) and LogAppendTime; the
-CRC-32C is recomputed. So offsets never change; gaps appear where records went. A batch
-left with no records is dropped, unless it is the last batch of its producer id in the log:
-then it stays as an empty batch (header only) so that idempotence state survives.
+How a batch is rewritten (offsets kept, tombstones, null keys, control and transactional
+batches) is in ``_cleaner_rewrite``; the swap's file steps and their crash recovery in
+``_cleaner_swap``; the checkpoint file in ``_cleaner_checkpoint``. This module plans the run,
+reads the segments and drives the passes.
 
-Decisions (where strait differs from Kafka, or Kafka leaves a choice):
-
-- **Tombstones** follow KIP-534: the run that first keeps a tombstone stamps its batch with a
-  delete horizon (attribute bit 6; baseTimestamp = now + ``delete.retention.ms``, record
-  timestamp deltas adjusted so every record keeps its timestamp). A later run at or after
-  the horizon removes it. The horizon lives in the batch, so it survives restarts and uses
-  the log's clock, not file modification times.
-- **Null keys**: Kafka refuses them at produce time in compacted topics and its cleaner drops
-  them; strait keeps them (they cannot be superseded) so that no produced record is lost.
-- **Control batches** (transaction markers) are kept as they are. **Transactional data
-  batches** are kept as they are too and take no part in the map: strait has no record of
-  aborted transactions, and an aborted record must never supersede a committed one. A
-  tombstone is never removed while an earlier transactional batch holds its key.
-- **Memory**: the map is a dict of the dirty section's distinct keys (Kafka bounds it by
-  ``log.cleaner.dedupe.buffer.size`` and cleans in several runs).
-
-``cleaner.offset`` (one per partition directory, written atomically) holds the checkpoint::
-
-    line  content
-       1  0        version
-       2  1234     first dirty offset: below it, each key has at most one record (its
-                   latest as of the last run), apart from null keys and transactional batches
-
-A missing or unreadable file means "nothing is clean yet", which is always safe: the next
-run maps the whole log. Truncation lowers the checkpoint (``PartitionLog``).
+Decision: the **memory** of the map is a dict of the dirty section's distinct keys (Kafka
+bounds it by ``log.cleaner.dedupe.buffer.size`` and cleans in several runs).
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
-import struct
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from ._checkpoint import write_atomically
+from ._cleaner_checkpoint import read_cleaner_checkpoint, write_cleaner_checkpoint
+from ._cleaner_rewrite import CleanStats, Rules, clean_batch, raw_records
+from ._cleaner_swap import finish_interrupted_swaps, swap_in
 from ._config import LogConfig
-from ._errors import CorruptBatchError, RecordFormatError, StorageError
+from ._errors import CorruptBatchError, StorageError
 from ._faults import FaultPoints
-from ._files import (
-    CLEANED_SUFFIX,
-    DELETED_SUFFIX,
-    LOG_SUFFIX,
-    SWAP_SUFFIX,
-    file_name,
-    parse_segment_file,
-    segment_paths,
-)
-from ._scan import INT32_MAX, scan_batches
+from ._files import CLEANED_SUFFIX, LOG_SUFFIX, file_name
+from ._scan import INT32_MAX
 from ._segment import LogSegment
-from .records import HEADER_SIZE, LOG_OVERHEAD, PREFIX, BatchHeader, Compression, check_batch, compress, crc_of
-from .records import decompress as decompress_block
+from .records import HEADER_SIZE, LOG_OVERHEAD, PREFIX, BatchHeader, check_batch
 from .records import read_header as read_batch_header
-from .records._batch import ATTR_COMPRESSION_MASK, ATTR_DELETE_HORIZON, CRC_POS, CURRENT_MAGIC, HEADER
-from .records._varint import decode_varint, encode_varint
+from .records._batch import ATTR_DELETE_HORIZON
 
-log = logging.getLogger("strait.storage")
+# read_cleaner_checkpoint, write_cleaner_checkpoint (PartitionLog) and finish_interrupted_swaps
+# (recovery) are imported from here, where they were written before the split.
+__all__ = [
+    "CleanResult",
+    "CleanerRun",
+    "finish_interrupted_swaps",
+    "read_cleaner_checkpoint",
+    "write_cleaner_checkpoint",
+]
 
-CLEANER_CHECKPOINT_FILE = "cleaner.offset"
-_CHECKPOINT_VERSION = 0
-_CRC = struct.Struct(">I")
 _CHUNK_BYTES = 1024 * 1024
 _OFFSET_INDEX_ENTRY = 8  # bytes per .index entry
 _TIME_INDEX_ENTRY = 12  # bytes per .timeindex entry
@@ -118,29 +89,6 @@ class CleanResult:
     @property
     def cleaned(self) -> bool:
         return self.skipped is None
-
-
-# -- the checkpoint file ----------------------------------------------------------------------
-
-
-def read_cleaner_checkpoint(directory: Path) -> int | None:
-    """The partition's cleaner checkpoint, or None when there is none or it cannot be read (logged)."""
-    path = directory / CLEANER_CHECKPOINT_FILE
-    try:
-        lines = path.read_text().split()
-    except FileNotFoundError:
-        return None
-    if len(lines) == 2 and lines[0] == str(_CHECKPOINT_VERSION) and lines[1].isdigit():
-        return int(lines[1])
-    log.warning("%s: unreadable cleaner checkpoint %r; the whole log counts as dirty", path, lines[:2])
-    return None
-
-
-def write_cleaner_checkpoint(directory: Path, offset: int) -> None:
-    """Replace the partition's cleaner checkpoint atomically (temp file, fsync, rename, fsync dir)."""
-    if offset < 0:
-        raise ValueError(f"cleaner checkpoint offset {offset} is negative")
-    write_atomically(directory / CLEANER_CHECKPOINT_FILE, f"{_CHECKPOINT_VERSION}\n{offset}\n".encode())
 
 
 # -- one run ---------------------------------------------------------------------------------
@@ -175,23 +123,6 @@ class _Group:
     @property
     def base_offset(self) -> int:
         return self.views[0].base_offset
-
-
-@dataclass
-class _Stats:
-    records_removed: int = 0
-    tombstones_removed: int = 0
-
-
-@dataclass
-class _Rules:
-    """What decides whether a record stays (filled by the plan and map passes)."""
-
-    latest: dict[bytes, int]  # key -> its latest offset in the dirty section
-    now_ms: int
-    delete_retention_ms: int
-    is_producers_last: Callable[[BatchHeader], bool]
-    transactional_keys: set[bytes] = field(default_factory=set)  # keys in transactional batches seen so far
 
 
 class CleanerRun:
@@ -239,7 +170,7 @@ class CleanerRun:
         self.end_offset = self.first_dirty
         self.dirty_ratio = 0.0
         self._groups: list[_Group] = []
-        self._stats = _Stats()
+        self._stats = CleanStats()
         self._producers_last: dict[int, int] | None = None
         self.retired: list[LogSegment] = []
 
@@ -313,7 +244,7 @@ class CleanerRun:
         Raises CorruptBatchError / RecordFormatError for a batch that cannot be read (nothing
         is swapped) and OSError for I/O failures.
         """
-        rules = _Rules(self._map_dirty_section(), self.now_ms, self.config.delete_retention_ms, self._is_producers_last)
+        rules = Rules(self._map_dirty_section(), self.now_ms, self.config.delete_retention_ms, self._is_producers_last)
         for group in self._groups:
             self._build_group(group, rules)
 
@@ -325,13 +256,13 @@ class CleanerRun:
             for header, raw in _batches(view, self.dir):
                 if header.is_control or header.is_transactional or header.next_offset <= self.first_dirty:
                     continue
-                for record in _records(raw, header):
+                for record in raw_records(raw, header):
                     offset = header.base_offset + record.offset_delta
                     if record.key is not None and offset >= self.first_dirty:
                         latest[record.key] = offset
         return latest
 
-    def _build_group(self, group: _Group, rules: _Rules) -> None:
+    def _build_group(self, group: _Group, rules: Rules) -> None:
         path = self.dir / (file_name(group.base_offset, LOG_SUFFIX) + CLEANED_SUFFIX)
         group.cleaned_path = path
         group.changed = len(group.views) > 1
@@ -340,7 +271,7 @@ class CleanerRun:
             out = bytearray()
             for view in group.views:
                 for header, raw in _batches(view, self.dir):
-                    cleaned = _clean_batch(raw, header, rules, self._stats)
+                    cleaned = clean_batch(raw, header, rules, self._stats)
                     if cleaned is not raw:
                         group.changed = True
                     if cleaned is None:
@@ -387,31 +318,9 @@ class CleanerRun:
 
     def _swap_group(self, group: _Group) -> LogSegment:
         assert group.cleaned_path is not None
-        base = group.base_offset
-        log_path = segment_paths(self.dir, base)[0]
-        swap_path = log_path.with_name(log_path.name + SWAP_SUFFIX)
-        group.cleaned_path.rename(swap_path)  # the commit point: recovery completes from here
-        group.cleaned_path = None
-        self._fsync_dir()
-        for view in group.views:
-            _rename_to_deleted(view.segment)
-        self._fsync_dir()
-        swap_path.rename(log_path)
-        self._fsync_dir()
-        loaded = LogSegment.open(self.dir, base, self.config, self._faults, self.now_ms, recover=True)
-        new = loaded.segment
-        try:
-            if loaded.error is not None:  # the file was fsynced before the swap: this is a bad disk
-                raise StorageError(f"{log_path}: the cleaned segment does not read back: {loaded.error}")
-            new.flush()
-        except BaseException:
-            new.close()
-            raise
-        return new
-
-    def _fsync_dir(self) -> None:
-        self._faults.hit("fsync")
-        _fsync_dir(self.dir)
+        cleaned, group.cleaned_path = group.cleaned_path, None  # from the commit point on, recovery owns it
+        replaced = [v.segment for v in group.views]
+        return swap_in(self.dir, group.base_offset, cleaned, replaced, self.config, self._faults, self.now_ms)
 
     def discard(self) -> None:
         """Remove ``.cleaned`` files that were written and not swapped in."""
@@ -479,28 +388,13 @@ def _find_group(segments: Sequence[LogSegment], group: _Group) -> int | None:
     return None
 
 
-def _rename_to_deleted(segment: LogSegment) -> None:
-    """Rename a replaced segment's files to ``.deleted`` and point the segment at the new names, so
-    that deleting it later cannot unlink the cleaned segment that now has its old names."""
-    segment.log_path = _to_deleted(segment.log_path)
-    segment.index.path = _to_deleted(segment.index.path)
-    segment.time_index.path = _to_deleted(segment.time_index.path)
-
-
-def _to_deleted(path: Path) -> Path:
-    doomed = path.with_name(path.name + DELETED_SUFFIX)
-    with contextlib.suppress(FileNotFoundError):  # an index file may never have been written
-        path.rename(doomed)
-    return doomed
-
-
 def _write_all(fd: int, data: bytearray) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
 
 
-# -- reading batches and records ---------------------------------------------------------------
+# -- reading the segments ------------------------------------------------------------------------
 
 
 def _headers(view: _SegmentView) -> Iterator[tuple[int, BatchHeader]]:
@@ -539,191 +433,3 @@ def _batches(view: _SegmentView, directory: Path) -> Iterator[tuple[BatchHeader,
         if used == 0:
             raise CorruptBatchError("torn batch at the end of the segment", position=pos, path=path)
         pos += used
-
-
-@dataclass(frozen=True, slots=True)
-class _RawRecord:
-    attributes: int
-    timestamp_delta: int
-    offset_delta: int
-    key: bytes | None
-    is_tombstone: bool
-    tail: memoryview  # keyLength .. the end of the headers: copied as it is
-
-
-def _records(raw: memoryview, header: BatchHeader) -> Iterator[_RawRecord]:
-    block: bytes | memoryview = raw[HEADER_SIZE:]
-    if header.compression != Compression.NONE:
-        block = decompress_block(header.compression, block)
-    view = memoryview(block)
-    pos = 0
-    for _ in range(header.records_count):
-        length, pos = decode_varint(view, pos)
-        end = pos + length
-        if length < 3 or end > len(view):  # attributes, timestampDelta and offsetDelta take 3 bytes at least
-            raise RecordFormatError(f"record of {length} bytes at offset {header.base_offset}+ runs past its batch")
-        attributes = view[pos]
-        ts_delta, p = decode_varint(view, pos + 1)
-        offset_delta, p = decode_varint(view, p)
-        tail_start = p
-        key_length, p = decode_varint(view, p)
-        key = bytes(view[p : p + key_length]) if key_length >= 0 else None
-        value_length, _ = decode_varint(view, p + max(key_length, 0))
-        yield _RawRecord(attributes, ts_delta, offset_delta, key, value_length < 0, view[tail_start:end])
-        pos = end
-    if pos != len(view):
-        raise RecordFormatError(f"batch at offset {header.base_offset}: {len(view) - pos} bytes after its records")
-
-
-# -- cleaning one batch ------------------------------------------------------------------------
-
-
-def _clean_batch(raw: memoryview, header: BatchHeader, rules: _Rules, stats: _Stats) -> memoryview | bytes | None:
-    """The batch to write in place of ``raw``: ``raw`` itself when nothing changes, a rebuilt
-    batch, an empty batch (a producer's last), or None to drop it."""
-    if header.is_control:
-        return raw
-    if header.is_transactional:
-        rules.transactional_keys.update(r.key for r in _records(raw, header) if r.key is not None)
-        return raw
-    has_horizon = bool(header.attributes & ATTR_DELETE_HORIZON)
-    horizon_passed = has_horizon and rules.now_ms >= header.base_timestamp
-    records = list(_records(raw, header))
-    kept: list[_RawRecord] = []
-    keeps_tombstone = False
-    for record in records:
-        if record.key is not None:
-            latest = rules.latest.get(record.key)
-            if latest is not None and header.base_offset + record.offset_delta < latest:
-                stats.records_removed += 1
-                continue
-            if record.is_tombstone:
-                if horizon_passed and record.key not in rules.transactional_keys:
-                    stats.tombstones_removed += 1
-                    continue
-                keeps_tombstone = True
-        kept.append(record)
-    if not kept:
-        if not rules.is_producers_last(header):
-            return None
-        return raw if not records else _empty_batch(header)
-    if len(kept) == len(records) and keeps_tombstone == has_horizon:
-        return raw
-    horizon = None
-    if keeps_tombstone:
-        horizon = header.base_timestamp if has_horizon else rules.now_ms + rules.delete_retention_ms
-    return _rebuild(header, kept, horizon)
-
-
-def _rebuild(header: BatchHeader, kept: list[_RawRecord], horizon: int | None) -> bytes:
-    """A batch of ``kept`` with ``header``'s identity; timestamps are re-based, never changed."""
-    timestamps = [header.base_timestamp + r.timestamp_delta for r in kept]
-    base_ts = horizon if horizon is not None else timestamps[0]
-    block = bytearray()
-    for record, ts in zip(kept, timestamps, strict=True):
-        body = bytearray((record.attributes,))
-        encode_varint(ts - base_ts, body)
-        encode_varint(record.offset_delta, body)
-        body += record.tail
-        encode_varint(len(body), block)
-        block += body
-    payload = compress(Compression(header.compression), block)
-    attributes = header.attributes & ~ATTR_DELETE_HORIZON
-    if horizon is not None:
-        attributes |= ATTR_DELETE_HORIZON
-    max_ts = header.max_timestamp if header.is_log_append_time else max(timestamps)
-    buf = bytearray(HEADER_SIZE + len(payload))
-    buf[HEADER_SIZE:] = payload
-    fields = header._replace(
-        batch_length=len(buf) - LOG_OVERHEAD,
-        magic=CURRENT_MAGIC,
-        crc=0,
-        attributes=attributes,
-        base_timestamp=base_ts,
-        max_timestamp=max_ts,
-        records_count=len(kept),
-    )
-    return _with_crc(buf, fields)
-
-
-def _empty_batch(header: BatchHeader) -> bytes:
-    """A header-only batch that keeps the offsets and producer state of ``header`` (as Kafka keeps)."""
-    fields = header._replace(
-        batch_length=HEADER_SIZE - LOG_OVERHEAD,
-        crc=0,
-        attributes=header.attributes & ~(ATTR_COMPRESSION_MASK | ATTR_DELETE_HORIZON),
-        base_timestamp=header.max_timestamp,
-        records_count=0,
-    )
-    return _with_crc(bytearray(HEADER_SIZE), fields)
-
-
-def _with_crc(buf: bytearray, header: BatchHeader) -> bytes:
-    HEADER.pack_into(buf, 0, *header)
-    _CRC.pack_into(buf, CRC_POS, crc_of(buf, 0, len(buf)))
-    return bytes(buf)
-
-
-# -- recovery ----------------------------------------------------------------------------------
-
-
-def finish_interrupted_swaps(directory: Path) -> list[str]:
-    """Complete (or roll back) compaction swaps a crash interrupted; returns the swap files handled.
-
-    Index ``.swap`` files are deleted (indexes are rebuilt from the log). For each
-    ``<base>.log.swap``: every segment whose base offset lies in ``[base, end)`` of the swap's
-    batches is one it replaces, so it is deleted, and the swap becomes ``<base>.log`` (with no
-    index: opening it rebuilds them). A swap that fails validation is rolled back instead when
-    ``<base>.log`` still exists. Raises OSError.
-    """
-    handled: list[str] = []
-    swaps: list[int] = []
-    for path in sorted(directory.iterdir()):
-        if not path.name.endswith(SWAP_SUFFIX):
-            continue
-        parsed = parse_segment_file(path.name.removesuffix(SWAP_SUFFIX))
-        if parsed is not None and parsed[1] == LOG_SUFFIX:
-            swaps.append(parsed[0])
-        else:
-            path.unlink()
-            handled.append(path.name)
-    for base in swaps:
-        log_path = segment_paths(directory, base)[0]
-        swap_path = log_path.with_name(log_path.name + SWAP_SUFFIX)
-        handled.append(swap_path.name)
-        end, damaged = _end_of_swap(swap_path, base)
-        if damaged and log_path.exists():
-            log.warning("%s: damaged compaction swap file %s rolled back", directory, swap_path.name)
-            swap_path.unlink()
-            continue
-        for path in sorted(directory.iterdir()):
-            parsed = parse_segment_file(path.name)
-            if parsed is not None and base <= parsed[0] < max(end, base + 1):  # .log, .index, .timeindex
-                path.unlink()
-        swap_path.rename(log_path)
-        log.warning("%s: finished the compaction swap of %s", directory, swap_path.name)
-    if handled:
-        _fsync_dir(directory)
-    return handled
-
-
-def _end_of_swap(path: Path, base: int) -> tuple[int, bool]:
-    """``(next offset after the valid batches, whether a bad batch was found)``."""
-    end = base
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        for _, header in scan_batches(fd, os.fstat(fd).st_size, path=path, base_offset=base):
-            end = header.next_offset
-    except CorruptBatchError:
-        return end, True
-    finally:
-        os.close(fd)
-    return end, False
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -1,33 +1,31 @@
-"""The storage package's exceptions: one base, subclasses that name the values involved."""
+"""The storage package's exceptions: one base, subclasses that name the values involved.
+
+The base ``StorageError`` and the record format's errors are declared in ``storage.records``
+(a leaf package) and re-exported here; every other storage error is declared here.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+# The record format's errors (and the StorageError base they share) live in the leaf package
+# storage.records; they are re-exported here so that the rest of storage imports every error
+# from one place.
+from .records._errors import CorruptBatchError, RecordFormatError, StorageError, UnsupportedCompressionError
 
-class StorageError(Exception):
-    """Base of every error the storage engine raises on purpose."""
-
-
-class RecordFormatError(StorageError):
-    """Bytes that are not a well-formed record batch or record (bad input, not bad disk)."""
-
-
-class UnsupportedCompressionError(RecordFormatError):
-    def __init__(self, codec: int) -> None:
-        super().__init__(f"unsupported compression codec id {codec} (known: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd)")
-        self.codec = codec
-
-
-class CorruptBatchError(RecordFormatError):
-    """A batch fails validation (CRC, magic, length). ``position`` is its byte offset in its buffer or file."""
-
-    def __init__(self, reason: str, *, position: int, path: Path | None = None) -> None:
-        where = f"{path} at byte {position}" if path is not None else f"byte {position}"
-        super().__init__(f"corrupt record batch in {where}: {reason}")
-        self.reason = reason
-        self.position = position
-        self.path = path
+__all__ = [
+    "CorruptBatchError",
+    "CorruptIndexError",
+    "FaultInjected",
+    "InconsistentMetaPropertiesError",
+    "InvalidOffsetError",
+    "LogDirOfflineError",
+    "OffsetOutOfRangeError",
+    "RecordFormatError",
+    "RecordTooLargeError",
+    "StorageError",
+    "UnsupportedCompressionError",
+]
 
 
 class CorruptIndexError(StorageError):

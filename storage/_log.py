@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import os
 import struct
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ._checkpoint import fsync_dir
 from ._cleaner import CleanerRun, CleanResult, read_cleaner_checkpoint, write_cleaner_checkpoint
 from ._config import LogConfig
 from ._epochs import LeaderEpochCache
@@ -269,7 +269,7 @@ class PartitionLog:
         # path of every other batch, so the recovery point moves to the new segment's base.
         old.flush()
         self.recovery_point = max(self.recovery_point, new.base_offset)
-        _fsync_dir(self.dir)
+        fsync_dir(self.dir)
         return new
 
     def _after_append(self, records: int, now: int) -> None:
@@ -601,11 +601,3 @@ def _stamp_log_append_time(buf: bytearray, header: BatchHeader, now: int) -> Non
     fields[8] = now  # maxTimestamp
     HEADER.pack_into(buf, 0, *fields)
     _CRC.pack_into(buf, CRC_POS, crc_of(buf, 0, len(buf)))
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -1,15 +1,47 @@
-"""strait's own trio client for talking Kafka to nodes (admin commands, mirror, failover), and the
-small ASGI-on-trio HTTP server every admin API uses (`serve_admin`)."""
+"""strait's own trio Kafka client, used by every package that talks to nodes (``strait topics``
+and ``strait groups``, the mirror, failover).
+
+By concern:
+
+- ``_connection``: one connection (``NodeConnection``) and ``ClientError``;
+- ``_site``: routing. ``SiteClient`` keeps a site's metadata and a connection per broker and
+  sends requests to leaders, the controller or every broker; ``NodeRoute`` sends everything to
+  one node;
+- ``_admin``: topic and config verbs (``AdminClient``, ``ensure_topic``);
+- ``_groups``: consumer-group verbs (``GroupAdmin``);
+- ``_data``: produce, fetch and list offsets of a partition, and record-set helpers;
+- ``_mirror``: MirrorAppend (strait's API 1000);
+- ``_reconnect``: the reconnect-with-backoff loop of long-running copiers.
+"""
 
 from ._admin import AdminClient as AdminClient
+from ._admin import PartitionDescription as PartitionDescription
 from ._admin import TopicDescription as TopicDescription
+from ._admin import ensure_topic as ensure_topic
 from ._connection import ClientError as ClientError
 from ._connection import NodeConnection as NodeConnection
+from ._data import EARLIEST as EARLIEST
+from ._data import LATEST as LATEST
+from ._data import READ_COMMITTED as READ_COMMITTED
+from ._data import READ_UNCOMMITTED as READ_UNCOMMITTED
+from ._data import FetchedPartition as FetchedPartition
+from ._data import ProduceRecord as ProduceRecord
+from ._data import build_records as build_records
+from ._data import complete_batches as complete_batches
+from ._data import fetch_partition as fetch_partition
+from ._data import list_offset as list_offset
+from ._data import list_offsets as list_offsets
+from ._data import produce_batch as produce_batch
+from ._data import produce_records as produce_records
 from ._groups import GroupAdmin as GroupAdmin
 from ._groups import GroupDescription as GroupDescription
-from ._http import RefuseBodies as RefuseBodies
-from ._http import json_error as json_error
-from ._http import json_http_error as json_http_error
-from ._http import serve_admin as serve_admin
+from ._groups import GroupMember as GroupMember
 from ._mirror import MirrorAppendResult as MirrorAppendResult
 from ._mirror import mirror_append as mirror_append
+from ._reconnect import aclose_quietly as aclose_quietly
+from ._reconnect import run_reconnecting as run_reconnecting
+from ._site import NodeRoute as NodeRoute
+from ._site import PartitionMeta as PartitionMeta
+from ._site import Route as Route
+from ._site import SiteClient as SiteClient
+from ._site import TopicMeta as TopicMeta

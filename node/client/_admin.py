@@ -1,15 +1,28 @@
-"""Topic administration over the Kafka protocol (what ``strait topics`` uses)."""
+"""Admin verbs: topics and their configs over the Kafka protocol.
+
+``AdminClient`` sends them through a ``Route``: one node's connection (``AdminClient.connect``,
+what ``strait topics`` uses) or a whole site (``AdminClient(site)``, what the mirror uses: the
+controller first, the other brokers in turn when it fails; offsets asked of each leader).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
-from node.protocol import ApiKey
+import trio
+
+from node.protocol import ApiKey, ErrorCode
 
 from ._connection import ClientError, NodeConnection
+from ._data import EARLIEST, LATEST, list_offsets
+from ._site import MakeBody, NodeRoute, Route, SiteClient
 
-TOPIC_RESOURCE = 2
-EARLIEST, LATEST = -2, -1
+TOPIC_RESOURCE = 2  # DescribeConfigs / IncrementalAlterConfigs resource type of a topic
+DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigs config_source of a topic's own override
+CONFIG_SET, CONFIG_DELETE = 0, 1  # IncrementalAlterConfigs operations
+DEFAULT_REPLICATION_FROM = 4  # CreateTopics takes replication_factor -1 (the broker's default) from v4 (KIP-464)
+ADMIN_CLIENT_ID = "strait-admin"
 
 
 @dataclass(frozen=True)
@@ -33,23 +46,30 @@ _SOURCES = {1: "topic", 2: "dynamic-broker", 3: "dynamic-default", 4: "server.pr
 
 
 class AdminClient:
-    """Admin requests sent to one node (every strait node serves them)."""
+    """Topic administration through ``route`` (a ``NodeRoute`` or a ``SiteClient``)."""
 
-    def __init__(self, conn: NodeConnection) -> None:
-        self.conn = conn
+    def __init__(self, route: Route) -> None:
+        self.route = route
 
     @classmethod
     async def connect(cls, bootstrap: str, *, timeout: float = 10.0) -> AdminClient:
+        """An admin client on the first node of ``bootstrap`` ("h:p,h:p") that answers; ``aclose``
+        closes that connection. Raises ClientError naming the last address tried."""
         last: ClientError | None = None
         for address in bootstrap.split(","):
             try:
-                return cls(await NodeConnection.open(address.strip(), client_id="strait-admin", timeout=timeout))
+                conn = await NodeConnection.open(address.strip(), client_id=ADMIN_CLIENT_ID, timeout=timeout)
             except ClientError as exc:
                 last = exc
+                continue
+            return cls(NodeRoute(conn))
         raise last or ClientError(f"no broker address in {bootstrap!r}")
 
     async def aclose(self) -> None:
-        await self.conn.aclose()
+        """Close the connections of a route this client opened (``connect``); a site stays open."""
+        if isinstance(self.route, NodeRoute):
+            await self.route.aclose()
+            await self.route.conn.aclose()
 
     async def __aenter__(self) -> AdminClient:
         return self
@@ -57,72 +77,103 @@ class AdminClient:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
+    # -- topics --------------------------------------------------------------------------------
+
     async def create_topic(
         self, name: str, partitions: int = -1, replication_factor: int = -1, configs: dict[str, str] | None = None
-    ) -> None:
-        v = self.conn.version(ApiKey.CREATE_TOPICS, 4)
-        body = {
-            "topics": [
-                {
-                    "name": name,
-                    "num_partitions": partitions,
-                    "replication_factor": replication_factor,
-                    "assignments": [],
-                    "configs": [{"name": k, "value": val} for k, val in (configs or {}).items()],
-                }
-            ],
-            "timeout_ms": 30_000,
-            "validate_only": False,
-        }
-        resp = await self.conn.request(ApiKey.CREATE_TOPICS, v, body)
-        result = resp.topics[0]
+    ) -> int:
+        """Create ``name``; -1 takes the broker's ``num.partitions`` / ``default.replication.factor``.
+
+        Returns the replication factor asked for: the default (-1) needs CreateTopics v4, so
+        below v4 it asks for min(3, known brokers) where the route knows them. Raises ClientError
+        (its ``code`` TOPIC_ALREADY_EXISTS when it does).
+        """
+        replication = replication_factor
+
+        def body(version: int) -> dict[str, Any]:
+            nonlocal replication
+            known = self.route.known_brokers()
+            if replication_factor == -1 and version < DEFAULT_REPLICATION_FROM and known:
+                replication = min(3, known)
+            return {
+                "topics": [
+                    {
+                        "name": name,
+                        "num_partitions": partitions,
+                        "replication_factor": replication,
+                        "assignments": [],
+                        "configs": [{"name": k, "value": v} for k, v in sorted((configs or {}).items())],
+                    }
+                ],
+                "timeout_ms": int(self.route.timeout * 1000),
+                "validate_only": False,
+            }
+
+        response = await self.route.on_admin(ApiKey.CREATE_TOPICS, 4, body)
+        result = response.topics[0]
         if result.error_code:
-            raise ClientError.from_code(result.error_code, f"creating topic {name!r}", result.error_message)
+            raise ClientError.from_code(
+                result.error_code, f"creating topic {name!r}{self.route.where}", result.error_message
+            )
+        return replication
 
     async def delete_topic(self, name: str) -> None:
-        v = self.conn.version(ApiKey.DELETE_TOPICS, 3)
-        resp = await self.conn.request(ApiKey.DELETE_TOPICS, v, {"topic_names": [name], "timeout_ms": 30_000})
-        result = resp.responses[0]
+        response = await self.route.on_admin(
+            ApiKey.DELETE_TOPICS, 3, lambda _v: {"topic_names": [name], "timeout_ms": int(self.route.timeout * 1000)}
+        )
+        result = response.responses[0]
         if result.error_code:
-            raise ClientError.from_code(result.error_code, f"deleting topic {name!r}")
+            raise ClientError.from_code(result.error_code, f"deleting topic {name!r}{self.route.where}")
+
+    async def create_partitions(self, name: str, count: int) -> None:
+        """Grow ``name`` to ``count`` partitions (placed by the cluster). Raises ClientError."""
+        response = await self.route.on_admin(
+            ApiKey.CREATE_PARTITIONS,
+            1,
+            lambda _v: {
+                "topics": [{"name": name, "count": count, "assignments": None}],
+                "timeout_ms": int(self.route.timeout * 1000),
+                "validate_only": False,
+            },
+        )
+        result = response.results[0]
+        if result.error_code:
+            raise ClientError.from_code(
+                result.error_code,
+                f"growing topic {name!r} to {count} partitions{self.route.where}",
+                result.error_message,
+            )
 
     async def list_topics(self) -> list[str]:
-        v = self.conn.version(ApiKey.METADATA, 8)
-        resp = await self.conn.request(ApiKey.METADATA, v, {"topics": None, "allow_auto_topic_creation": False})
-        return sorted(t.name for t in resp.topics if t.error_code == 0)
+        response = await self.route.on_admin(ApiKey.METADATA, 8, _metadata_body(None))
+        return sorted(t.name for t in response.topics if t.error_code == 0)
 
     async def describe_topic(self, name: str) -> TopicDescription:
-        v = self.conn.version(ApiKey.METADATA, 8)
-        resp = await self.conn.request(
-            ApiKey.METADATA, v, {"topics": [{"name": name}], "allow_auto_topic_creation": False}
-        )
-        topic = resp.topics[0]
+        """Partitions (leader, replicas, ISR, log start, high watermark) and every config with its source."""
+        response = await self.route.on_admin(ApiKey.METADATA, 8, _metadata_body([name]))
+        topic = response.topics[0]
         if topic.error_code:
-            raise ClientError.from_code(topic.error_code, f"describing topic {name!r}")
-        offsets = await self._offsets(name, [p.partition_index for p in topic.partitions])
+            raise ClientError.from_code(topic.error_code, f"describing topic {name!r}{self.route.where}")
+        indexes = [p.partition_index for p in topic.partitions]
+        starts = await self.list_offsets(name, indexes, EARLIEST, strict=False)
+        ends = await self.list_offsets(name, indexes, LATEST, strict=False)
         partitions = [
             PartitionDescription(
                 p.partition_index,
                 p.leader_id,
                 list(p.replica_nodes),
                 list(p.isr_nodes),
-                *offsets.get(p.partition_index, (-1, -1)),
+                starts[p.partition_index],
+                ends[p.partition_index],
             )
             for p in sorted(topic.partitions, key=lambda p: p.partition_index)
         ]
-        v = self.conn.version(ApiKey.DESCRIBE_CONFIGS, 1)
-        resp = await self.conn.request(
-            ApiKey.DESCRIBE_CONFIGS,
-            v,
-            {
-                "resources": [{"resource_type": TOPIC_RESOURCE, "resource_name": name, "configuration_keys": None}],
-                "include_synonyms": False,
-            },
-        )
-        result = resp.results[0]
-        if result.error_code:
-            raise ClientError.from_code(result.error_code, f"describing configs of {name!r}", result.error_message)
-        configs = {c.name: (c.value, _SOURCES.get(c.config_source, "?")) for c in result.configs}
+        found = (await self._describe_configs([name])).get(name)
+        if found is None:
+            raise ClientError(f"describing configs of {name!r}{self.route.where}: no answer for it")
+        if isinstance(found, ClientError):
+            raise found
+        configs = {c.name: (c.value, _SOURCES.get(c.config_source, "?")) for c in found}
         return TopicDescription(name, partitions, configs)
 
     async def list_offsets(
@@ -132,24 +183,98 @@ class AdminClient:
 
         A partition error raises ClientError, or gives -1 when ``strict`` is False.
         """
-        v = self.conn.version(ApiKey.LIST_OFFSETS, 1)
-        body = {
-            "replica_id": -1,
-            "topics": [
-                {"name": topic, "partitions": [{"partition_index": p, "timestamp": timestamp} for p in partitions]}
-            ],
+        return await list_offsets(self.route, topic, partitions, timestamp, strict=strict)
+
+    # -- configs -------------------------------------------------------------------------------
+
+    async def topic_overrides(self, topics: list[str]) -> dict[str, dict[str, str] | ClientError]:
+        """Each topic's own config overrides (DescribeConfigs source 1), or the error for that topic."""
+        described = await self._describe_configs(topics)
+        return {
+            name: (
+                found
+                if isinstance(found, ClientError)
+                else {c.name: c.value for c in found if c.config_source == DYNAMIC_TOPIC_CONFIG and c.value is not None}
+            )
+            for name, found in described.items()
         }
-        resp = await self.conn.request(ApiKey.LIST_OFFSETS, v, body)
-        out = dict.fromkeys(partitions, -1)
-        for t in resp.topics:
-            for p in t.partitions:
-                if p.error_code == 0:
-                    out[p.partition_index] = p.offset
-                elif strict:
-                    raise ClientError.from_code(p.error_code, f"ListOffsets {topic}-{p.partition_index}")
+
+    async def alter_topic_configs(self, name: str, set_: dict[str, str], delete: list[str]) -> None:
+        """IncrementalAlterConfigs: set ``set_`` and remove ``delete`` from the topic's overrides."""
+        ops = [{"name": k, "config_operation": CONFIG_SET, "value": v} for k, v in sorted(set_.items())]
+        ops += [{"name": k, "config_operation": CONFIG_DELETE, "value": None} for k in sorted(delete)]
+        response = await self.route.on_admin(
+            ApiKey.INCREMENTAL_ALTER_CONFIGS,
+            0,
+            lambda _v: {
+                "resources": [{"resource_type": TOPIC_RESOURCE, "resource_name": name, "configs": ops}],
+                "validate_only": False,
+            },
+        )
+        result = response.responses[0]
+        if result.error_code:
+            raise ClientError.from_code(
+                result.error_code, f"altering the configs of {name!r}{self.route.where}", result.error_message
+            )
+
+    async def _describe_configs(self, topics: list[str]) -> dict[str, list[Any] | ClientError]:
+        """DescribeConfigs of ``topics`` (no synonyms): each topic's config entries, or its error."""
+        if not topics:
+            return {}
+        response = await self.route.on_admin(
+            ApiKey.DESCRIBE_CONFIGS,
+            1,
+            lambda _v: {
+                "resources": [
+                    {"resource_type": TOPIC_RESOURCE, "resource_name": t, "configuration_keys": None} for t in topics
+                ],
+                "include_synonyms": False,
+            },
+        )
+        out: dict[str, list[Any] | ClientError] = {}
+        for result in response.results:
+            if result.error_code:
+                out[result.resource_name] = ClientError.from_code(
+                    result.error_code,
+                    f"describing configs of {result.resource_name!r}{self.route.where}",
+                    result.error_message,
+                )
+            else:
+                out[result.resource_name] = list(result.configs)
         return out
 
-    async def _offsets(self, topic: str, partitions: list[int]) -> dict[int, tuple[int, int]]:
-        starts = await self.list_offsets(topic, partitions, EARLIEST, strict=False)
-        ends = await self.list_offsets(topic, partitions, LATEST, strict=False)
-        return {p: (starts[p], ends[p]) for p in partitions}
+
+def _metadata_body(topics: list[str] | None) -> MakeBody:
+    return lambda _v: {
+        "topics": None if topics is None else [{"name": t} for t in topics],
+        "allow_auto_topic_creation": False,
+    }
+
+
+async def ensure_topic(
+    site: SiteClient, name: str, *, partitions: int = 1, configs: dict[str, str] | None = None, wait_s: float = 10.0
+) -> bool:
+    """Create ``name`` with ``configs`` when the site lacks it (default replication factor), then
+    wait until its partitions have leaders. Returns True when this call created it. Raises
+    ClientError (also after ``wait_s`` seconds without leaders)."""
+    meta = site.topics.get(name)
+    if meta is not None and meta.partitions and all(p.leader >= 0 for p in meta.partitions.values()):
+        return False
+    fresh = await site.refresh([name])
+    created = False
+    if name not in fresh:
+        try:
+            await AdminClient(site).create_topic(name, partitions, configs=dict(configs or {}))
+            created = True
+        except ClientError as exc:
+            if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise
+    with trio.move_on_after(wait_s):
+        while True:
+            meta = (await site.refresh([name])).get(name)
+            if meta is not None and meta.partitions and all(p.leader >= 0 for p in meta.partitions.values()):
+                return created
+            await trio.sleep(0.1)
+    raise ClientError(
+        f"site {site.name}: topic {name!r} has no leader after {wait_s} s", ErrorCode.LEADER_NOT_AVAILABLE
+    )

@@ -8,17 +8,32 @@ static in strait (edit server.properties and restart).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
+from node.config import (
+    ConfigEntry,
+    ConfigError,
+    NodeConfig,
+    apply_incremental,
+    describe_broker_config,
+    describe_topic_config,
+)
 from node.errors import BrokerError
-from node.protocol import ErrorCode, RequestHeader, Struct
-from node.topic_config import ConfigEntry, ConfigError, apply_incremental, describe_broker_config, describe_topic_config
+from node.protocol import ErrorCode, Struct
+from node.request import Request
 
-if TYPE_CHECKING:
-    from node.broker import Broker
+from ._services import MetadataView, TopicAdmin
 
 TOPIC = 2
 BROKER = 4
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigServices:
+    metadata: MetadataView
+    admin: TopicAdmin
+    config: NodeConfig
 
 
 def _entry(e: ConfigEntry, *, synonyms: bool, documentation: bool) -> dict[str, Any]:
@@ -35,27 +50,29 @@ def _entry(e: ConfigEntry, *, synonyms: bool, documentation: bool) -> dict[str, 
     }
 
 
-def _describe(broker: Broker, res: Struct) -> list[ConfigEntry]:
+def _describe(services: ConfigServices, res: Struct) -> list[ConfigEntry]:
+    config = services.config
     if res.resource_type == TOPIC:
-        topic = broker.cluster.topics.get(res.resource_name)
+        topic = services.metadata.topics.get(res.resource_name)
         if topic is None:
             raise BrokerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {res.resource_name!r} does not exist")
-        return describe_topic_config(broker.config, topic.overrides)
+        return describe_topic_config(config, topic.overrides)
     if res.resource_type == BROKER:
-        if res.resource_name not in ("", str(broker.config.broker_id)):
+        if res.resource_name not in ("", str(config.broker_id)):
             raise BrokerError(
                 ErrorCode.INVALID_REQUEST,
                 f"broker {res.resource_name!r}: send DescribeConfigs for a broker to that broker "
-                f"(this is broker {broker.config.broker_id})",
+                f"(this is broker {config.broker_id})",
             )
-        return describe_broker_config(broker.config)
+        return describe_broker_config(config)
     raise BrokerError(ErrorCode.INVALID_REQUEST, f"resource type {res.resource_type} is not supported")
 
 
-async def handle_describe_configs(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any]:
+async def handle_describe_configs(services: ConfigServices, request: Request) -> dict[str, Any]:
+    req = request.body
     results = []
-    synonyms = header.api_version >= 1 and req.include_synonyms
-    documentation = header.api_version >= 3 and req.include_documentation
+    synonyms = request.api_version >= 1 and req.include_synonyms
+    documentation = request.api_version >= 3 and req.include_documentation
     for res in req.resources:
         result: dict[str, Any] = {
             "error_code": 0,
@@ -65,7 +82,7 @@ async def handle_describe_configs(broker: Broker, header: RequestHeader, req: St
             "configs": [],
         }
         try:
-            entries = _describe(broker, res)
+            entries = _describe(services, res)
             wanted = None if res.configuration_keys is None else set(res.configuration_keys)
             result["configs"] = [
                 _entry(e, synonyms=synonyms, documentation=documentation)
@@ -97,25 +114,27 @@ def _check_topic_resource(res: Struct) -> None:
         raise BrokerError(ErrorCode.INVALID_REQUEST, f"resource type {res.resource_type} is not supported")
 
 
-async def handle_alter_configs(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any]:
+async def handle_alter_configs(services: ConfigServices, request: Request) -> dict[str, Any]:
+    req = request.body
     responses = []
     for res in req.resources:
         try:
             _check_topic_resource(res)
             overrides = {c.name: c.value for c in res.configs if c.value is not None}
-            await broker.cluster.set_topic_config(res.resource_name, overrides, validate_only=req.validate_only)
+            await services.admin.set_topic_config(res.resource_name, overrides, validate_only=req.validate_only)
             responses.append(_alter_result(res))
         except BrokerError as exc:
             responses.append(_alter_result(res, exc.code, exc.message))
     return {"throttle_time_ms": 0, "responses": responses}
 
 
-async def handle_incremental_alter_configs(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any]:
+async def handle_incremental_alter_configs(services: ConfigServices, request: Request) -> dict[str, Any]:
+    req = request.body
     responses = []
     for res in req.resources:
         try:
             _check_topic_resource(res)
-            topic = broker.cluster.topics.get(res.resource_name)
+            topic = services.metadata.topics.get(res.resource_name)
             if topic is None:
                 raise BrokerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {res.resource_name!r} does not exist")
             try:
@@ -124,7 +143,7 @@ async def handle_incremental_alter_configs(broker: Broker, header: RequestHeader
                 )
             except (ConfigError, ValueError) as exc:
                 raise BrokerError(ErrorCode.INVALID_CONFIG, str(exc)) from None
-            await broker.cluster.set_topic_config(res.resource_name, updated, validate_only=req.validate_only)
+            await services.admin.set_topic_config(res.resource_name, updated, validate_only=req.validate_only)
             responses.append(_alter_result(res))
         except BrokerError as exc:
             responses.append(_alter_result(res, exc.code, exc.message))

@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from node.coordination import CoordinationError
-from node.protocol import ErrorCode, RequestHeader, Struct
+from node.protocol import ErrorCode
+from node.request import Request
 
-if TYPE_CHECKING:
-    from node.broker import Broker
+from ._services import ControllerService, MetadataView
 
 
-async def handle_controlled_shutdown(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any]:
-    controller = broker.controller
+@dataclass(frozen=True, slots=True)
+class ControllerServices:
+    controller: ControllerService
+    metadata: MetadataView
+
+
+async def handle_controlled_shutdown(services: ControllerServices, request: Request) -> dict[str, Any]:
+    req = request.body
+    controller = services.controller
     if not controller.active:
         return {"error_code": ErrorCode.NOT_CONTROLLER, "remaining_partitions": []}
-    if req.broker_id not in broker.cluster.brokers:
+    if req.broker_id not in services.metadata.brokers:
         return {"error_code": ErrorCode.BROKER_NOT_AVAILABLE, "remaining_partitions": []}
     try:
         remaining = await controller.controlled_shutdown(req.broker_id)

@@ -9,31 +9,32 @@ use it too (KIP-320) to detect truncation after a leader change.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
-from node.errors import BrokerError
-from node.protocol import ErrorCode, RequestHeader, Struct
-from storage import LogDirOfflineError
+from node.errors import answer_errors
+from node.request import Request
 
-if TYPE_CHECKING:
-    from node.broker import Broker
+from ._services import PartitionSource
 
 
-async def handle_offset_for_leader_epoch(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class EpochServices:
+    partitions: PartitionSource
+
+
+async def handle_offset_for_leader_epoch(services: EpochServices, request: Request) -> dict[str, Any]:
+    req = request.body
     topics = []
     for topic in req.topics:
         partitions = []
         for p in topic.partitions:
             entry: dict[str, Any] = {"error_code": 0, "partition": p.partition, "leader_epoch": -1, "end_offset": -1}
-            try:
-                partition = broker.cluster.partition(topic.topic, p.partition)
+            with answer_errors(entry):
+                partition = services.partitions.partition(topic.topic, p.partition)
                 partition.check_epoch(getattr(p, "current_leader_epoch", -1))
                 epoch, end = partition.log.end_offset_for_epoch(p.leader_epoch)
                 entry["leader_epoch"], entry["end_offset"] = epoch, end
-            except BrokerError as exc:
-                entry["error_code"] = exc.code
-            except LogDirOfflineError:
-                entry["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
             partitions.append(entry)
         topics.append({"topic": topic.topic, "partitions": partitions})
     return {"throttle_time_ms": 0, "topics": topics}

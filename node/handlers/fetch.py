@@ -15,20 +15,28 @@ fetch, which every client supports.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 import trio
 
-from node.errors import BrokerError
+from node.errors import answer_errors
 from node.partition import Partition
-from node.protocol import ErrorCode, RequestHeader, Struct
-from storage import FileSlice, LogDirOfflineError, OffsetOutOfRangeError
+from node.protocol import ErrorCode, Struct
+from node.request import Request
+from storage import FileSlice
 
-if TYPE_CHECKING:
-    from node.broker import Broker
+from ._services import FollowerTracker, PartitionSource, RequestMetrics
 
 INT32_MAX = 2**31 - 1
 MAX_WAIT_CAP_MS = 300_000
+
+
+@dataclass(frozen=True, slots=True)
+class FetchServices:
+    partitions: PartitionSource
+    followers: FollowerTracker
+    metrics: RequestMetrics
 
 
 def _partition_entry(index: int, code: int = 0) -> dict[str, Any]:
@@ -45,7 +53,7 @@ def _partition_entry(index: int, code: int = 0) -> dict[str, Any]:
 
 
 def _read_once(
-    broker: Broker, req: Struct, max_bytes: int, *, first: bool
+    services: FetchServices, req: Struct, max_bytes: int, *, first: bool
 ) -> tuple[list[dict[str, Any]], int, bool, list[Partition]]:
     """One pass over the requested partitions: (responses, bytes, any error, partitions read).
 
@@ -63,15 +71,14 @@ def _read_once(
         partitions = []
         for fp in topic.partitions:
             entry = _partition_entry(fp.partition)
-            try:
-                partition = broker.cluster.partition(topic.topic, fp.partition)
+            with answer_errors(entry) as answer:
+                partition = services.partitions.partition(topic.topic, fp.partition)
                 partition.check_epoch(getattr(fp, "current_leader_epoch", -1))
                 if replica_id >= 0 and first:
                     plog = partition.log
                     if plog.log_start_offset <= fp.fetch_offset <= plog.log_end_offset:
-                        broker.replicas.follower_fetched(partition, replica_id, fp.fetch_offset)
-            except BrokerError as exc:
-                entry["error_code"] = exc.code
+                        services.followers.follower_fetched(partition, replica_id, fp.fetch_offset)
+            if answer.failed:
                 errors = True
                 partitions.append(entry)
                 continue
@@ -84,18 +91,10 @@ def _read_once(
             entry["log_start_offset"] = plog.log_start_offset
             limit = min(fp.partition_max_bytes, budget)
             if plog.log_start_offset <= fp.fetch_offset < end and (limit > 0 or total == 0):
-                try:
-                    slices: list[FileSlice] = plog.read(
-                        fp.fetch_offset, max(limit, 0), max_offset=end, min_one=total == 0
-                    )
-                except OffsetOutOfRangeError:
-                    entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
-                    errors = True
-                    slices = []
-                except LogDirOfflineError:
-                    entry["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
-                    errors = True
-                    slices = []
+                slices: list[FileSlice] = []
+                with answer_errors(entry) as answer:
+                    slices = plog.read(fp.fetch_offset, max(limit, 0), max_offset=end, min_one=total == 0)
+                errors = errors or answer.failed
                 size = sum(s.length for s in slices)
                 if slices:
                     entry["records"] = list(slices)
@@ -109,18 +108,19 @@ def _read_once(
     return responses, total, errors, seen
 
 
-async def handle_fetch(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any]:
+async def handle_fetch(services: FetchServices, request: Request) -> dict[str, Any]:
     started = time.perf_counter()
+    req = request.body
     body: dict[str, Any] = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": []}
     if req.session_id != 0:
         body["error_code"] = ErrorCode.FETCH_SESSION_ID_NOT_FOUND
         return body
-    max_bytes = req.max_bytes if header.api_version >= 3 else INT32_MAX
+    max_bytes = req.max_bytes if request.api_version >= 3 else INT32_MAX
     max_wait = min(max(req.max_wait_ms, 0), MAX_WAIT_CAP_MS) / 1000
     deadline = trio.current_time() + max_wait
     first = True
     while True:
-        responses, total, errors, seen = _read_once(broker, req, max_bytes, first=first)
+        responses, total, errors, seen = _read_once(services, req, max_bytes, first=first)
         first = False
         if total >= req.min_bytes or errors or not seen or trio.current_time() >= deadline:
             break
@@ -134,5 +134,5 @@ async def handle_fetch(broker: Broker, header: RequestHeader, req: Struct) -> di
             for p in seen:
                 p.discard_waiter(arrived)
     body["responses"] = responses
-    broker.metrics.observe_fetch(time.perf_counter() - started)
+    services.metrics.observe_fetch(time.perf_counter() - started)
     return body

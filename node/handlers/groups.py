@@ -10,38 +10,48 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
+from node.config import NodeConfig
 from node.errors import BrokerError
 from node.offsets_topic import OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIG
-from node.protocol import ErrorCode, RequestHeader, Struct
-from node.server import CURRENT_CONNECTION
+from node.protocol import ErrorCode
+from node.request import Request
 
-if TYPE_CHECKING:
-    from node.broker import Broker
+from ._services import GroupService, MetadataView, TopicAdmin
 
 log = logging.getLogger("strait.node.groups")
 
 GROUP_KEY = 0
 
 
-async def ensure_offsets_topic(broker: Broker) -> None:
+@dataclass(frozen=True, slots=True)
+class GroupServices:
+    coordinator: GroupService
+    metadata: MetadataView
+    admin: TopicAdmin
+    config: NodeConfig
+
+
+async def ensure_offsets_topic(services: GroupServices) -> None:
     """Create ``__consumer_offsets`` if it does not exist yet (BrokerError if it cannot be)."""
-    cluster = broker.cluster
-    if OFFSETS_TOPIC in cluster.topics:
+    if OFFSETS_TOPIC in services.metadata.topics:
         return
-    config = broker.config
-    assignment = await cluster.plan(config.offsets_topic_num_partitions, config.offsets_topic_replication_factor)
+    admin = services.admin
+    config = services.config
+    assignment = await admin.plan(config.offsets_topic_num_partitions, config.offsets_topic_replication_factor)
     try:
         topic_config = {**OFFSETS_TOPIC_CONFIG, "segment.bytes": str(config.offsets_topic_segment_bytes)}
-        await cluster.create_topic(OFFSETS_TOPIC, assignment, topic_config, validate_only=False)
+        await admin.create_topic(OFFSETS_TOPIC, assignment, topic_config, validate_only=False)
     except BrokerError as exc:
         if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
             raise
-        await cluster.refresh()  # made concurrently (by another request or broker): pick it up
+        await admin.refresh()  # made concurrently (by another request or broker): pick it up
 
 
-async def handle_find_coordinator(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any]:
+async def handle_find_coordinator(services: GroupServices, request: Request) -> dict[str, Any]:
+    req = request.body
     body: dict[str, Any] = {
         "throttle_time_ms": 0,
         "error_code": 0,
@@ -50,24 +60,24 @@ async def handle_find_coordinator(broker: Broker, header: RequestHeader, req: St
         "host": "",
         "port": -1,
     }
-    if header.api_version >= 1 and req.key_type != GROUP_KEY:
+    if request.api_version >= 1 and req.key_type != GROUP_KEY:
         body["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
         body["error_message"] = "transaction coordinators are not supported by strait yet"
         return body
     try:
-        await ensure_offsets_topic(broker)
+        await ensure_offsets_topic(services)
     except BrokerError as exc:
         log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc.message)
         body["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
         body["error_message"] = f"{OFFSETS_TOPIC} cannot be created: {exc.message}"
         return body
-    cluster = broker.cluster
+    cluster = services.metadata
     topic = cluster.topics.get(OFFSETS_TOPIC)
     if topic is None:
         body["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
         body["error_message"] = f"{OFFSETS_TOPIC} is being created"
         return body
-    partition = broker.groups.partition_for(req.key)
+    partition = services.coordinator.partition_for(req.key)
     leader = cluster.leader_of(topic, partition)
     registration = cluster.brokers.get(leader)
     if registration is None:
@@ -78,17 +88,16 @@ async def handle_find_coordinator(broker: Broker, header: RequestHeader, req: St
     return body
 
 
-async def handle_join_group(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any]:
-    conn = CURRENT_CONNECTION.get(None)
-    client_host = f"/{conn.host}" if conn is not None else ""
-    return await broker.groups.join_group(req, header.api_version, header.client_id or "", client_host)
+async def handle_join_group(services: GroupServices, request: Request) -> dict[str, Any]:
+    client_host = f"/{request.connection.host}"
+    return await services.coordinator.join_group(request.body, request.api_version, request.client_id, client_host)
 
 
-def _relay(method: str) -> Callable[[Broker, RequestHeader, Struct], Awaitable[dict[str, Any]]]:
-    """A handler that passes the request and its version to ``GroupCoordinator.<method>``."""
+def _relay(method: str) -> Callable[[GroupServices, Request], Awaitable[dict[str, Any]]]:
+    """A handler that passes the request and its version to ``GroupService.<method>``."""
 
-    async def handle(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any]:
-        result: dict[str, Any] = await getattr(broker.groups, method)(req, header.api_version)
+    async def handle(services: GroupServices, request: Request) -> dict[str, Any]:
+        result: dict[str, Any] = await getattr(services.coordinator, method)(request.body, request.api_version)
         return result
 
     handle.__name__ = f"handle_{method}"
@@ -104,14 +113,15 @@ handle_describe_groups = _relay("describe_groups")
 handle_list_groups = _relay("list_groups")
 
 
-async def handle_delete_groups(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any]:
-    results = await broker.groups.delete_groups(list(req.groups_names))
+async def handle_delete_groups(services: GroupServices, request: Request) -> dict[str, Any]:
+    results = await services.coordinator.delete_groups(list(request.body.groups_names))
     return {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": code} for g, code in results]}
 
 
-async def handle_offset_delete(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any]:
+async def handle_offset_delete(services: GroupServices, request: Request) -> dict[str, Any]:
+    req = request.body
     partitions = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
-    code, results = await broker.groups.offset_delete(req.group_id, partitions)
+    code, results = await services.coordinator.offset_delete(req.group_id, partitions)
     topics: dict[str, list[dict[str, int]]] = {}
     for topic, partition, error in results:
         topics.setdefault(topic, []).append({"partition_index": partition, "error_code": error})

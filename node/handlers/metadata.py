@@ -3,48 +3,61 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
+from node.config import NodeConfig
 from node.errors import BrokerError
 from node.offsets_topic import OFFSETS_TOPIC
-from node.protocol import ErrorCode, RequestHeader, Struct
+from node.protocol import ErrorCode
+from node.request import Request
 
-if TYPE_CHECKING:
-    from node.broker import Broker
+from ._services import MetadataView, TopicAdmin
 
 log = logging.getLogger("strait.node.metadata")
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)  # Kafka: "not requested"
 
 
-async def handle_api_versions(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class MetadataServices:
+    metadata: MetadataView
+    admin: TopicAdmin
+    config: NodeConfig
+    cluster_id: str
+    api_ranges: Mapping[int, tuple[int, int]]
+
+
+async def handle_api_versions(services: MetadataServices, request: Request) -> dict[str, Any]:
     return {
         "error_code": 0,
         "api_keys": [
             {"api_key": key, "min_version": lo, "max_version": hi}
-            for key, (lo, hi) in sorted(broker.api_ranges.items())
+            for key, (lo, hi) in sorted(services.api_ranges.items())
         ],
         "throttle_time_ms": 0,
     }
 
 
-async def handle_metadata(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any]:
-    cluster = broker.cluster
-    version = header.api_version
+async def handle_metadata(services: MetadataServices, request: Request) -> dict[str, Any]:
+    req = request.body
+    cluster = services.metadata
+    version = request.api_version
     if req.topics is None or (version == 0 and not req.topics):
         names = sorted(cluster.topics)
         requested_all = True
     else:
         names = [t.name for t in req.topics]
         requested_all = False
-    auto_create = broker.config.auto_create_topics_enable and (version < 4 or req.allow_auto_topic_creation)
+    auto_create = services.config.auto_create_topics_enable and (version < 4 or req.allow_auto_topic_creation)
     topics = []
     for name in names:
         code = ErrorCode.NONE
         if name not in cluster.topics and not requested_all:
             code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             if auto_create:
-                code = await _auto_create(broker, name)
+                code = await _auto_create(services, name)
         state = cluster.topics.get(name)
         partitions = []
         if state is not None and code == ErrorCode.NONE:
@@ -87,19 +100,19 @@ async def handle_metadata(broker: Broker, header: RequestHeader, req: Struct) ->
     return {
         "throttle_time_ms": 0,
         "brokers": brokers,
-        "cluster_id": broker.cluster_id,
+        "cluster_id": services.cluster_id,
         "controller_id": cluster.controller[0] if cluster.controller is not None else -1,
         "topics": topics,
         "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
     }
 
 
-async def _auto_create(broker: Broker, name: str) -> ErrorCode:
-    cluster = broker.cluster
-    config = broker.config
+async def _auto_create(services: MetadataServices, name: str) -> ErrorCode:
+    admin = services.admin
+    config = services.config
     try:
-        assignment = await cluster.plan(config.num_partitions, config.default_replication_factor)
-        await cluster.create_topic(name, assignment, {}, validate_only=False)
+        assignment = await admin.plan(config.num_partitions, config.default_replication_factor)
+        await admin.create_topic(name, assignment, {}, validate_only=False)
     except BrokerError as exc:
         if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:
             return ErrorCode.NONE

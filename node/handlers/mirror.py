@@ -2,7 +2,7 @@
 
 A topic whose ``strait.mirror.link`` is set is a *mirror*: the link of that name copies the
 source site's batches into it at the source's offsets, so clients may not write it. Produce
-and DeleteRecords to it fail with POLICY_VIOLATION (``check_writable``). Removing the key
+and DeleteRecords to it fail with POLICY_VIOLATION (``Partition.check_writable``). Removing the key
 (AlterConfigs, IncrementalAlterConfigs) makes it a normal topic again: that is failover.
 
 MirrorAppend, per partition, on the target leader (``Partition.append_mirrored`` holds the
@@ -18,29 +18,28 @@ partition's log end offset, high watermark and log start offset when this node h
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import trio
 
-from node.errors import BrokerError
-from node.protocol import ErrorCode, RequestHeader, Struct
-from node.topic_config import TopicPolicy
-from storage import LogDirOfflineError
+from node.config import TopicPolicy
+from node.errors import BrokerError, answer_errors
+from node.protocol import ErrorCode
+from node.request import Request
+
+from ._services import PartitionSource, RequestMetrics
 
 if TYPE_CHECKING:
-    from node.broker import Broker
     from node.partition import Partition
 
 log = logging.getLogger("strait.node.mirror")
 
 
-def check_writable(topic: str, policy: TopicPolicy) -> None:
-    """Refuse client writes to a mirror topic: BrokerError(POLICY_VIOLATION) naming topic and link."""
-    if policy.mirror_link is not None:
-        raise BrokerError(
-            ErrorCode.POLICY_VIOLATION,
-            f"topic {topic!r} is a read-only mirror owned by link {policy.mirror_link!r}",
-        )
+@dataclass(frozen=True, slots=True)
+class MirrorServices:
+    partitions: PartitionSource
+    metrics: RequestMetrics
 
 
 def _check_link(topic: str, policy: TopicPolicy, link: str) -> None:
@@ -62,14 +61,13 @@ def _offsets(entry: dict[str, Any], partition: Partition) -> None:
     entry["log_start_offset"] = plog.log_start_offset
 
 
-def _fail(broker: Broker, entry: dict[str, Any], exc: BrokerError, name: str, link: str) -> None:
-    entry["error_code"] = exc.code
-    entry["error_message"] = exc.message
-    broker.metrics.record_error("MirrorAppend", exc.code.name)
+def _refused(services: MirrorServices, entry: dict[str, Any], exc: BrokerError, name: str, link: str) -> None:
+    services.metrics.record_error("MirrorAppend", exc.code.name)
     log.info("mirror append by link %r to %s-%d refused: %s", link, name, entry["index"], exc.message)
 
 
-async def handle_mirror_append(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any]:
+async def handle_mirror_append(services: MirrorServices, request: Request) -> dict[str, Any]:
+    req = request.body
     link = req.link
     topics = []
     waiting: list[tuple[dict[str, Any], Partition, int, str]] = []
@@ -86,8 +84,8 @@ async def handle_mirror_append(broker: Broker, header: RequestHeader, req: Struc
             }
             partitions.append(entry)
             partition: Partition | None = None
-            try:
-                partition = broker.cluster.partition(topic.name, mp.index)
+            with answer_errors(entry) as answer:
+                partition = services.partitions.partition(topic.name, mp.index)
                 _check_link(topic.name, partition.policy, link)
                 gaps = len(partition.mirror_gaps)
                 last_offset = partition.append_mirrored(mp.records, mp.expected_end_offset, mp.start_offset)
@@ -106,10 +104,8 @@ async def handle_mirror_append(broker: Broker, header: RequestHeader, req: Struc
                     )
                 if last_offset >= 0:
                     waiting.append((entry, partition, last_offset, topic.name))
-            except BrokerError as exc:
-                _fail(broker, entry, exc, topic.name, link)
-            except LogDirOfflineError as exc:
-                _fail(broker, entry, BrokerError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)), topic.name, link)
+            if answer.error is not None:
+                _refused(services, entry, answer.error, topic.name, link)
             if partition is not None:
                 _offsets(entry, partition)
         topics.append({"name": topic.name, "partitions": partitions})
@@ -117,9 +113,9 @@ async def handle_mirror_append(broker: Broker, header: RequestHeader, req: Struc
         # As acks=all: answer once every appended batch is below its partition's high watermark.
         deadline = trio.current_time() + max(req.timeout_ms, 0) / 1000
         for entry, partition, last_offset, name in waiting:
-            try:
+            with answer_errors(entry) as answer:
                 await partition.wait_for_hw(last_offset, deadline)
-            except BrokerError as exc:
-                _fail(broker, entry, exc, name, link)
+            if answer.error is not None:
+                _refused(services, entry, answer.error, name, link)
             _offsets(entry, partition)
     return {"throttle_time_ms": 0, "topics": topics}

@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
-from node.errors import BrokerError
-from node.handlers.mirror import check_writable
-from node.protocol import ErrorCode, RequestHeader, Struct
-from storage import LogDirOfflineError
+from node.errors import BrokerError, answer_errors
+from node.protocol import ErrorCode
+from node.request import Request
 
-if TYPE_CHECKING:
-    from node.broker import Broker
+from ._services import PartitionSource
 
 LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
 
 
-async def handle_list_offsets(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class OffsetsServices:
+    partitions: PartitionSource
+
+
+async def handle_list_offsets(services: OffsetsServices, request: Request) -> dict[str, Any]:
+    req = request.body
     topics = []
     for topic in req.topics:
         partitions = []
@@ -30,8 +35,8 @@ async def handle_list_offsets(broker: Broker, header: RequestHeader, req: Struct
                 "offset": -1,
                 "leader_epoch": -1,
             }
-            try:
-                partition = broker.cluster.partition(topic.name, lp.partition_index)
+            with answer_errors(entry):
+                partition = services.partitions.partition(topic.name, lp.partition_index)
                 partition.check_epoch(getattr(lp, "current_leader_epoch", -1))
                 plog = partition.log
                 ts = lp.timestamp
@@ -46,30 +51,27 @@ async def handle_list_offsets(broker: Broker, header: RequestHeader, req: Struct
                     offset, found_ts = found if found is not None else (-1, -1)
                     if offset >= plog.high_watermark:
                         offset, found_ts = -1, -1
-                if header.api_version == 0:
+                if request.api_version == 0:
                     entry["old_style_offsets"] = [offset] if offset >= 0 and lp.max_num_offsets > 0 else []
                 entry["offset"] = offset
                 entry["timestamp"] = found_ts
                 if offset >= 0:
                     entry["leader_epoch"] = partition.leader_epoch
-            except BrokerError as exc:
-                entry["error_code"] = exc.code
-            except LogDirOfflineError:
-                entry["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
             partitions.append(entry)
         topics.append({"name": topic.name, "partitions": partitions})
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-async def handle_delete_records(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any]:
+async def handle_delete_records(services: OffsetsServices, request: Request) -> dict[str, Any]:
+    req = request.body
     topics = []
     for topic in req.topics:
         partitions = []
         for dp in topic.partitions:
             entry = {"partition_index": dp.partition_index, "low_watermark": -1, "error_code": 0}
-            try:
-                partition = broker.cluster.partition(topic.name, dp.partition_index)
-                check_writable(topic.name, partition.policy)
+            with answer_errors(entry):
+                partition = services.partitions.partition(topic.name, dp.partition_index)
+                partition.check_writable()
                 plog = partition.log
                 hw = plog.high_watermark
                 target = hw if dp.offset == -1 else dp.offset
@@ -81,10 +83,6 @@ async def handle_delete_records(broker: Broker, header: RequestHeader, req: Stru
                 if target > plog.log_start_offset:
                     plog.delete_records_before(target)
                 entry["low_watermark"] = plog.log_start_offset
-            except BrokerError as exc:
-                entry["error_code"] = exc.code
-            except LogDirOfflineError:
-                entry["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
             partitions.append(entry)
         topics.append({"name": topic.name, "partitions": partitions})
     return {"throttle_time_ms": 0, "topics": topics}

@@ -12,18 +12,19 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import trio
 
-from node.errors import BrokerError
-from node.handlers.mirror import check_writable
+from node.errors import BrokerError, answer_errors
 from node.offsets_topic import OFFSETS_TOPIC
-from node.protocol import ErrorCode, RequestHeader, Struct
-from node.server import CloseConnection
+from node.protocol import ErrorCode
+from node.request import CloseConnection, Request
+
+from ._services import PartitionSource, RequestMetrics
 
 if TYPE_CHECKING:
-    from node.broker import Broker
     from node.partition import Partition
 
 log = logging.getLogger("strait.node.produce")
@@ -32,8 +33,15 @@ VALID_ACKS = (-1, 0, 1)
 ZSTD_MIN_VERSION = 7
 
 
-async def handle_produce(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any] | None:
+@dataclass(frozen=True, slots=True)
+class ProduceServices:
+    partitions: PartitionSource
+    metrics: RequestMetrics
+
+
+async def handle_produce(services: ProduceServices, request: Request) -> dict[str, Any] | None:
     started = time.perf_counter()
+    req = request.body
     acks = req.acks
     if req.transactional_id is not None:
         code: ErrorCode | None = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
@@ -42,7 +50,7 @@ async def handle_produce(broker: Broker, header: RequestHeader, req: Struct) -> 
         code, message = ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} must be -1, 0 or 1"
     else:
         code, message = None, None
-    allow_zstd = header.api_version >= ZSTD_MIN_VERSION
+    allow_zstd = request.api_version >= ZSTD_MIN_VERSION
     responses = []
     failed = False
     replicating: list[tuple[dict[str, Any], Partition, int, str]] = []
@@ -58,13 +66,13 @@ async def handle_produce(broker: Broker, header: RequestHeader, req: Struct) -> 
                 "record_errors": [],
                 "error_message": None,
             }
-            try:
+            with answer_errors(entry) as answer:
                 if code is not None:
                     raise BrokerError(code, message or "")
                 if topic.name == OFFSETS_TOPIC:
                     raise BrokerError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"clients may not produce to {OFFSETS_TOPIC}")
-                partition = broker.cluster.partition(topic.name, pd.index)
-                check_writable(topic.name, partition.policy)
+                partition = services.partitions.partition(topic.name, pd.index)
+                partition.check_writable()
                 if acks == -1:
                     partition.check_min_isr()
                 result = partition.append_produced(pd.records, allow_zstd=allow_zstd)
@@ -73,27 +81,23 @@ async def handle_produce(broker: Broker, header: RequestHeader, req: Struct) -> 
                 entry["log_start_offset"] = result.log_start_offset
                 if acks == -1:
                     replicating.append((entry, partition, result.last_offset, topic.name))
-            except BrokerError as exc:
+            if answer.error is not None:
                 failed = True
-                entry["error_code"] = exc.code
-                entry["error_message"] = exc.message
-                broker.metrics.record_error("Produce", exc.code.name)
-                log.info("produce to %s-%d rejected: %s", topic.name, pd.index, exc.message)
+                services.metrics.record_error("Produce", answer.error.code.name)
+                log.info("produce to %s-%d rejected: %s", topic.name, pd.index, answer.error.message)
             partitions.append(entry)
         responses.append({"name": topic.name, "partition_responses": partitions})
     if replicating:
         # acks=all: answer once every written batch is below its partition's high watermark.
         deadline = trio.current_time() + max(req.timeout_ms, 0) / 1000
         for entry, partition, last_offset, name in replicating:
-            try:
+            with answer_errors(entry) as answer:
                 await partition.wait_for_hw(last_offset, deadline)
-            except BrokerError as exc:
-                entry["error_code"] = exc.code
-                entry["error_message"] = exc.message
+            if answer.error is not None:
                 entry["base_offset"] = -1
-                broker.metrics.record_error("Produce", exc.code.name)
-                log.info("produce to %s-%d not committed: %s", name, entry["index"], exc.message)
-    broker.metrics.observe_produce(time.perf_counter() - started)
+                services.metrics.record_error("Produce", answer.error.code.name)
+                log.info("produce to %s-%d not committed: %s", name, entry["index"], answer.error.message)
+    services.metrics.observe_produce(time.perf_counter() - started)
     if acks == 0:
         if failed:
             # Kafka closes the connection so that an acks=0 producer notices something went wrong.

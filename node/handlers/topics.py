@@ -4,25 +4,34 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from node.cluster import check_topic_name
+from node.config import NodeConfig
 from node.errors import BrokerError
-from node.protocol import ErrorCode, RequestHeader, Struct
+from node.protocol import ErrorCode
+from node.request import Request
 
-if TYPE_CHECKING:
-    from node.broker import Broker
+from ._services import TopicAdmin
 
 log = logging.getLogger("strait.node.topics")
+
+
+@dataclass(frozen=True, slots=True)
+class TopicServices:
+    admin: TopicAdmin
+    config: NodeConfig
 
 
 def _result(name: str, code: int = 0, message: str | None = None) -> dict[str, Any]:
     return {"name": name, "error_code": code, "error_message": message}
 
 
-async def handle_create_topics(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any]:
-    cluster = broker.cluster
-    config = broker.config
+async def handle_create_topics(services: TopicServices, request: Request) -> dict[str, Any]:
+    req = request.body
+    admin = services.admin
+    config = services.config
     counts = Counter(t.name for t in req.topics)
     results = []
     for topic in req.topics:
@@ -50,9 +59,9 @@ async def handle_create_topics(broker: Broker, header: RequestHeader, req: Struc
                     raise BrokerError(ErrorCode.INVALID_PARTITIONS, f"number of partitions {partitions} must be >= 1")
                 if rf < 1:
                     raise BrokerError(ErrorCode.INVALID_REPLICATION_FACTOR, f"replication factor {rf} must be >= 1")
-                assignment = await cluster.plan(partitions, rf)
-            configs = cluster.validate_configs({c.name: c.value for c in topic.configs})
-            await cluster.create_topic(name, assignment, configs, validate_only=req.validate_only)
+                assignment = await admin.plan(partitions, rf)
+            configs = admin.validate_configs({c.name: c.value for c in topic.configs})
+            await admin.create_topic(name, assignment, configs, validate_only=req.validate_only)
             results.append(_result(name))
         except BrokerError as exc:
             log.info("CreateTopics %r: %s", name, exc.message)
@@ -60,12 +69,13 @@ async def handle_create_topics(broker: Broker, header: RequestHeader, req: Struc
     return {"throttle_time_ms": 0, "topics": results}
 
 
-async def handle_delete_topics(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any]:
+async def handle_delete_topics(services: TopicServices, request: Request) -> dict[str, Any]:
+    req = request.body
     responses = []
     for name in req.topic_names:
         entry: dict[str, Any] = {"name": name, "error_code": 0}
         try:
-            await broker.cluster.delete_topic(name)
+            await services.admin.delete_topic(name)
         except BrokerError as exc:
             log.info("DeleteTopics %r: %s", name, exc.message)
             entry["error_code"] = exc.code
@@ -73,14 +83,15 @@ async def handle_delete_topics(broker: Broker, header: RequestHeader, req: Struc
     return {"throttle_time_ms": 0, "responses": responses}
 
 
-async def handle_create_partitions(broker: Broker, header: RequestHeader, req: Struct) -> dict[str, Any]:
+async def handle_create_partitions(services: TopicServices, request: Request) -> dict[str, Any]:
+    req = request.body
     results = []
     for topic in req.topics:
         try:
             assignments = None
             if topic.assignments is not None:
                 assignments = [tuple(a.broker_ids) for a in topic.assignments]
-            await broker.cluster.add_partitions(topic.name, topic.count, assignments, validate_only=req.validate_only)
+            await services.admin.add_partitions(topic.name, topic.count, assignments, validate_only=req.validate_only)
             results.append(_result(topic.name))
         except BrokerError as exc:
             results.append(_result(topic.name, exc.code, exc.message))

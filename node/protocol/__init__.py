@@ -19,7 +19,6 @@ from ._errors import ProtocolError as ProtocolError
 from ._errors import UnknownApi as UnknownApi
 from ._errors import UnsupportedVersion as UnsupportedVersion
 from ._frame import EncodedFrame as EncodedFrame
-from ._frame import RequestHeader as RequestHeader
 from ._frame import api_versions_fallback as api_versions_fallback
 from ._frame import decode_request as decode_request
 from ._frame import decode_response as decode_response
@@ -27,6 +26,7 @@ from ._frame import encode_request as encode_request
 from ._frame import encode_response as encode_response
 from ._frame import read_request_header as read_request_header
 from ._frame import request_header as request_header
+from ._header import RequestHeader as RequestHeader
 from ._schema import ApiKey as ApiKey
 from ._schema import ApiSchema as ApiSchema
 from ._struct import Region as Region

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ._frame import RequestHeader
+    from ._header import RequestHeader
 
 
 class ProtocolError(Exception):

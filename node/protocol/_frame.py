@@ -33,6 +33,7 @@ from ._errors import (
     UnknownApi,
     UnsupportedVersion,
 )
+from ._header import RequestHeader
 from ._schema import ApiKey, ApiSchema
 from ._struct import Region, Struct
 from ._types import I16, Out, skip_tag_buffer, string_reader, string_writer
@@ -48,17 +49,6 @@ _MAX_FRAME = 0x7FFFFFFF
 
 _read_client_id = string_reader(compact=False, nullable=True)
 _write_client_id = string_writer(compact=False, nullable=True)
-
-
-@dataclass(frozen=True, slots=True)
-class RequestHeader:
-    """A request header. ``header_version`` is 1 (classic) or 2 (flexible, with a tagged-field buffer)."""
-
-    api_key: int
-    api_version: int
-    correlation_id: int
-    client_id: str | None
-    header_version: int
 
 
 @dataclass(slots=True)

@@ -1,4 +1,7 @@
-"""Kafka RecordBatch v2: parse, validate, build, (de)compress. Used by the broker, mirror and tools."""
+"""Kafka RecordBatch v2: parse, validate, build, (de)compress. Used by the broker, mirror and tools.
+
+A leaf: it imports nothing of ``storage`` outside itself (its errors are in ``_errors``).
+"""
 
 from ._batch import HEADER_SIZE as HEADER_SIZE
 from ._batch import LOG_OVERHEAD as LOG_OVERHEAD
@@ -20,3 +23,6 @@ from ._builder import build_control_batch as build_control_batch
 from ._codecs import Compression as Compression
 from ._codecs import compress as compress
 from ._codecs import decompress as decompress
+from ._errors import CorruptBatchError as CorruptBatchError
+from ._errors import RecordFormatError as RecordFormatError
+from ._errors import UnsupportedCompressionError as UnsupportedCompressionError

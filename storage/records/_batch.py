@@ -38,8 +38,8 @@ from typing import NamedTuple
 
 import crc32c
 
-from .._errors import CorruptBatchError, RecordFormatError
 from ._codecs import Compression, decompress
+from ._errors import CorruptBatchError, RecordFormatError
 from ._varint import decode_varint
 
 HEADER = struct.Struct(

@@ -23,7 +23,7 @@ import zlib
 import cramjam
 import zstandard
 
-from .._errors import RecordFormatError, UnsupportedCompressionError
+from ._errors import RecordFormatError, UnsupportedCompressionError
 
 
 class Compression(enum.IntEnum):

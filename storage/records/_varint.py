@@ -7,7 +7,7 @@ numbers stay short: 0 -> 0, -1 -> 1, 1 -> 2, -2 -> 3, ...
 
 from __future__ import annotations
 
-from .._errors import RecordFormatError
+from ._errors import RecordFormatError
 
 _MAX_VARLONG_BYTES = 10
 

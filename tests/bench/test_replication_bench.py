@@ -1,4 +1,5 @@
-"""The replication benchmark (bench/replication_bench.py): its profile summary, and one tiny run end to end.
+"""The replication benchmark (bench/replication_bench.py): its profile summary (bench/_profile.py), and one tiny
+run end to end.
 
 The end-to-end run proves that the benchmark starts a site, measures every case, profiles and
 writes its report; it asserts nothing about speed (figures from a few thousand records mean
@@ -13,9 +14,12 @@ from pathlib import Path
 import pytest
 
 from bench import replication_bench as rb
+from bench._profile import summarise_stacks, where
+from bench._report import PERCENTILES, REPO_ROOT
+from bench._site import REPLICATED
 
 VENV = "/v/.venv/lib/python3.11/site-packages"
-REPO = str(rb.REPO_ROOT)
+REPO = str(REPO_ROOT)
 
 # py-spy record --idle --threads --full-filenames --format raw: "thread;frame;...;leaf count".
 RAW = "\n".join(
@@ -37,7 +41,7 @@ RAW = "\n".join(
 
 
 def test_summarise_stacks_splits_the_main_threads_idle_and_busy_samples() -> None:
-    found = rb.summarise_stacks(RAW)
+    found = summarise_stacks(RAW)
     assert found["samples"] == 10
     assert found["idle_pct"] == pytest.approx(60.0)
     assert found["other_busy_pct"] == pytest.approx(20.0)
@@ -53,13 +57,13 @@ def test_summarise_stacks_splits_the_main_threads_idle_and_busy_samples() -> Non
 
 
 def test_where_names_repository_modules_packages_and_the_standard_library() -> None:
-    assert rb._where(f"{REPO}/node/server.py") == ("node/server.py", "node/server.py")
-    assert rb._where(f"{VENV}/trio/_core/_run.py") == ("trio", "trio/_core/_run.py")
-    assert rb._where("/usr/lib/python3.11/collections/__init__.py") == (
+    assert where(f"{REPO}/node/server.py") == ("node/server.py", "node/server.py")
+    assert where(f"{VENV}/trio/_core/_run.py") == ("trio", "trio/_core/_run.py")
+    assert where("/usr/lib/python3.11/collections/__init__.py") == (
         "stdlib collections",
         "collections/__init__.py",
     )
-    assert rb._where("<strait.protocol read_struct>") == ("<strait.protocol read_struct>",) * 2
+    assert where("<strait.protocol read_struct>") == ("<strait.protocol read_struct>",) * 2
 
 
 def test_quick_defaults_yield_to_explicit_flags() -> None:
@@ -87,12 +91,12 @@ def test_a_tiny_run_measures_every_case_and_writes_its_report(tmp_path: Path, zo
     assert all(r["target"] == "strait" and r["records"] == 2000 for r in data["runs"])
     assert all(r["records_per_request"] for r in data["runs"])  # the nodes' request counters were read
     (latency,) = data["latency_summary"]
-    assert set(latency["latency_ms"]) == {name for name, _ in rb.PERCENTILES}
+    assert set(latency["latency_ms"]) == {name for name, _ in PERCENTILES}
     assert {(p["case"], p["broker_id"]) for p in data["profiles"]} == {
-        (case, node) for case in (rb.BASE.key, rb.REPLICATED.key) for node in (1, 2, 3)
+        (case, node) for case in (rb.BASE.key, REPLICATED.key) for node in (1, 2, 3)
     }
     assert all(p["samples"] > 0 for p in data["profiles"])
-    assert {c["case"] for c in data["profile_clients"]} == {rb.BASE.key, rb.REPLICATED.key}
+    assert {c["case"] for c in data["profile_clients"]} == {rb.BASE.key, REPLICATED.key}
     for key in ("cpu_model", "cores", "ram_gib", "kernel", "fs_type_mounts", "python"):
         assert data["machine"][key]
     assert data["command"].endswith("-m bench.replication_bench " + " ".join(argv))

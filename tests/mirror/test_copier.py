@@ -9,8 +9,8 @@ import trio
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from mirror._cluster import SiteClient
 from mirror._copier import PartitionCopier
+from node.client import SiteClient
 from tests.mirror.conftest import Site
 from tests.node.harness import stored_batches, wait_for
 

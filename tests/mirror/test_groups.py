@@ -10,7 +10,8 @@ import pytest
 import trio
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from mirror import GroupSync, LinkRunner, SiteClient
+from mirror import GroupSync, LinkRunner
+from node.client import SiteClient
 from tests.mirror.conftest import Site
 from tests.mirror.test_link import RunningLink, create, link_config
 from tests.node.harness import wait_for

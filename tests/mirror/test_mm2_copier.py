@@ -20,11 +20,9 @@ import trio
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-from mirror._cluster import SiteClient
 from mirror._mm2 import (
     Checkpoint,
     DownstreamOffset,
-    FetchedPartition,
     Heartbeat,
     MM2PartitionCopier,
     OffsetSync,
@@ -38,7 +36,7 @@ from mirror._mm2 import (
     sync_for,
     write_checkpoints,
 )
-from node.client import mirror_append
+from node.client import FetchedPartition, SiteClient, mirror_append
 from storage import TopicPartition as StoredPartition
 from storage import list_batches, segment_files
 from storage.records import BatchBuilder, Compression, build_batch, build_control_batch

@@ -38,7 +38,8 @@ from storage import TopicPartition
 from tests.node.harness import NodeProcess, wait_for
 
 if TYPE_CHECKING:
-    from node.broker import Broker
+    from node.config import NodeConfig
+    from node.groups import GroupCoordinator
 
 DEADLINE = 10.0  # seconds any one test may take before it fails instead of hanging
 
@@ -754,21 +755,6 @@ class StubCluster:
         )
 
 
-def stub_broker(cluster: StubCluster | None, *, active: bool = False, fetch_errors: int = 0) -> Broker:
-    """A stand-in for node.broker.Broker with what BrokerView reads."""
-    broker = SimpleNamespace(
-        status="ok",
-        config=SimpleNamespace(broker_id=1),
-        cluster_id="c-1",
-        _cluster=cluster,
-        cluster=cluster,
-        controller=SimpleNamespace(active=active),
-        replicas=SimpleNamespace(fetch_errors=fetch_errors),
-        groups=SimpleNamespace(group_ids=lambda: []),
-    )
-    return cast("Broker", broker)
-
-
 def three_node_cluster(tmp_path: Path) -> StubCluster:
     """Broker 1's picture: it leads orders-0 (3 out of the ISR) and follows orders-1; orders-2 lost
     its leader; audit-0 is not on broker 1 and names unregistered broker 3 as leader."""
@@ -794,8 +780,18 @@ def three_node_cluster(tmp_path: Path) -> StubCluster:
     return cluster
 
 
-def view_of(cluster: StubCluster | None, **broker: object) -> BrokerView:
-    return BrokerView(stub_broker(cluster, **broker), clock=lambda: NOW_MS)
+def view_of(cluster: StubCluster | None, *, active: bool = False, fetch_errors: int = 0) -> BrokerView:
+    """BrokerView over stand-ins with what it reads of the node's parts."""
+    return BrokerView(
+        config=cast("NodeConfig", SimpleNamespace(broker_id=1)),
+        cluster_id="c-1",
+        cluster=cast("ClusterState", cluster),
+        controller=SimpleNamespace(active=active),
+        replicas=SimpleNamespace(fetch_errors=fetch_errors),
+        groups=cast("GroupCoordinator", SimpleNamespace(group_ids=lambda: [])),
+        status=lambda: "ok",
+        clock=lambda: NOW_MS,
+    )
 
 
 def by_partition(view: BrokerView, topic: str) -> dict[int, dict[str, object]]:

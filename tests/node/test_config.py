@@ -511,7 +511,7 @@ def test_config_error_message_shapes() -> None:
 def test_docs_list_every_broker_key() -> None:
     text = DOCS.read_text(encoding="utf-8")
     missing = [k.name for k in BROKER_KEYS if f"| `{k.name}` |" not in text]
-    assert not missing, f"docs/configuration.md lacks {missing}: run python -m node.topic_config {DOCS}"
+    assert not missing, f"docs/configuration.md lacks {missing}: run python -m node.config {DOCS}"
 
 
 def test_broker_reference_has_a_row_per_key_and_separates_no_effect_keys() -> None:

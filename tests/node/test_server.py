@@ -7,15 +7,16 @@ from typing import Any, ClassVar
 import trio
 
 from node.metrics import NodeMetrics
-from node.protocol import ApiKey, RequestHeader, Struct, decode_response, encode_request, request_header
-from node.server import ConnectionInfo, KafkaServer, ServerLimits, bind_listener
+from node.protocol import ApiKey, Struct, decode_response, encode_request, request_header
+from node.request import Request
+from node.server import KafkaServer, ServerLimits, bind_listener
 
 
 class FlakyHandler:
     api_ranges: ClassVar[dict[int, tuple[int, int]]] = {ApiKey.API_VERSIONS: (0, 4), ApiKey.METADATA: (0, 8)}
 
-    async def handle(self, header: RequestHeader, request: Struct, conn: ConnectionInfo) -> Any:
-        if header.api_key == ApiKey.METADATA:
+    async def handle(self, request: Request) -> Any:
+        if request.header.api_key == ApiKey.METADATA:
             raise RuntimeError("a bug in a handler")
         return {"error_code": 0, "api_keys": [], "throttle_time_ms": 0}
 

@@ -8,8 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from node.config import BROKER_KEY_INDEX, BROKER_KEYS, LONG_MAX, ConfigType, NodeConfig
-from node.topic_config import (
+from node.config import (
+    BROKER_KEY_INDEX,
+    BROKER_KEYS,
+    LONG_MAX,
     MIRROR_LINK,
     OP_APPEND,
     OP_DELETE,
@@ -20,6 +22,8 @@ from node.topic_config import (
     ConfigEntry,
     ConfigError,
     ConfigSource,
+    ConfigType,
+    NodeConfig,
     TopicPolicy,
     apply_incremental,
     describe_broker_config,
@@ -402,9 +406,7 @@ def test_incremental_errors_name_the_key(ops: list[tuple[str, int, str | None]],
 
 def test_docs_reference_is_generated_from_the_tables() -> None:
     text = DOCS.read_text(encoding="utf-8")
-    assert update_docs(text) == text, (
-        f"docs/configuration.md is stale: run .venv/bin/python -m node.topic_config {DOCS}"
-    )
+    assert update_docs(text) == text, f"docs/configuration.md is stale: run .venv/bin/python -m node.config {DOCS}"
     assert all(f"| `{k.name}` |" in text for k in TOPIC_KEYS)
 
 

@@ -1,4 +1,4 @@
-"""Topic-level configs as Kafka's CreateTopics, DescribeConfigs and (Incremental)AlterConfigs see them.
+"""Topic-level config keys, beside the broker's: validation, effective values, incremental alters.
 
 A topic's config is a set of *overrides* (``{"retention.ms": "3600000"}``, stored in
 ZooKeeper); every key not overridden takes the broker's default from ``server.properties``
@@ -9,7 +9,7 @@ strait-specific key, ``strait.mirror.link``, has no broker key: unset, a topic i
 Resolution of one topic key, first match wins: the topic override under its own name, then
 under an older name (``message.timestamp.difference.max.ms`` for the before/after bounds),
 then each broker key set in server.properties in precedence order, then the first broker
-key with a default. DescribeConfigs reports exactly this chain as the synonyms.
+key with a default. DescribeConfigs (``_describe.py``) reports exactly this chain as the synonyms.
 
 Every error is a :class:`~node.config.ConfigError` naming the key and the value; the broker
 answers it with INVALID_CONFIG (40).
@@ -20,31 +20,28 @@ from __future__ import annotations
 import difflib
 import enum
 import re
-import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
-from node.config import (
-    BROKER_KEY_INDEX,
-    BROKER_KEYS,
+from storage import LogConfig
+
+from ._broker import BROKER_KEY_INDEX, BROKER_KEYS, NodeConfig
+from ._errors import ConfigError
+from ._keys import (
     INT_MAX,
     LONG_MAX,
     UNSUPPORTED_COMPRESSION,
-    ConfigError,
     ConfigKey,
     ConfigType,
-    NodeConfig,
     Value,
     ValueSpec,
-    broker_synonyms,
     check_non_empty_list,
     check_ratio,
-    render_broker_reference,
 )
-from storage import LogConfig
 
 __all__ = [
+    "KAFKA_ONLY_TOPIC_KEYS",
+    "LIST_KEYS",
     "MIRROR_LINK",
     "OP_APPEND",
     "OP_DELETE",
@@ -52,18 +49,15 @@ __all__ = [
     "OP_SUBTRACT",
     "TOPIC_KEYS",
     "TOPIC_KEY_INDEX",
-    "ConfigEntry",
-    "ConfigError",
     "ConfigSource",
+    "Synonym",
     "TopicKey",
     "TopicPolicy",
     "apply_incremental",
-    "describe_broker_config",
-    "describe_topic_config",
+    "check_link_name",
     "effective_log_config",
     "effective_policy",
-    "render_topic_reference",
-    "update_docs",
+    "resolve_topic_key",
     "validate_topic_config",
 ]
 
@@ -81,21 +75,6 @@ class ConfigSource(enum.IntEnum):
 
 
 Synonym = tuple[str, str | None, ConfigSource]
-
-
-@dataclass(frozen=True)
-class ConfigEntry:
-    """One DescribeConfigs result entry. ``synonyms`` are in precedence order, the winning one first."""
-
-    name: str
-    value: str | None
-    source: ConfigSource
-    read_only: bool
-    is_sensitive: bool
-    is_default: bool
-    synonyms: list[Synonym]
-    config_type: ConfigType = ConfigType.UNKNOWN  # DescribeConfigs v3+
-    documentation: str | None = None  # DescribeConfigs v3+
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -240,7 +219,7 @@ def validate_topic_config(config: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def _resolve(node: NodeConfig, overrides: Mapping[str, str], key: TopicKey) -> tuple[str, list[Synonym]]:
+def resolve_topic_key(node: NodeConfig, overrides: Mapping[str, str], key: TopicKey) -> tuple[str, list[Synonym]]:
     """(effective value, synonyms in precedence order) of ``key``; ``overrides`` already canonical."""
     synonyms: list[Synonym] = [
         (n, overrides[n], ConfigSource.DYNAMIC_TOPIC_CONFIG) for n in key.names if n in overrides
@@ -262,70 +241,9 @@ def _resolve(node: NodeConfig, overrides: Mapping[str, str], key: TopicKey) -> t
     return text, synonyms
 
 
-def describe_topic_config(node: NodeConfig, overrides: Mapping[str, str]) -> list[ConfigEntry]:
-    """Every supported topic key with its effective value, source and synonyms, sorted by name.
-
-    Source: a topic override -> DYNAMIC_TOPIC_CONFIG; a broker key set in server.properties ->
-    STATIC_BROKER_CONFIG; otherwise DEFAULT_CONFIG. Raises ConfigError for invalid ``overrides``.
-    """
-    checked = validate_topic_config(overrides)
-    entries = []
-    for key in sorted(TOPIC_KEYS, key=lambda k: k.name):
-        value, synonyms = _resolve(node, checked, key)
-        source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
-        entries.append(
-            ConfigEntry(
-                name=key.name,
-                value=value,
-                source=source,
-                read_only=False,
-                is_sensitive=False,
-                is_default=source == ConfigSource.DEFAULT_CONFIG,
-                synonyms=synonyms,
-                config_type=key.type,
-                documentation=key.doc,
-            )
-        )
-    return entries
-
-
-def describe_broker_config(node: NodeConfig) -> list[ConfigEntry]:
-    """Every broker key with its value as set or defaulted, sorted by name, all read-only (static).
-
-    Synonyms follow Kafka: the key's synonym chain (``log.retention.ms`` / ``.minutes`` /
-    ``.hours``), set keys before defaults, starting at the described key.
-    """
-    entries = []
-    for key in sorted(BROKER_KEYS, key=lambda k: k.name):
-        chain = [BROKER_KEY_INDEX[n] for n in broker_synonyms(key.name)]
-        synonyms: list[Synonym] = [
-            (b.name, node.explicit_values[b.name], ConfigSource.STATIC_BROKER_CONFIG)
-            for b in chain
-            if b.name in node.explicit_values
-        ]
-        synonyms += [(b.name, b.default, ConfigSource.DEFAULT_CONFIG) for b in chain if b.default is not None]
-        while synonyms and synonyms[0][0] != key.name:
-            synonyms.pop(0)
-        source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
-        entries.append(
-            ConfigEntry(
-                name=key.name,
-                value=node.value_of(key.name),
-                source=source,
-                read_only=True,
-                is_sensitive=False,
-                is_default=key.name not in node.explicit_values,
-                synonyms=synonyms,
-                config_type=key.type,
-                documentation=key.doc,
-            )
-        )
-    return entries
-
-
 def _effective(node: NodeConfig, overrides: Mapping[str, str], names: Iterable[str]) -> dict[str, str]:
     checked = validate_topic_config(overrides)
-    return {name: _resolve(node, checked, TOPIC_KEY_INDEX[name])[0] for name in names}
+    return {name: resolve_topic_key(node, checked, TOPIC_KEY_INDEX[name])[0] for name in names}
 
 
 def effective_log_config(node: NodeConfig, overrides: Mapping[str, str]) -> LogConfig:
@@ -417,41 +335,3 @@ def apply_incremental(current: Mapping[str, str], ops: Iterable[tuple[str, int, 
             items = [item for item in items if item not in _items(value)]
         result[name] = ",".join(items)
     return validate_topic_config(result)
-
-
-# -- docs ----------------------------------------------------------------------------------------
-
-
-def render_topic_reference() -> str:
-    """The Markdown reference of every topic key, derived from :data:`TOPIC_KEYS` (for docs/configuration.md)."""
-    lines = [
-        "| Topic key | Type | Defaults from (in precedence order) | Valid values | Meaning |",
-        "|---|---|---|---|---|",
-    ]
-    for key in TOPIC_KEYS:
-        chain = [f"`{n}`" for n in key.older_names] + [f"`{b.name}`" for b in key.broker_keys] or ["none"]
-        lines.append(
-            f"| `{key.name}` | {key.type.name.lower()} | {', '.join(chain)} | {key.describe_valid()} | {key.doc} |"
-        )
-    return "\n".join(lines) + "\n"
-
-
-def _replace_section(text: str, name: str, body: str) -> str:
-    pattern = re.compile(rf"(<!-- BEGIN GENERATED {name}\b[^\n]*-->\n)(.*?)(<!-- END GENERATED {name} -->)", re.DOTALL)
-    if not pattern.search(text):
-        raise ValueError(f"docs have no generated section {name!r}")
-    return pattern.sub(lambda m: m.group(1) + "\n" + body + "\n" + m.group(3), text, count=1)
-
-
-def update_docs(text: str) -> str:
-    """``text`` (docs/configuration.md) with its generated key references rewritten from the tables.
-
-    Raises ValueError when a ``<!-- BEGIN GENERATED name -->`` / ``<!-- END GENERATED name -->`` pair is missing.
-    """
-    text = _replace_section(text, "broker-keys", render_broker_reference())
-    return _replace_section(text, "topic-keys", render_topic_reference())
-
-
-if __name__ == "__main__":  # python -m node.topic_config docs/configuration.md
-    doc = Path(sys.argv[1])
-    doc.write_text(update_docs(doc.read_text(encoding="utf-8")), encoding="utf-8")

@@ -1,0 +1,612 @@
+"""The broker's config: :class:`NodeConfig`, whose fields are the ``server.properties`` key table.
+
+Each typed attribute of :class:`NodeConfig` is declared once, with the Kafka key(s) it is read
+from (:func:`~node.config._keys.setting`): name, type, default, valid values, docs group and
+text, the topic-level key it is the default for, and lower-precedence synonyms. Adding a key
+is adding one such field (or, for a key accepted with no effect, one line in
+:data:`_ACCEPTED_WITHOUT_EFFECT`). :data:`BROKER_KEYS`, parsing and validation
+(:meth:`NodeConfig.from_properties`), ``DescribeConfigs`` for a broker and the reference in
+``docs/configuration.md`` are all derived from these declarations.
+
+Flow: :func:`load_config` reads a file, :func:`~node.config.parse_properties` turns Java
+``.properties`` text into a dict, :meth:`NodeConfig.from_properties` validates every key
+against the table, applies the rules that span keys, and builds one typed, frozen
+:class:`NodeConfig` (attribute names carry their units).
+
+Every error is a :class:`~node.config.ConfigError` naming the file, the key and the bad value.
+The table is about 330 of this module's 610 lines; it stays whole so that every broker key is
+read in one place, beside the attribute it sets.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from storage import LogConfig
+
+from ._errors import ConfigError
+from ._keys import (
+    LONG_MAX,
+    UNSUPPORTED_COMPRESSION,
+    ConfigKey,
+    ConfigType,
+    Value,
+    check_non_empty_list,
+    check_ratio,
+    index_keys,
+    setting,
+    settings_of,
+)
+from ._listeners import Listener, check_advertised, check_listeners, parse_host_port, parse_listeners
+from ._properties import parse_properties
+
+__all__ = [
+    "BROKER_KEYS",
+    "BROKER_KEY_INDEX",
+    "HOUR_MS",
+    "MINUTE_MS",
+    "NO_EFFECT_KEYS",
+    "NodeConfig",
+    "load_config",
+]
+
+MINUTE_MS = 60_000
+HOUR_MS = 60 * MINUTE_MS
+
+# -- validators and converters of single keys (a check raises ValueError(reason)) -----------------
+
+
+def _split_dirs(value: str) -> list[str]:
+    return [d.strip() for d in value.split(",") if d.strip()]
+
+
+def _check_log_dirs(value: Value) -> None:
+    dirs = _split_dirs(str(value))
+    if not dirs:
+        raise ValueError("needs at least one directory")
+    seen: set[str] = set()
+    for d in dirs:
+        norm = str(Path(d))
+        if norm in seen:
+            raise ValueError(f"directory {d!r} is listed twice")
+        seen.add(norm)
+
+
+def _check_zookeeper_connect(value: Value) -> None:
+    text = str(value)
+    hosts, slash, chroot = text.partition("/")
+    if not hosts:
+        raise ValueError("needs host:port[,host:port...][/chroot]")
+    for item in hosts.split(","):
+        parse_host_port(item, what=f"server {item.strip()!r}")
+    path = slash + chroot
+    if len(path) > 1 and (path.endswith("/") or "//" in path):
+        raise ValueError(f"chroot {path!r} must not end with '/' or contain '//'")
+
+
+def _check_admin_listener(value: Value) -> None:
+    host, _ = _admin_address(str(value))
+    if not host:
+        raise ValueError("give a host (127.0.0.1 for loopback only, 0.0.0.0 for every interface)")
+
+
+def _check_retention(value: Value) -> None:
+    if value == 0 or (isinstance(value, int) and value < -1):
+        raise ValueError("retention must be -1 (unlimited) or at least 1")
+
+
+def _listeners(text: str) -> tuple[Listener, ...]:
+    return parse_listeners(text, "listeners")
+
+
+def _advertised(text: str) -> tuple[Listener, ...]:
+    return parse_listeners(text, "advertised.listeners")
+
+
+def _advertise_listeners(earlier: Mapping[str, Any]) -> tuple[Listener, ...]:
+    """advertised.listeners unset: the listeners, with an unspecified host replaced by 127.0.0.1."""
+    listeners: tuple[Listener, ...] = earlier["listeners"]
+    return tuple(Listener(x.name, "127.0.0.1", x.port) if x.is_wildcard else x for x in listeners)
+
+
+def _paths(text: str) -> tuple[Path, ...]:
+    return tuple(Path(d) for d in _split_dirs(text))
+
+
+def _admin_address(text: str) -> tuple[str, int]:
+    return parse_host_port(text, what="admin listener")
+
+
+_I, _L, _S, _B, _STR, _LIST = (
+    ConfigType.INT,
+    ConfigType.LONG,
+    ConfigType.SHORT,
+    ConfigType.BOOLEAN,
+    ConfigType.STRING,
+    ConfigType.LIST,
+)
+_RETENTION_VALID = "-1 (forever) or >= 1"
+_NO_EFFECT = "Accepted for compatibility; strait runs on trio tasks, so this has no effect."
+# The sections of docs/configuration.md, in the order keys are first declared in them.
+_NODE, _NET, _TOPICS, _LOG = "Node and ZooKeeper", "Listeners and connections", "Topics", "Log directories and segments"
+_RETENTION, _FLUSH, _REPLICATION = "Retention", "Flush", "Replication"
+_GROUPS, _TXN, _STRAIT = "Groups and offsets", "Transactions", "strait"
+
+
+# -- the node's config: one field per setting, declaring the key(s) it is read from ----------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodeConfig:
+    """The validated configuration of one node, built by :meth:`from_properties` or :func:`load_config`.
+
+    Each field is declared with the key(s) it is read from, in Kafka's precedence order: the
+    first key set in the file wins, else the first with a default (``log_retention_ms`` from
+    ``log.retention.ms``, ``.minutes``, ``.hours``, converted to ms). A plain key name after
+    the first key refers to a key another field declares. ``explicit_values`` holds the
+    canonical text of every key set in the file, so DescribeConfigs can tell a
+    server.properties setting (STATIC_BROKER_CONFIG) from a default.
+
+    To add a key: add a field here, ``name: type = setting(ConfigKey(name=..., ...))``, with a
+    ``convert`` when the attribute is not the key's parsed value (int, bool, str, tuple of str).
+    """
+
+    # fmt: off
+    # identity and ZooKeeper
+    broker_id: int = setting(ConfigKey(
+        name="broker.id", type=_I, default=None, required=True, minimum=0, group=_NODE,
+        doc="This node's id, unique in the cluster. Required in strait (no automatic generation).",
+    ))
+    broker_rack: str | None = setting(ConfigKey(
+        name="broker.rack", type=_STR, default=None, group=_NODE,
+        doc="Rack (or availability zone) of this node, published in its ZooKeeper registration.",
+    ))
+    zookeeper_connect: str = setting(ConfigKey(
+        name="zookeeper.connect", type=_STR, default=None, required=True, check=_check_zookeeper_connect,
+        valid="host:port[,host:port...][/chroot]", group=_NODE,
+        doc="ZooKeeper servers as host:port[,host:port...][/chroot]. A chroot isolates one cluster.",
+    ))
+    zookeeper_session_timeout_ms: int = setting(ConfigKey(
+        name="zookeeper.session.timeout.ms", type=_I, default="18000", minimum=1, group=_NODE,
+        doc="ZooKeeper session timeout; a node whose session expires loses its registration.",
+    ))
+    zookeeper_connection_timeout_ms: int = setting(ConfigKey(
+        name="zookeeper.connection.timeout.ms", type=_I, default=None, minimum=1, group=_NODE,
+        doc="How long to wait for the ZooKeeper connection; unset means zookeeper.session.timeout.ms.",
+    ), "zookeeper.session.timeout.ms")
+    # listeners and sockets
+    listeners: tuple[Listener, ...] = setting(ConfigKey(
+        name="listeners", type=_STR, default="PLAINTEXT://127.0.0.1:9092", check=check_listeners,
+        valid="PLAINTEXT://host:port", group=_NET,
+        doc="Where the Kafka protocol listens, NAME://host:port. strait's default is loopback "
+            "(Kafka's is every interface). Port 0 binds any free port; only PLAINTEXT is supported.",
+    ), convert=_listeners)
+    advertised_listeners: tuple[Listener, ...] = setting(ConfigKey(
+        name="advertised.listeners", type=_STR, default=None, check=check_advertised,
+        valid="PLAINTEXT://host:port, port > 0", group=_NET,
+        doc="What clients are told to connect to. Unset: the listeners, with an unspecified host "
+            "(empty, 0.0.0.0, ::) replaced by 127.0.0.1 and port 0 replaced by the bound port. "
+            "May not use 0.0.0.0, an empty host or port 0; names must appear in listeners.",
+    ), convert=_advertised, otherwise=_advertise_listeners)
+    socket_request_max_bytes: int = setting(ConfigKey(
+        name="socket.request.max.bytes", type=_I, default="104857600", minimum=1, group=_NET,
+        doc="Largest request accepted; a bigger size prefix closes the connection.",
+    ))
+    socket_send_buffer_bytes: int = setting(ConfigKey(
+        name="socket.send.buffer.bytes", type=_I, default="102400", minimum=-1, group=_NET,
+        doc="SO_SNDBUF for client connections; -1 keeps the OS default.",
+    ))
+    socket_receive_buffer_bytes: int = setting(ConfigKey(
+        name="socket.receive.buffer.bytes", type=_I, default="102400", minimum=-1, group=_NET,
+        doc="SO_RCVBUF for client connections; -1 keeps the OS default.",
+    ))
+    queued_max_requests: int = setting(ConfigKey(
+        name="queued.max.requests", type=_I, default="500", minimum=1, group=_NET, effect=False,
+        doc="Kafka: the shared request queue size. strait handles one request per connection at a "
+            "time (as Kafka mutes a connection) and holds at most one request plus a 256 KiB read buffer "
+            "per connection, so there is no queue to bound.",
+    ))
+    connections_max_idle_ms: int = setting(ConfigKey(
+        name="connections.max.idle.ms", type=_L, default="600000", minimum=1, group=_NET,
+        doc="Close a connection idle for this long.",
+    ))
+    # topics
+    num_partitions: int = setting(ConfigKey(
+        name="num.partitions", type=_I, default="1", minimum=1, group=_TOPICS,
+        doc="Partitions of an auto-created topic, or of CreateTopics asking for -1.",
+    ))
+    default_replication_factor: int = setting(ConfigKey(
+        name="default.replication.factor", type=_I, default="1", minimum=1, group=_TOPICS,
+        doc="Replication factor of an auto-created topic, or of CreateTopics asking for -1.",
+    ))
+    auto_create_topics_enable: bool = setting(ConfigKey(
+        name="auto.create.topics.enable", type=_B, default="true", group=_TOPICS,
+        doc="Create a topic when a client asks Metadata for one that does not exist.",
+    ))
+    delete_topic_enable: bool = setting(ConfigKey(
+        name="delete.topic.enable", type=_B, default="true", group=_TOPICS,
+        doc="Allow DeleteTopics; when false it fails with TOPIC_DELETION_DISABLED.",
+    ))
+    compression_type: str = setting(ConfigKey(
+        name="compression.type", type=_STR, default="producer", choices=("producer",),
+        unsupported=UNSUPPORTED_COMPRESSION, topic_key="compression.type", group=_TOPICS,
+        doc="Codec of stored batches. Only producer: batches are stored exactly as produced.",
+    ))
+    # log dirs and segments
+    log_dirs: tuple[Path, ...] = setting(ConfigKey(
+        name="log.dirs", type=_STR, default=None, check=_check_log_dirs, valid="comma list of paths", group=_LOG,
+        doc="Comma list of log directories (JBOD); wins over log.dir.",
+    ), ConfigKey(
+        name="log.dir", type=_STR, default="/tmp/kafka-logs", check=_check_log_dirs, valid="comma list of paths",
+        group=_LOG, doc="Log directories when log.dirs is not set.",
+    ), convert=_paths)
+    message_max_bytes: int = setting(ConfigKey(
+        name="message.max.bytes", type=_I, default="1048588", minimum=0, topic_key="max.message.bytes", group=_LOG,
+        doc="Largest record batch accepted (after compression).",
+    ))
+    log_segment_bytes: int = setting(ConfigKey(
+        name="log.segment.bytes", type=_I, default="1073741824", minimum=14, topic_key="segment.bytes", group=_LOG,
+        doc="Roll to a new segment before the active one passes this.",
+    ))
+    log_roll_ms: int = setting(ConfigKey(
+        name="log.roll.ms", type=_L, default=None, minimum=1, topic_key="segment.ms", group=_LOG,
+        doc="Roll a segment whose first batch is this old; wins over log.roll.hours.",
+    ), ConfigKey(
+        name="log.roll.hours", type=_I, default="168", minimum=1, topic_key="segment.ms", scale=HOUR_MS, group=_LOG,
+        doc="log.roll.ms in hours, used when log.roll.ms is not set.",
+    ))
+    log_index_size_max_bytes: int = setting(ConfigKey(
+        name="log.index.size.max.bytes", type=_I, default="10485760", minimum=12, topic_key="segment.index.bytes",
+        group=_LOG, doc="Largest offset/time index file; a full index rolls the segment.",
+    ))
+    log_index_interval_bytes: int = setting(ConfigKey(
+        name="log.index.interval.bytes", type=_I, default="4096", minimum=0, topic_key="index.interval.bytes",
+        group=_LOG, doc="Log bytes between two offset index entries.",
+    ))
+    log_message_timestamp_type: str = setting(ConfigKey(
+        name="log.message.timestamp.type", type=_STR, default="CreateTime", choices=("CreateTime", "LogAppendTime"),
+        topic_key="message.timestamp.type", group=_LOG,
+        doc="CreateTime keeps the producer's timestamps; LogAppendTime stamps the append time.",
+    ))
+    log_message_timestamp_before_max_ms: int = setting(ConfigKey(
+        name="log.message.timestamp.before.max.ms", type=_L, default=str(LONG_MAX), minimum=0,
+        topic_key="message.timestamp.before.max.ms", group=_LOG,
+        doc="Reject (INVALID_TIMESTAMP) a CreateTime batch whose timestamp is further in the past.",
+    ), "log.message.timestamp.difference.max.ms")
+    log_message_timestamp_after_max_ms: int = setting(ConfigKey(
+        name="log.message.timestamp.after.max.ms", type=_L, default=str(LONG_MAX), minimum=0,
+        topic_key="message.timestamp.after.max.ms", group=_LOG,
+        doc="Reject (INVALID_TIMESTAMP) a CreateTime batch whose timestamp is further in the future.",
+    ), ConfigKey(
+        name="log.message.timestamp.difference.max.ms", type=_L, default=str(LONG_MAX), minimum=0,
+        topic_key="message.timestamp.difference.max.ms", group=_LOG,
+        doc="Older name for both bounds (deprecated in Kafka 3.6): used for before/after wherever "
+            "the newer key is not set.",
+    ))
+    # retention
+    log_cleanup_policy: tuple[str, ...] = setting(ConfigKey(
+        name="log.cleanup.policy", type=_LIST, default="delete", choices=("delete", "compact"),
+        check=check_non_empty_list, topic_key="cleanup.policy", group=_RETENTION,
+        doc="What happens to old segments: delete (retention), compact (keep the latest record per key), "
+            "or both.",
+    ))
+    log_cleaner_delete_retention_ms: int = setting(ConfigKey(
+        name="log.cleaner.delete.retention.ms", type=_L, default="86400000", minimum=0, topic_key="delete.retention.ms",
+        group=_RETENTION, doc="How long a compacted log keeps a tombstone (null value) after the clean that kept it.",
+    ))
+    log_cleaner_min_cleanable_ratio: float = setting(ConfigKey(
+        name="log.cleaner.min.cleanable.ratio", type=ConfigType.DOUBLE, default="0.5", check=check_ratio,
+        valid="0.0..1.0", topic_key="min.cleanable.dirty.ratio", group=_RETENTION,
+        doc="Clean a compacted log once this share of its cleanable bytes is dirty (not yet cleaned).",
+    ), convert=float)
+    log_cleaner_min_compaction_lag_ms: int = setting(ConfigKey(
+        name="log.cleaner.min.compaction.lag.ms", type=_L, default="0", minimum=0, topic_key="min.compaction.lag.ms",
+        group=_RETENTION, doc="A record stays uncompacted for at least this long.",
+    ))
+    log_cleaner_backoff_ms: int = setting(ConfigKey(
+        name="log.cleaner.backoff.ms", type=_L, default="15000", minimum=1, group=_RETENTION,
+        doc="How often the node looks for compacted logs to clean.",
+    ))
+    log_retention_ms: int = setting(ConfigKey(
+        name="log.retention.ms", type=_L, default=None, check=_check_retention, valid=_RETENTION_VALID,
+        topic_key="retention.ms", group=_RETENTION,
+        doc="Delete segments older than this; -1 keeps forever. Wins over minutes and hours.",
+    ), ConfigKey(
+        name="log.retention.minutes", type=_I, default=None, check=_check_retention, valid=_RETENTION_VALID,
+        topic_key="retention.ms", scale=MINUTE_MS, group=_RETENTION,
+        doc="Retention in minutes; wins over log.retention.hours.",
+    ), ConfigKey(
+        name="log.retention.hours", type=_I, default="168", check=_check_retention, valid=_RETENTION_VALID,
+        topic_key="retention.ms", scale=HOUR_MS, group=_RETENTION,
+        doc="Retention in hours, used when neither ms nor minutes is set.",
+    ))
+    log_retention_bytes: int = setting(ConfigKey(
+        name="log.retention.bytes", type=_L, default="-1", minimum=-1, topic_key="retention.bytes", group=_RETENTION,
+        doc="Per-partition size limit; oldest segments go first. -1: no limit.",
+    ))
+    log_retention_check_interval_ms: int = setting(ConfigKey(
+        name="log.retention.check.interval.ms", type=_L, default="300000", minimum=1, group=_RETENTION,
+        doc="How often retention runs.",
+    ))
+    log_segment_delete_delay_ms: int = setting(ConfigKey(
+        name="log.segment.delete.delay.ms", type=_L, default="60000", minimum=0, topic_key="file.delete.delay.ms",
+        group=_RETENTION, doc="Delay between renaming a deleted segment to .deleted and unlinking it.",
+    ))
+    # flush
+    log_flush_interval_messages: int = setting(ConfigKey(
+        name="log.flush.interval.messages", type=_L, default=str(LONG_MAX), minimum=1, topic_key="flush.messages",
+        group=_FLUSH, doc="fsync after this many records; 1 fsyncs every append. Default: rely on replication.",
+    ))
+    log_flush_interval_ms: int = setting(ConfigKey(
+        name="log.flush.interval.ms", type=_L, default=None, minimum=0, topic_key="flush.ms", group=_FLUSH,
+        doc="fsync when the oldest unflushed write is this old; unset means log.flush.scheduler.interval.ms.",
+    ), "log.flush.scheduler.interval.ms")
+    log_flush_scheduler_interval_ms: int = setting(ConfigKey(
+        name="log.flush.scheduler.interval.ms", type=_L, default=str(LONG_MAX), minimum=0, topic_key="flush.ms",
+        group=_FLUSH, doc="How often the flusher checks logs; also the default of log.flush.interval.ms.",
+    ))
+    log_flush_offset_checkpoint_interval_ms: int = setting(ConfigKey(
+        name="log.flush.offset.checkpoint.interval.ms", type=_I, default="60000", minimum=0, group=_FLUSH,
+        doc="How often recovery points are checkpointed.",
+    ))
+    # replication
+    min_insync_replicas: int = setting(ConfigKey(
+        name="min.insync.replicas", type=_I, default="1", minimum=1, topic_key="min.insync.replicas",
+        group=_REPLICATION, doc="acks=all produce fails with NOT_ENOUGH_REPLICAS when the ISR is smaller than this.",
+    ))
+    unclean_leader_election_enable: bool = setting(ConfigKey(
+        name="unclean.leader.election.enable", type=_B, default="false", topic_key="unclean.leader.election.enable",
+        group=_REPLICATION,
+        doc="Allow an out-of-sync replica to become leader (loses committed data). Off, as in Kafka.",
+    ))
+    replica_lag_time_max_ms: int = setting(ConfigKey(
+        name="replica.lag.time.max.ms", type=_L, default="30000", minimum=1, group=_REPLICATION,
+        doc="A follower that has not caught up for this long leaves the ISR.",
+    ))
+    controlled_shutdown_enable: bool = setting(ConfigKey(
+        name="controlled.shutdown.enable", type=_B, default="true", group=_REPLICATION,
+        doc="On a clean stop, hand leadership to other ISR members before exiting.",
+    ))
+    controlled_shutdown_max_retries: int = setting(ConfigKey(
+        name="controlled.shutdown.max.retries", type=_I, default="3", minimum=0, group=_REPLICATION,
+        doc="How many times a stopping node asks the controller to move its leaderships away.",
+    ))
+    controlled_shutdown_retry_backoff_ms: int = setting(ConfigKey(
+        name="controlled.shutdown.retry.backoff.ms", type=_L, default="5000", minimum=0, group=_REPLICATION,
+        doc="Pause between controlled shutdown attempts.",
+    ))
+    replica_fetch_wait_max_ms: int = setting(ConfigKey(
+        name="replica.fetch.wait.max.ms", type=_I, default="500", minimum=0, group=_REPLICATION,
+        doc="How long a follower's fetch waits at the leader for new data (must stay below "
+            "replica.lag.time.max.ms).",
+    ))
+    replica_fetch_min_bytes: int = setting(ConfigKey(
+        name="replica.fetch.min.bytes", type=_I, default="1", minimum=1, group=_REPLICATION,
+        doc="Bytes a follower's fetch waits for before the leader answers.",
+    ))
+    replica_fetch_max_bytes: int = setting(ConfigKey(
+        name="replica.fetch.max.bytes", type=_I, default="1048576", minimum=0, group=_REPLICATION,
+        doc="Bytes a follower asks per partition in one fetch (the first batch is always returned).",
+    ))
+    replica_fetch_response_max_bytes: int = setting(ConfigKey(
+        name="replica.fetch.response.max.bytes", type=_I, default="10485760", minimum=0, group=_REPLICATION,
+        doc="Bytes a follower asks in one fetch response across partitions.",
+    ))
+    replica_fetch_backoff_ms: int = setting(ConfigKey(
+        name="replica.fetch.backoff.ms", type=_I, default="1000", minimum=0, group=_REPLICATION,
+        doc="Pause after a follower's fetch failed (leader unreachable, error).",
+    ))
+    replica_socket_timeout_ms: int = setting(ConfigKey(
+        name="replica.socket.timeout.ms", type=_I, default="30000", minimum=1, group=_REPLICATION,
+        doc="A follower gives up on a leader connection after this long without an answer.",
+    ))
+    auto_leader_rebalance_enable: bool = setting(ConfigKey(
+        name="auto.leader.rebalance.enable", type=_B, default="true", group=_REPLICATION,
+        doc="The controller moves leadership back to each partition's preferred replica (the first "
+            "in its assignment) when it is alive and in the ISR.",
+    ))
+    leader_imbalance_check_interval_seconds: int = setting(ConfigKey(
+        name="leader.imbalance.check.interval.seconds", type=_L, default="300", minimum=1, group=_REPLICATION,
+        doc="How often the controller checks for preferred leader imbalance.",
+    ))
+    leader_imbalance_per_broker_percentage: int = setting(ConfigKey(
+        name="leader.imbalance.per.broker.percentage", type=_I, default="10", minimum=0, maximum=100,
+        group=_REPLICATION,
+        doc="A broker's partitions are rebalanced when more than this percentage of them are not led by "
+            "their preferred replica.",
+    ))
+    # groups and offsets
+    offsets_topic_num_partitions: int = setting(ConfigKey(
+        name="offsets.topic.num.partitions", type=_I, default="50", minimum=1, group=_GROUPS,
+        doc="Partitions of __consumer_offsets (fixed once created).",
+    ))
+    offsets_topic_replication_factor: int = setting(ConfigKey(
+        name="offsets.topic.replication.factor", type=_S, default="3", minimum=1, group=_GROUPS,
+        doc="Replication factor of __consumer_offsets. As in Kafka, creating it fails while fewer "
+            "nodes are alive; set 1 for a single-node cluster.",
+    ))
+    offsets_topic_segment_bytes: int = setting(ConfigKey(
+        name="offsets.topic.segment.bytes", type=_I, default="104857600", minimum=14, group=_GROUPS,
+        doc="segment.bytes of __consumer_offsets (small segments let the cleaner compact it sooner).",
+    ))
+    offsets_retention_minutes: int = setting(ConfigKey(
+        name="offsets.retention.minutes", type=_I, default="10080", minimum=1, group=_GROUPS,
+        doc="Committed offsets of an empty group are dropped after this long.",
+    ))
+    group_initial_rebalance_delay_ms: int = setting(ConfigKey(
+        name="group.initial.rebalance.delay.ms", type=_I, default="3000", minimum=0, group=_GROUPS,
+        doc="Wait this long for more members before the first rebalance.",
+    ))
+    group_min_session_timeout_ms: int = setting(ConfigKey(
+        name="group.min.session.timeout.ms", type=_I, default="6000", minimum=0, group=_GROUPS,
+        doc="Smallest session timeout a member may ask for.",
+    ))
+    group_max_session_timeout_ms: int = setting(ConfigKey(
+        name="group.max.session.timeout.ms", type=_I, default="1800000", minimum=0, group=_GROUPS,
+        doc="Largest session timeout a member may ask for; at least group.min.session.timeout.ms.",
+    ))
+    # transactions
+    transaction_state_log_replication_factor: int = setting(ConfigKey(
+        name="transaction.state.log.replication.factor", type=_S, default="3", minimum=1, group=_TXN,
+        doc="Replication factor of __transaction_state.",
+    ))
+    transaction_state_log_min_isr: int = setting(ConfigKey(
+        name="transaction.state.log.min.isr", type=_I, default="2", minimum=1, group=_TXN,
+        doc="min.insync.replicas of __transaction_state.",
+    ))
+    # strait's own
+    admin_listener: tuple[str, int] = setting(ConfigKey(
+        name="strait.admin.listener", type=_STR, default="127.0.0.1:0", check=_check_admin_listener, valid="host:port",
+        group=_STRAIT, doc="host:port of the admin HTTP API (/health, /metrics). Default: loopback, any free port.",
+    ), convert=_admin_address)
+    producer_state_max_ids: int = setting(ConfigKey(
+        name="strait.producer.state.max.ids", type=_I, default="10000", minimum=1, group=_STRAIT,
+        doc="Most idempotent producer ids remembered per partition; the least recently used is forgotten.",
+    ))
+
+    # fmt: on
+    explicit_values: Mapping[str, str] = field(default_factory=dict, hash=False)
+    source: str = "<properties>"
+
+    @property
+    def explicit_keys(self) -> frozenset[str]:
+        """The keys set in server.properties (everything else is a default)."""
+        return frozenset(self.explicit_values)
+
+    @property
+    def offsets_retention_ms(self) -> int:
+        return self.offsets_retention_minutes * MINUTE_MS
+
+    def value_of(self, name: str) -> str | None:
+        """Canonical text of broker key ``name``: as set in the file, else its default (None if it has none).
+
+        Raises KeyError for a key that is not in :data:`BROKER_KEYS`.
+        """
+        key = BROKER_KEY_INDEX[name]
+        return self.explicit_values.get(name, key.default)
+
+    def advertised_for(self, bound_ports: Mapping[str, int]) -> tuple[Listener, ...]:
+        """The advertised listeners with port 0 replaced by the port each named listener actually bound.
+
+        Raises ConfigError when a port-0 listener's name is missing from ``bound_ports``.
+        """
+        out = []
+        for adv in self.advertised_listeners:
+            if adv.port == 0 and adv.name not in bound_ports:
+                raise ConfigError(f"no bound port known for listener {adv.name}", key="advertised.listeners")
+            out.append(Listener(adv.name, adv.host, bound_ports[adv.name]) if adv.port == 0 else adv)
+        return tuple(out)
+
+    def log_config(self) -> LogConfig:
+        """The broker-wide defaults as topic-level storage settings (a topic without overrides)."""
+        return LogConfig(
+            segment_bytes=self.log_segment_bytes,
+            segment_ms=self.log_roll_ms,
+            segment_index_bytes=self.log_index_size_max_bytes,
+            index_interval_bytes=self.log_index_interval_bytes,
+            retention_ms=self.log_retention_ms,
+            retention_bytes=self.log_retention_bytes,
+            flush_messages=self.log_flush_interval_messages,
+            flush_ms=self.log_flush_interval_ms,
+            max_message_bytes=self.message_max_bytes,
+            file_delete_delay_ms=self.log_segment_delete_delay_ms,
+            message_timestamp_type=self.log_message_timestamp_type,
+            cleanup_policy=",".join(self.log_cleanup_policy),
+            delete_retention_ms=self.log_cleaner_delete_retention_ms,
+            min_cleanable_dirty_ratio=self.log_cleaner_min_cleanable_ratio,
+            min_compaction_lag_ms=self.log_cleaner_min_compaction_lag_ms,
+        )
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str], *, source: str = "<properties>") -> NodeConfig:
+        """Validate ``props`` (key -> raw text) against :data:`BROKER_KEYS` and build the config.
+
+        Raises ConfigError naming ``source``, the key and the value for: an unknown key (with the
+        closest known key suggested), a missing required key, a value of the wrong type, out of
+        range or not among the valid values, and for keys that contradict each other.
+        """
+        for name, raw in props.items():
+            if name not in BROKER_KEY_INDEX:
+                close = difflib.get_close_matches(name, BROKER_KEY_INDEX.keys(), n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise ConfigError(f"unknown key{hint}; see docs/configuration.md", key=name, value=raw, source=source)
+        values: dict[str, Value] = {}
+        explicit: dict[str, str] = {}
+        for key in BROKER_KEYS:
+            given = props.get(key.name)
+            if given is None and key.required:
+                raise ConfigError("is required", key=key.name, source=source)
+            text = given if given is not None else key.default
+            if text is None:
+                continue
+            try:
+                values[key.name] = key.parse(text)
+            except ValueError as exc:
+                raise ConfigError(str(exc), key=key.name, value=text, source=source) from None
+            if given is not None:
+                explicit[key.name] = key.render(values[key.name])
+        _check_together(values, source)
+        attributes: dict[str, Any] = {}
+        for attribute, how in _SETTINGS:
+            attributes[attribute] = how.resolve(values, explicit.keys(), BROKER_KEY_INDEX, attributes)
+        return cls(**attributes, explicit_values=MappingProxyType(explicit), source=source)
+
+
+_ACCEPTED_WITHOUT_EFFECT: tuple[ConfigKey, ...] = (
+    ConfigKey(name="num.network.threads", type=_I, default="3", minimum=1, effect=False, group="", doc=_NO_EFFECT),
+    ConfigKey(name="num.io.threads", type=_I, default="8", minimum=1, effect=False, group="", doc=_NO_EFFECT),
+    ConfigKey(name="num.recovery.threads.per.data.dir", type=_I, default="1", minimum=1, effect=False, group="",
+              doc=_NO_EFFECT),
+)  # fmt: skip
+
+_SETTINGS = settings_of(NodeConfig)
+BROKER_KEYS: tuple[ConfigKey, ...] = (*(k for _, s in _SETTINGS for k in s.declared), *_ACCEPTED_WITHOUT_EFFECT)
+BROKER_KEY_INDEX: Mapping[str, ConfigKey] = MappingProxyType(
+    dict(index_keys(BROKER_KEYS, (n for _, s in _SETTINGS for n in s.names)))
+)
+NO_EFFECT_KEYS: frozenset[str] = frozenset(k.name for k in BROKER_KEYS if not k.effect)
+
+
+def _check_together(values: Mapping[str, Value], source: str) -> None:
+    """The rules that span keys, on the parsed ``values``; raises ConfigError naming the key that breaks one."""
+    if "advertised.listeners" in values:
+        listeners, advertised = str(values["listeners"]), str(values["advertised.listeners"])
+        names = {listener.name for listener in _listeners(listeners)}
+        for adv in _advertised(advertised):
+            if adv.name not in names:
+                raise ConfigError(
+                    f"listener name {adv.name} is not in listeners ({listeners})",
+                    key="advertised.listeners",
+                    value=advertised,
+                    source=source,
+                )
+    low, high = values["group.min.session.timeout.ms"], values["group.max.session.timeout.ms"]
+    assert isinstance(low, int) and isinstance(high, int)
+    if low > high:
+        raise ConfigError(
+            f"must be at least group.min.session.timeout.ms ({low})",
+            key="group.max.session.timeout.ms",
+            value=str(high),
+            source=source,
+        )
+
+
+def load_config(path: Path) -> NodeConfig:
+    """Read ``path`` (UTF-8 ``server.properties``) and build the node's config.
+
+    Raises ConfigError naming the file when it cannot be read or decoded, and as
+    :func:`~node.config.parse_properties` and :meth:`NodeConfig.from_properties` do.
+    """
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror or exc}", source=source) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"not UTF-8 text (byte {exc.start})", source=source) from None
+    return NodeConfig.from_properties(parse_properties(text, source=source), source=source)

@@ -1,0 +1,136 @@
+"""The Kafka API handlers, one module per API area, and the one table that dispatches to them.
+
+Every handler is ``async def handle_x(services, request) -> response body`` where ``services``
+is its module's small dataclass of the protocols it uses (``_services``) and ``request`` a
+``node.request.Request``. ``dispatch_table`` binds them to the node's real objects; tests bind
+them to fakes. A handler never imports the broker, the server or another handler.
+
+Per-entry failures are ``BrokerError`` (or a storage error that ``node.errors.as_broker_error``
+maps) answered in that entry through ``node.errors.answer_errors``; a ``CloseConnection`` drops
+the connection; anything else is a bug, which the broker logs before closing that connection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from node.config import NodeConfig
+from node.protocol import ApiKey, advertised_ranges
+from node.request import Request
+
+from . import configs, controller, epochs, fetch, groups, metadata, mirror, offsets, produce, producer_id, topics
+from ._services import (
+    ControllerService,
+    FollowerTracker,
+    GroupService,
+    MetadataView,
+    PartitionSource,
+    ProducerIdSource,
+    RequestMetrics,
+    TopicAdmin,
+)
+
+Handler = Callable[[Request], Awaitable[Any]]
+
+# Every API this node serves; ``dispatch_table`` answers exactly these.
+SERVED_APIS: tuple[int, ...] = (
+    ApiKey.PRODUCE,
+    ApiKey.FETCH,
+    ApiKey.LIST_OFFSETS,
+    ApiKey.METADATA,
+    ApiKey.CONTROLLED_SHUTDOWN,
+    ApiKey.OFFSET_COMMIT,
+    ApiKey.OFFSET_FETCH,
+    ApiKey.FIND_COORDINATOR,
+    ApiKey.JOIN_GROUP,
+    ApiKey.HEARTBEAT,
+    ApiKey.LEAVE_GROUP,
+    ApiKey.SYNC_GROUP,
+    ApiKey.DESCRIBE_GROUPS,
+    ApiKey.LIST_GROUPS,
+    ApiKey.API_VERSIONS,
+    ApiKey.CREATE_TOPICS,
+    ApiKey.DELETE_TOPICS,
+    ApiKey.DELETE_RECORDS,
+    ApiKey.INIT_PRODUCER_ID,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH,
+    ApiKey.DESCRIBE_CONFIGS,
+    ApiKey.ALTER_CONFIGS,
+    ApiKey.CREATE_PARTITIONS,
+    ApiKey.DELETE_GROUPS,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS,
+    ApiKey.OFFSET_DELETE,
+    ApiKey.MIRROR_APPEND,
+)
+
+
+def served_ranges() -> dict[int, tuple[int, int]]:
+    """The (min, max) version this node serves of each API (what ApiVersions advertises)."""
+    return advertised_ranges(SERVED_APIS)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeServices:
+    """Everything the handlers use, as the protocols they use it through."""
+
+    config: NodeConfig
+    cluster_id: str
+    partitions: PartitionSource
+    metadata: MetadataView
+    admin: TopicAdmin
+    groups: GroupService
+    controller: ControllerService
+    followers: FollowerTracker
+    producer_ids: ProducerIdSource
+    metrics: RequestMetrics
+
+
+def dispatch_table(node: NodeServices, api_ranges: Mapping[int, tuple[int, int]]) -> dict[int, Handler]:
+    """API key -> handler bound to its services, for every key in ``SERVED_APIS``."""
+    log_access = offsets.OffsetsServices(node.partitions)
+    group = groups.GroupServices(node.groups, node.metadata, node.admin, node.config)
+    meta = metadata.MetadataServices(node.metadata, node.admin, node.config, node.cluster_id, api_ranges)
+    config = configs.ConfigServices(node.metadata, node.admin, node.config)
+    topic = topics.TopicServices(node.admin, node.config)
+    table: dict[int, Handler] = {
+        ApiKey.PRODUCE: partial(produce.handle_produce, produce.ProduceServices(node.partitions, node.metrics)),
+        ApiKey.FETCH: partial(fetch.handle_fetch, fetch.FetchServices(node.partitions, node.followers, node.metrics)),
+        ApiKey.LIST_OFFSETS: partial(offsets.handle_list_offsets, log_access),
+        ApiKey.DELETE_RECORDS: partial(offsets.handle_delete_records, log_access),
+        ApiKey.OFFSET_FOR_LEADER_EPOCH: partial(
+            epochs.handle_offset_for_leader_epoch, epochs.EpochServices(node.partitions)
+        ),
+        ApiKey.MIRROR_APPEND: partial(
+            mirror.handle_mirror_append, mirror.MirrorServices(node.partitions, node.metrics)
+        ),
+        ApiKey.METADATA: partial(metadata.handle_metadata, meta),
+        ApiKey.API_VERSIONS: partial(metadata.handle_api_versions, meta),
+        ApiKey.CONTROLLED_SHUTDOWN: partial(
+            controller.handle_controlled_shutdown, controller.ControllerServices(node.controller, node.metadata)
+        ),
+        ApiKey.CREATE_TOPICS: partial(topics.handle_create_topics, topic),
+        ApiKey.DELETE_TOPICS: partial(topics.handle_delete_topics, topic),
+        ApiKey.CREATE_PARTITIONS: partial(topics.handle_create_partitions, topic),
+        ApiKey.DESCRIBE_CONFIGS: partial(configs.handle_describe_configs, config),
+        ApiKey.ALTER_CONFIGS: partial(configs.handle_alter_configs, config),
+        ApiKey.INCREMENTAL_ALTER_CONFIGS: partial(configs.handle_incremental_alter_configs, config),
+        ApiKey.INIT_PRODUCER_ID: partial(
+            producer_id.handle_init_producer_id, producer_id.ProducerIdServices(node.producer_ids)
+        ),
+        ApiKey.FIND_COORDINATOR: partial(groups.handle_find_coordinator, group),
+        ApiKey.JOIN_GROUP: partial(groups.handle_join_group, group),
+        ApiKey.SYNC_GROUP: partial(groups.handle_sync_group, group),
+        ApiKey.HEARTBEAT: partial(groups.handle_heartbeat, group),
+        ApiKey.LEAVE_GROUP: partial(groups.handle_leave_group, group),
+        ApiKey.OFFSET_COMMIT: partial(groups.handle_offset_commit, group),
+        ApiKey.OFFSET_FETCH: partial(groups.handle_offset_fetch, group),
+        ApiKey.DESCRIBE_GROUPS: partial(groups.handle_describe_groups, group),
+        ApiKey.LIST_GROUPS: partial(groups.handle_list_groups, group),
+        ApiKey.DELETE_GROUPS: partial(groups.handle_delete_groups, group),
+        ApiKey.OFFSET_DELETE: partial(groups.handle_offset_delete, group),
+    }
+    assert sorted(table) == sorted(SERVED_APIS), "SERVED_APIS and the dispatch table disagree"
+    return table

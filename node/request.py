@@ -1,0 +1,56 @@
+"""What one Kafka request is to a handler: the header, the decoded body, the connection it came on.
+
+The server (``node.server``) owns sockets and frames; handlers (``node.handlers``) see only a
+``Request``. Nothing here does I/O. ``principal`` is the authenticated identity of the
+connection once listeners authenticate (SASL/TLS); until then every request is anonymous.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from node.protocol import RequestHeader, Struct
+
+ANONYMOUS = "User:ANONYMOUS"  # Kafka's principal for unauthenticated connections
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionInfo:
+    """The client end of a connection, as the listener accepted it."""
+
+    peer: str  # host:port
+    listener: str
+    principal: str = ANONYMOUS
+
+    @property
+    def host(self) -> str:
+        return self.peer.rsplit(":", 1)[0]
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One decoded request and where it came from; handlers take this, never the server."""
+
+    header: RequestHeader
+    body: Struct
+    connection: ConnectionInfo
+
+    @property
+    def api_version(self) -> int:
+        return self.header.api_version
+
+    @property
+    def client_id(self) -> str:
+        return self.header.client_id or ""
+
+    @property
+    def principal(self) -> str:
+        return self.connection.principal
+
+
+class CloseConnection(Exception):
+    """Raised by a handler (or the server) to drop the connection after logging ``reason``."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason

@@ -1,0 +1,247 @@
+"""Metadata, ApiVersions, topic admin, ControlledShutdown, InitProducerId and the group relay over fakes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import trio
+
+from node.handlers import SERVED_APIS, NodeServices, dispatch_table, served_ranges
+from node.handlers.controller import ControllerServices, handle_controlled_shutdown
+from node.handlers.groups import GroupServices, handle_find_coordinator, handle_join_group, handle_list_groups
+from node.handlers.metadata import MetadataServices, handle_api_versions, handle_metadata
+from node.handlers.producer_id import ProducerIdServices, handle_init_producer_id
+from node.handlers.topics import TopicServices, handle_create_topics
+from node.offsets_topic import OFFSETS_TOPIC
+from node.protocol import ApiKey, ErrorCode, Struct, schema
+from tests.node.handlers.fakes import (
+    FakeCluster,
+    FakeFollowers,
+    FakeMetrics,
+    FakePartitions,
+    node_config,
+    request,
+    topic_state,
+)
+
+pytestmark = pytest.mark.unit
+
+
+def run(fn: Any, *args: Any) -> Any:
+    return trio.run(fn, *args)
+
+
+def metadata_services(cluster: FakeCluster, **config: str) -> MetadataServices:
+    return MetadataServices(cluster, cluster, node_config(**config), "cluster-1", served_ranges())
+
+
+def test_metadata_answers_the_cluster_and_unknown_topics_without_auto_create() -> None:
+    cluster = FakeCluster(topics={"orders": topic_state("orders", 2)})
+    services = metadata_services(cluster, **{"auto.create.topics.enable": "false"})
+    body = {"topics": [{"name": "orders"}, {"name": "missing"}], "allow_auto_topic_creation": True}
+    result = run(handle_metadata, services, request(ApiKey.METADATA, 8, body))
+    assert result["cluster_id"] == "cluster-1" and result["controller_id"] == 1
+    assert [b["node_id"] for b in result["brokers"]] == [1]
+    by_name = {t["name"]: t for t in result["topics"]}
+    assert by_name["missing"]["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert [p["leader_id"] for p in by_name["orders"]["partitions"]] == [1, 1]
+    assert cluster.calls == []
+
+
+def test_metadata_auto_creates_with_the_brokers_defaults() -> None:
+    cluster = FakeCluster()
+    services = metadata_services(cluster, **{"num.partitions": "3"})
+    body = {"topics": [{"name": "fresh"}], "allow_auto_topic_creation": True}
+    result = run(handle_metadata, services, request(ApiKey.METADATA, 8, body))
+    assert result["topics"][0]["error_code"] == 0
+    assert ("plan", (3, 1)) in cluster.calls
+    assert len(result["topics"][0]["partitions"]) == 3
+
+
+def test_a_leader_on_an_offline_replica_is_not_available() -> None:
+    cluster = FakeCluster(topics={"orders": topic_state("orders")}, offline_replicas={1: frozenset({("orders", 0)})})
+    result = run(handle_metadata, metadata_services(cluster), request(ApiKey.METADATA, 8, {"topics": None}))
+    (partition,) = result["topics"][0]["partitions"]
+    assert (partition["error_code"], partition["leader_id"], partition["offline_replicas"]) == (
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        -1,
+        [1],
+    )
+
+
+def test_api_versions_advertises_exactly_the_dispatch_table() -> None:
+    result = run(handle_api_versions, metadata_services(FakeCluster()), request(ApiKey.API_VERSIONS, 3, {}))
+    advertised = {k["api_key"]: (k["min_version"], k["max_version"]) for k in result["api_keys"]}
+    assert advertised == served_ranges()
+    assert set(advertised) == set(SERVED_APIS)
+
+
+def test_the_dispatch_table_serves_every_api_it_advertises_and_each_has_a_schema() -> None:
+    cluster = FakeCluster()
+    services = NodeServices(
+        config=node_config(),
+        cluster_id="c",
+        partitions=FakePartitions(),
+        metadata=cluster,
+        admin=cluster,
+        groups=FakeGroups(),
+        controller=FakeController(active=False),
+        followers=FakeFollowers(),
+        producer_ids=FakeProducerIds(),
+        metrics=FakeMetrics(),
+    )
+    table = dispatch_table(services, served_ranges())
+    assert sorted(table) == sorted(SERVED_APIS)
+    for key in table:
+        assert schema(key).api_key == key
+
+
+def test_create_topics_refuses_duplicates_and_mixed_assignment_before_touching_zookeeper() -> None:
+    cluster = FakeCluster()
+    services = TopicServices(cluster, node_config())
+    topic = {"name": "t", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}
+    mixed = {
+        "name": "m",
+        "num_partitions": 2,
+        "replication_factor": -1,
+        "assignments": [{"partition_index": 0, "broker_ids": [1]}],
+        "configs": [],
+    }
+    body = {"topics": [topic, topic, mixed], "timeout_ms": 1000, "validate_only": False}
+    result = run(handle_create_topics, services, request(ApiKey.CREATE_TOPICS, 4, body))
+    codes = [(t["name"], t["error_code"]) for t in result["topics"]]
+    assert codes == [
+        ("t", ErrorCode.INVALID_REQUEST),
+        ("t", ErrorCode.INVALID_REQUEST),
+        ("m", ErrorCode.INVALID_REQUEST),
+    ]
+    assert "appears more than once" in result["topics"][0]["error_message"]
+    assert cluster.calls == []
+
+
+def test_create_topics_with_invalid_counts_names_the_value() -> None:
+    services = TopicServices(FakeCluster(), node_config())
+    topic = {"name": "t", "num_partitions": 0, "replication_factor": 1, "assignments": [], "configs": []}
+    body = {"topics": [topic], "timeout_ms": 1000, "validate_only": False}
+    (result,) = run(handle_create_topics, services, request(ApiKey.CREATE_TOPICS, 4, body))["topics"]
+    assert (result["error_code"], result["error_message"]) == (
+        ErrorCode.INVALID_PARTITIONS,
+        "number of partitions 0 must be >= 1",
+    )
+
+
+@dataclass
+class FakeController:
+    active: bool
+    moved: list[int] = field(default_factory=list)
+
+    async def controlled_shutdown(self, broker_id: int) -> list[tuple[str, int]]:
+        self.moved.append(broker_id)
+        return [("orders", 2)]
+
+
+def test_controlled_shutdown_needs_the_active_controller_and_a_live_broker() -> None:
+    cluster = FakeCluster()
+
+    def ask(controller: FakeController, broker_id: int) -> dict[str, Any]:
+        services = ControllerServices(controller, cluster)
+        return run(  # type: ignore[no-any-return]
+            handle_controlled_shutdown,
+            services,
+            request(ApiKey.CONTROLLED_SHUTDOWN, 2, {"broker_id": broker_id, "broker_epoch": -1}),
+        )
+
+    assert ask(FakeController(active=False), 1)["error_code"] == ErrorCode.NOT_CONTROLLER
+    assert ask(FakeController(active=True), 9)["error_code"] == ErrorCode.BROKER_NOT_AVAILABLE
+    active = FakeController(active=True)
+    result = ask(active, 1)
+    assert result == {"error_code": 0, "remaining_partitions": [{"topic_name": "orders", "partition_index": 2}]}
+    assert active.moved == [1]
+
+
+@dataclass
+class FakeProducerIds:
+    next: int = 1000
+
+    async def next_id(self) -> int:
+        self.next += 1
+        return self.next
+
+
+def test_init_producer_id_hands_out_ids_and_refuses_transactions() -> None:
+    services = ProducerIdServices(FakeProducerIds())
+    body = {"transactional_id": None, "transaction_timeout_ms": 1000}
+    assert run(handle_init_producer_id, services, request(ApiKey.INIT_PRODUCER_ID, 1, body))["producer_id"] == 1001
+    tx = run(handle_init_producer_id, services, request(ApiKey.INIT_PRODUCER_ID, 1, body | {"transactional_id": "t"}))
+    assert (tx["error_code"], tx["producer_id"]) == (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1)
+
+
+@dataclass
+class FakeGroups:
+    joins: list[tuple[str, str]] = field(default_factory=list)
+
+    def partition_for(self, group_id: str) -> int:
+        return 0
+
+    async def join_group(self, req: Struct, version: int, client_id: str, client_host: str) -> dict[str, Any]:
+        self.joins.append((client_id, client_host))
+        return {"error_code": 0}
+
+    async def list_groups(self, req: Struct, version: int) -> dict[str, Any]:
+        return {"error_code": 0, "groups": [], "throttle_time_ms": 0, "version": version}
+
+    async def sync_group(self, req: Struct, version: int) -> dict[str, Any]:
+        raise NotImplementedError
+
+    heartbeat = leave_group = offset_commit = offset_fetch = describe_groups = sync_group
+
+    async def delete_groups(self, group_ids: list[str]) -> list[tuple[str, int]]:
+        raise NotImplementedError
+
+    async def offset_delete(
+        self, group_id: str, partitions: list[tuple[str, int]]
+    ) -> tuple[int, list[tuple[str, int, int]]]:
+        raise NotImplementedError
+
+
+def group_services(cluster: FakeCluster, groups: FakeGroups) -> GroupServices:
+    return GroupServices(groups, cluster, cluster, node_config())
+
+
+def test_join_group_passes_the_connections_host_and_the_client_id() -> None:
+    groups = FakeGroups()
+    body = {
+        "group_id": "g",
+        "session_timeout_ms": 10_000,
+        "rebalance_timeout_ms": 10_000,
+        "member_id": "",
+        "protocol_type": "consumer",
+        "protocols": [],
+    }
+    run(
+        handle_join_group,
+        group_services(FakeCluster(), groups),
+        request(ApiKey.JOIN_GROUP, 5, body, peer="10.1.2.3:4567"),
+    )
+    assert groups.joins == [("unit-test", "/10.1.2.3")]
+
+
+def test_the_relayed_group_apis_get_the_request_version() -> None:
+    result = run(handle_list_groups, group_services(FakeCluster(), FakeGroups()), request(ApiKey.LIST_GROUPS, 2, {}))
+    assert result["version"] == 2
+
+
+def test_find_coordinator_creates_the_offsets_topic_once_and_names_its_leader() -> None:
+    cluster = FakeCluster()
+    services = group_services(cluster, FakeGroups())
+    body = {"key": "g", "key_type": 0}
+    result = run(handle_find_coordinator, services, request(ApiKey.FIND_COORDINATOR, 2, body))
+    assert (result["error_code"], result["node_id"], result["port"]) == (0, 1, 9092)
+    created = [args for name, args in cluster.calls if name == "create_topic"]
+    assert [args[0] for args in created] == [OFFSETS_TOPIC]
+    run(handle_find_coordinator, services, request(ApiKey.FIND_COORDINATOR, 2, body))
+    assert len([c for c in cluster.calls if c[0] == "create_topic"]) == 1
+    tx = run(handle_find_coordinator, services, request(ApiKey.FIND_COORDINATOR, 2, {"key": "t", "key_type": 1}))
+    assert tx["error_code"] == ErrorCode.COORDINATOR_NOT_AVAILABLE

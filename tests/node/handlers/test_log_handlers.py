@@ -1,0 +1,230 @@
+"""Produce, Fetch, ListOffsets, DeleteRecords, OffsetForLeaderEpoch and MirrorAppend over fakes.
+
+Each handler gets a real Partition over a real log and fakes for the rest of the node, so
+these run in milliseconds and pin the error each bad request gets.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from node.handlers.epochs import EpochServices, handle_offset_for_leader_epoch
+from node.handlers.fetch import FetchServices, handle_fetch
+from node.handlers.mirror import MirrorServices, handle_mirror_append
+from node.handlers.offsets import OffsetsServices, handle_delete_records, handle_list_offsets
+from node.handlers.produce import ProduceServices, handle_produce
+from node.protocol import ApiKey, ErrorCode
+from node.request import CloseConnection
+from storage import LogDirOfflineError
+from storage.records import build_batch, iter_batches
+from tests.node.handlers.fakes import (
+    NOW_MS,
+    FakeFollowers,
+    FakeMetrics,
+    FakePartitions,
+    fake_partition,
+    leader_partition,
+    request,
+)
+
+pytestmark = pytest.mark.unit
+
+
+def produce_body(topic: str, records: bytes, *, acks: int = 1, index: int = 0) -> dict[str, Any]:
+    return {
+        "transactional_id": None,
+        "acks": acks,
+        "timeout_ms": 1000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": index, "records": records}]}],
+    }
+
+
+def values(n: int, tag: str = "v") -> bytes:
+    return build_batch([(NOW_MS + i, None, f"{tag}{i}".encode()) for i in range(n)])
+
+
+def run(fn: Any, *args: Any) -> Any:
+    return trio.run(fn, *args)
+
+
+def only_partition(body: dict[str, Any], topics_key: str, partitions_key: str) -> dict[str, Any]:
+    (topic,) = body[topics_key]
+    (partition,) = topic[partitions_key]
+    assert isinstance(partition, dict)
+    return partition
+
+
+def fetch_request(topic: str, *, replica_id: int, offset: int, max_bytes: int) -> dict[str, Any]:
+    """A Fetch v11 body for partition 0 of ``topic`` that answers at once."""
+    return {
+        "replica_id": replica_id,
+        "max_wait_ms": 0,
+        "min_bytes": 0,
+        "max_bytes": 1 << 20,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {"topic": topic, "partitions": [{"partition": 0, "fetch_offset": offset, "partition_max_bytes": max_bytes}]}
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+
+
+def test_produce_appends_and_fetch_reads_it_back(tmp_path: Path) -> None:
+    metrics = FakeMetrics()
+    partitions = FakePartitions(leader_partition(tmp_path, "orders"))
+    produce = ProduceServices(partitions, metrics)
+    first = run(handle_produce, produce, request(ApiKey.PRODUCE, 8, produce_body("orders", values(3))))
+    second = run(handle_produce, produce, request(ApiKey.PRODUCE, 8, produce_body("orders", values(2, "w"))))
+    assert only_partition(first, "responses", "partition_responses")["base_offset"] == 0
+    assert only_partition(second, "responses", "partition_responses")["base_offset"] == 3
+    assert metrics.produces == 2 and metrics.errors == []
+
+    fetch_body = fetch_request("orders", replica_id=-1, offset=3, max_bytes=1 << 20)
+    followers = FakeFollowers()
+    body = run(handle_fetch, FetchServices(partitions, followers, metrics), request(ApiKey.FETCH, 11, fetch_body))
+    entry = only_partition(body, "responses", "partitions")
+    assert entry["error_code"] == 0 and entry["high_watermark"] == 5
+    data = b"".join(s.read() for s in entry["records"])
+    assert [(h.base_offset, h.last_offset) for _, h in iter_batches(data)] == [(3, 4)]
+    assert followers.fetched == []  # a consumer, not a follower
+
+
+def test_a_follower_fetch_reports_its_log_end_to_the_leader(tmp_path: Path) -> None:
+    partition = leader_partition(tmp_path, "orders")
+    followers = FakeFollowers()
+    body = fetch_request("orders", replica_id=2, offset=0, max_bytes=1024)
+    services = FetchServices(FakePartitions(partition), followers, FakeMetrics())
+    run(handle_fetch, services, request(ApiKey.FETCH, 11, body))
+    assert followers.fetched == [(partition.tp, 2, 0)]
+
+
+def test_produce_to_a_mirror_topic_is_a_policy_violation_naming_the_link(tmp_path: Path) -> None:
+    metrics = FakeMetrics()
+    partition = leader_partition(tmp_path, "orders", mirror_link="east-to-west")
+    services = ProduceServices(FakePartitions(partition), metrics)
+    body = run(handle_produce, services, request(ApiKey.PRODUCE, 8, produce_body("orders", values(1))))
+    entry = only_partition(body, "responses", "partition_responses")
+    assert entry["error_code"] == ErrorCode.POLICY_VIOLATION
+    assert entry["error_message"] == "topic 'orders' is a read-only mirror owned by link 'east-to-west'"
+    assert entry["base_offset"] == -1
+    assert metrics.errors == [("Produce", "POLICY_VIOLATION")]
+    assert partition.log.log_end_offset == 0
+
+
+def test_produce_to_an_unknown_partition_and_acks_zero_failure_closes_the_connection(tmp_path: Path) -> None:
+    services = ProduceServices(FakePartitions(), FakeMetrics())
+    body = run(handle_produce, services, request(ApiKey.PRODUCE, 8, produce_body("nope", values(1))))
+    assert (
+        only_partition(body, "responses", "partition_responses")["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    )
+    with pytest.raises(CloseConnection, match="acks=0 produce failed"):
+        run(handle_produce, services, request(ApiKey.PRODUCE, 8, produce_body("nope", values(1), acks=0)))
+
+
+def test_produce_refuses_bad_acks_and_transactions(tmp_path: Path) -> None:
+    services = ProduceServices(FakePartitions(leader_partition(tmp_path, "orders")), FakeMetrics())
+    bad_acks = run(handle_produce, services, request(ApiKey.PRODUCE, 8, produce_body("orders", values(1), acks=2)))
+    entry = only_partition(bad_acks, "responses", "partition_responses")
+    assert (entry["error_code"], entry["error_message"]) == (
+        ErrorCode.INVALID_REQUIRED_ACKS,
+        "acks=2 must be -1, 0 or 1",
+    )
+    transactional = produce_body("orders", values(1)) | {"transactional_id": "tx"}
+    body = run(handle_produce, services, request(ApiKey.PRODUCE, 8, transactional))
+    entry = only_partition(body, "responses", "partition_responses")
+    assert entry["error_code"] == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+def test_delete_records_refuses_a_mirror_and_checks_the_high_watermark(tmp_path: Path) -> None:
+    mirror = leader_partition(tmp_path, "m", mirror_link="l")
+    plain = leader_partition(tmp_path, "p")
+    services = OffsetsServices(FakePartitions(mirror, plain))
+    body = {
+        "topics": [{"name": n, "partitions": [{"partition_index": 0, "offset": 5}]} for n in ("m", "p")],
+        "timeout_ms": 1000,
+    }
+    result = run(handle_delete_records, services, request(ApiKey.DELETE_RECORDS, 1, body))
+    codes = {t["name"]: t["partitions"][0]["error_code"] for t in result["topics"]}
+    assert codes == {"m": ErrorCode.POLICY_VIOLATION, "p": ErrorCode.OFFSET_OUT_OF_RANGE}
+
+
+def test_list_offsets_answers_the_ends_and_refuses_an_invalid_target(tmp_path: Path) -> None:
+    partition = leader_partition(tmp_path, "orders")
+    partition.append_produced(memoryview(values(4)))
+    partition.maybe_advance_hw()
+    services = OffsetsServices(FakePartitions(partition))
+
+    def ask(timestamp: int) -> dict[str, Any]:
+        body = {
+            "replica_id": -1,
+            "isolation_level": 0,
+            "topics": [
+                {
+                    "name": "orders",
+                    "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": timestamp}],
+                }
+            ],
+        }
+        return only_partition(
+            run(handle_list_offsets, services, request(ApiKey.LIST_OFFSETS, 4, body)), "topics", "partitions"
+        )
+
+    assert ask(-2)["offset"] == 0
+    assert ask(-1)["offset"] == partition.log.high_watermark
+    assert ask(-7)["error_code"] == ErrorCode.INVALID_REQUEST
+
+
+def test_a_storage_error_becomes_kafka_storage_error(tmp_path: Path) -> None:
+    def offline(epoch: int) -> tuple[int, int]:
+        raise LogDirOfflineError(tmp_path / "d1", "disk gone")
+
+    partitions = FakePartitions()
+    partitions.partition = lambda topic, index: fake_partition(end_offset_for_epoch=offline)  # type: ignore[method-assign]
+    body = {
+        "replica_id": -1,
+        "topics": [{"topic": "t", "partitions": [{"partition": 0, "current_leader_epoch": -1, "leader_epoch": 3}]}],
+    }
+    result = run(
+        handle_offset_for_leader_epoch, EpochServices(partitions), request(ApiKey.OFFSET_FOR_LEADER_EPOCH, 3, body)
+    )
+    assert only_partition(result, "topics", "partitions")["error_code"] == ErrorCode.KAFKA_STORAGE_ERROR
+
+
+def test_mirror_append_only_by_the_owning_link_and_only_at_the_end(tmp_path: Path) -> None:
+    metrics = FakeMetrics()
+    partition = leader_partition(tmp_path, "orders", mirror_link="east-to-west")
+    services = MirrorServices(FakePartitions(partition, leader_partition(tmp_path, "plain")), metrics)
+
+    def append(topic: str, link: str, expected_end: int) -> dict[str, Any]:
+        body = {
+            "link": link,
+            "timeout_ms": 1000,
+            "topics": [
+                {
+                    "name": topic,
+                    "partitions": [
+                        {"index": 0, "expected_end_offset": expected_end, "start_offset": 0, "records": values(2)}
+                    ],
+                }
+            ],
+        }
+        return only_partition(
+            run(handle_mirror_append, services, request(ApiKey.MIRROR_APPEND, 0, body)), "topics", "partitions"
+        )
+
+    wrong_link = append("orders", "other", 0)
+    assert wrong_link["error_code"] == ErrorCode.POLICY_VIOLATION
+    assert "owned by link 'east-to-west', not by link 'other'" in wrong_link["error_message"]
+    assert append("plain", "east-to-west", 0)["error_code"] == ErrorCode.POLICY_VIOLATION
+    wrong_end = append("orders", "east-to-west", 5)
+    assert (wrong_end["error_code"], wrong_end["log_end_offset"]) == (ErrorCode.OFFSET_OUT_OF_RANGE, 0)
+    ok = append("orders", "east-to-west", 0)
+    assert (ok["error_code"], ok["log_end_offset"], ok["high_watermark"]) == (0, 2, 2)
+    assert [api for api, _ in metrics.errors] == ["MirrorAppend"] * 3
