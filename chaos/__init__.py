@@ -5,6 +5,9 @@
 - ``chaos.ledger`` -- the ledger of acknowledged writes and the checker that finds lost, moved,
   duplicated and conflicting records;
 - ``chaos.workload`` -- a producer workload that fills the ledger, and the read-back for the check;
+- ``chaos.nemesis`` -- the faults, each with ``start`` and ``heal``: kill -9 and pause of a process
+  group, network partitions through the proxy;
+- ``chaos.transient`` -- the Kafka states that pass on their own, which a wait treats as "not yet";
 - ``chaos.errors`` -- ``ChaosError`` and its subclasses.
 
 The package imports nothing on its own, so importing one module does not pull in the others'

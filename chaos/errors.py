@@ -11,6 +11,7 @@ __all__ = [
     "ChaosError",
     "InvalidRequestError",
     "LedgerError",
+    "NemesisError",
     "ProxyExistsError",
     "ProxyNotFoundError",
     "ToxicExistsError",
@@ -55,6 +56,10 @@ class ToxicExistsError(ChaosError):
 
 class LedgerError(ChaosError):
     """A ledger file cannot be read back (the message names the file and line)."""
+
+
+class NemesisError(ChaosError):
+    """A nemesis could not inject or end its fault (the message names the target and why)."""
 
 
 class WorkloadError(ChaosError):

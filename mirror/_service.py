@@ -27,7 +27,6 @@ are run by this process alone (``SoleMember``).
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import json
 import logging
@@ -44,6 +43,7 @@ from typing import IO, Any
 import trio
 
 from node.adminkit import serve_admin
+from node.proc import atomic_write
 
 from ._admin import UnknownLink, check_token, create_app
 from ._config import LinkConfig, MirrorError
@@ -78,10 +78,12 @@ class ServiceReady:
 
 
 def write_ready_file(path: Path, ready: ServiceReady) -> None:
-    """Atomically publish ``{"admin": url, "pid": ..., "token_file": ..., "member_id": ...}``."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(ready.to_json()) + "\n")
-    tmp.replace(path)
+    """Atomically publish ``{"admin": url, "pid": ..., "token_file": ..., "member_id": ...}``.
+
+    Raises:
+        OSError: the file cannot be written.
+    """
+    atomic_write(path, json.dumps(ready.to_json()) + "\n")
 
 
 @dataclass
@@ -244,7 +246,7 @@ class MirrorService:
             return self._read_token(self.admin_token_file), self.admin_token_file
         token = secrets.token_urlsafe(32)
         path = self.state_dir / TOKEN_FILE
-        _write_private(path, token + "\n")
+        atomic_write(path, token + "\n", mode=0o600)  # readable by its owner only
         return token, path
 
     def _lock(self) -> None:
@@ -293,14 +295,8 @@ class MirrorService:
             "links": {name: entry for name, entry in sorted(state.items()) if entry},
             "updated_ms": int(time.time() * 1000),
         }
-        tmp = self.state_file.with_name(STATE_FILE + ".tmp")
         try:
-            with tmp.open("w") as f:
-                json.dump(body, f, indent=2)
-                f.write("\n")
-                f.flush()
-                os.fsync(f.fileno())
-            tmp.replace(self.state_file)
+            atomic_write(self.state_file, json.dumps(body, indent=2) + "\n")
         except OSError as exc:
             raise MirrorError(f"cannot save the mirror's state to {self.state_file}: {exc.strerror or exc}") from None
 
@@ -405,15 +401,3 @@ class MirrorService:
         with trio.move_on_after(DELETE_WAIT_S):
             await link.stopped.wait()
         return {"name": name, "state": "deleted", "stopped": link.stopped.is_set()}
-
-
-def _write_private(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` readable by its owner only (mode 0600, replaced atomically)."""
-    tmp = path.with_name(path.name + ".tmp")
-    with contextlib.suppress(FileNotFoundError):
-        tmp.unlink()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        os.fchmod(f.fileno(), 0o600)
-        f.write(text)
-    tmp.replace(path)

@@ -384,7 +384,13 @@ class Broker:
 
 
 def write_ready_file(path: Path, info: ReadyInfo) -> None:
-    """Atomically publish the node's addresses (tests and tools wait for this file)."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(info.to_json() + "\n")
-    tmp.replace(path)
+    """Atomically publish the node's addresses (tests and tools wait for this file).
+
+    Raises:
+        OSError: the file cannot be written (see :func:`node.proc.atomic_write`).
+    """
+    # Imported here to leave the module's import block to the handler rework (issue 13, step 1);
+    # hoist it to the top with the other node imports once that has landed.
+    from node.proc import atomic_write  # noqa: PLC0415
+
+    atomic_write(path, info.to_json() + "\n")

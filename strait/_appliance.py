@@ -15,28 +15,18 @@ the sites' clients are done and before the sites stop (so it never sees its site
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ._site import (
-    LocalSite,
-    SiteError,
-    SiteInterrupted,
-    _healthy,
-    _signal_group,
-    _write_atomically,
-    log_tail,
-    spawn_cli,
-)
+from node.proc import Child, Deadline, NotReady, atomic_write, http_ok, log_tail, read_ready_file, wait_until
+
+from ._site import LocalSite, SiteError, SiteInterrupted, spawn_cli, stop_child
 
 APPLIANCE_FILE = "appliance.json"
 LINK_NAME = "east-to-west"
 MIRROR_READY_TIMEOUT_S = 60.0
 MIRROR_STOP_TIMEOUT_S = 30.0
-_POLL_S = 0.05
+_HEALTH_TIMEOUT_S = 2.0
 
 
 class LocalMirror:
@@ -48,7 +38,7 @@ class LocalMirror:
         self.target = target
         self.name = "mirror"
         self.admin_url = ""
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.child: Child | None = None
         self._exit_reported = False
 
     @property
@@ -86,11 +76,11 @@ class LocalMirror:
         """Write the link file, start the process and wait until its admin API answers /health."""
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            _write_atomically(self.links_path, self.links_toml())
+            atomic_write(self.links_path, self.links_toml())
             self.ready_path.unlink(missing_ok=True)
             self.admin_url = ""
             self._exit_reported = False
-            self.proc = spawn_cli(
+            self.child = spawn_cli(
                 [
                     "mirror",
                     "start",
@@ -104,6 +94,7 @@ class LocalMirror:
                     str(self.ready_path),
                 ],
                 self.log_path,
+                name="mirror",
             )
             self._wait_ready(stop_requested)
         except OSError as exc:
@@ -115,55 +106,49 @@ class LocalMirror:
         return []
 
     def _wait_ready(self, stop_requested: Callable[[], bool]) -> None:
-        assert self.proc is not None
-        deadline = time.monotonic() + MIRROR_READY_TIMEOUT_S
-        while True:
+        child = self.child
+        assert child is not None
+
+        def serving() -> bool:
             if stop_requested():
                 raise SiteInterrupted("mirror: stop requested while starting")
-            if self.proc.poll() is not None:
+            code = child.poll()
+            if code is not None:
                 raise SiteError(
-                    f"mirror: exited with code {self.proc.returncode} while starting; "
-                    f"{self.log_path} ends with:\n{self.log_tail()}"
+                    f"mirror: exited with code {code} while starting; {self.log_path} ends with:\n{self.log_tail()}"
                 )
-            if not self.admin_url and self.ready_path.exists():
-                self.admin_url = str(json.loads(self.ready_path.read_text())["admin"])
-            if self.admin_url and _healthy(self.admin_url):
-                return
-            if time.monotonic() > deadline:
-                raise SiteError(
-                    f"mirror: not ready within {MIRROR_READY_TIMEOUT_S:g} s; {self.log_path} ends with:\n"
-                    f"{self.log_tail()}"
-                )
-            time.sleep(_POLL_S)
+            info = None if self.admin_url else read_ready_file(self.ready_path)
+            if info is not None:
+                self.admin_url = str(info["admin"])
+            return bool(self.admin_url) and http_ok(f"{self.admin_url}/health", _HEALTH_TIMEOUT_S)
+
+        try:
+            wait_until(serving, Deadline(MIRROR_READY_TIMEOUT_S, "the mirror to be ready"))
+        except NotReady:
+            raise SiteError(
+                f"mirror: not ready within {MIRROR_READY_TIMEOUT_S:g} s; {self.log_path} ends with:\n{self.log_tail()}"
+            ) from None
 
     def poll(self) -> list[str]:
-        if self.proc is not None and not self._exit_reported and self.proc.poll() is not None:
+        code = None if self.child is None or self._exit_reported else self.child.poll()
+        if code is not None:
             self._exit_reported = True
-            return [f"mirror: exited on its own with code {self.proc.returncode}; see {self.log_path}"]
+            return [f"mirror: exited on its own with code {code}; see {self.log_path}"]
         return []
 
     def stop(self, hurry: Callable[[], bool] = lambda: False) -> list[str]:
-        proc, self.proc = self.proc, None
-        if proc is None:
+        """Stop the mirror process (see :func:`~strait._site.stop_child`); an exit :meth:`poll`
+        reported already is not reported again."""
+        child, self.child = self.child, None
+        if child is None:
             return []
-        if proc.poll() is not None:
-            return (
-                [] if self._exit_reported else [f"mirror: had exited with code {proc.returncode}; see {self.log_path}"]
-            )
-        _signal_group(proc, signal.SIGTERM)
-        deadline = time.monotonic() + MIRROR_STOP_TIMEOUT_S
-        while proc.poll() is None and time.monotonic() < deadline and not hurry():
-            time.sleep(_POLL_S)
-        if proc.poll() is None:
-            _signal_group(proc, signal.SIGKILL)
-            proc.wait()
-            return [f"mirror: killed before it had stopped; see {self.log_path}"]
-        if proc.returncode not in (0, -signal.SIGTERM):
-            return [f"mirror: stopped with exit code {proc.returncode}; see {self.log_path}"]
-        return []
+        reported = self._exit_reported and child.poll() is not None
+        problem = stop_child(child, "mirror", MIRROR_STOP_TIMEOUT_S, hurry)
+        return [] if problem is None or reported else [problem]
 
     def log_tail(self) -> str:
-        return log_tail(self.log_path)
+        """The end of this run's output (of the whole log before the mirror was started)."""
+        return self.child.log_tail() if self.child is not None else log_tail(self.log_path)
 
     def announce(self) -> str:
         return "\n".join(
@@ -211,7 +196,7 @@ class Appliance:
     def ready(self, echo: Callable[..., None]) -> None:
         """Everything is up: write appliance.json and say it in words."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        _write_atomically(self.appliance_file, json.dumps(self.describe(), indent=2) + "\n")
+        atomic_write(self.appliance_file, json.dumps(self.describe(), indent=2) + "\n")
         echo(
             "\n".join(
                 [

@@ -17,13 +17,10 @@ get SIGKILL from the kernel if the launcher's main thread dies (no orphans after
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import fcntl
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 import urllib.error
@@ -34,15 +31,14 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, Any, Protocol
 
+from node.proc import Child, Deadline, NotReady, atomic_write, http_ok, log_tail, read_ready_file, spawn, wait_until
+
 READY_TIMEOUT_S = 60.0  # from spawning the nodes until every one serves and reports /health ok
 LEADERS_TIMEOUT_S = 30.0  # then the site is announced anyway, naming the partitions without one
 NODE_STOP_TIMEOUT_S = 30.0  # per node: controlled shutdown and a clean close, then SIGKILL
 ZOOKEEPER_STOP_TIMEOUT_S = 10.0
-_POLL_S = 0.05
 _HEALTH_TIMEOUT_S = 2.0
-_LOG_TAIL_LINES = 20
 _SECOND_SIGNAL_AFTER_S = 1.0  # a signal this soon after the first is the same request
-_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 SITE_FILE = "site.json"
 LOCK_FILE = "site.lock"
@@ -56,11 +52,6 @@ class SiteInterrupted(SiteError):
     """A stop was requested (Ctrl-C, SIGTERM) while the site was still starting."""
 
 
-def _die_with_parent() -> None:
-    """preexec_fn: SIGKILL this child when the launcher's thread exits (only prctl: async-signal-safe)."""
-    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-
-
 @dataclass
 class LocalNode:
     """One broker process of a :class:`LocalSite`; the addresses are known once it is ready."""
@@ -68,7 +59,7 @@ class LocalNode:
     broker_id: int
     workdir: Path
     port: int
-    proc: subprocess.Popen[bytes] | None = None
+    child: Child | None = None
     bootstrap: str = ""
     admin_url: str = ""
     exit_reported: bool = False
@@ -91,10 +82,11 @@ class LocalNode:
 
     @property
     def pid(self) -> int | None:
-        return None if self.proc is None else self.proc.pid
+        return None if self.child is None else self.child.pid
 
     def log_tail(self) -> str:
-        return log_tail(self.log_path)
+        """The end of this run's output (of the whole log before the node was started)."""
+        return self.child.log_tail() if self.child is not None else log_tail(self.log_path)
 
     def to_json(self) -> dict[str, object]:
         return {"broker_id": self.broker_id, "bootstrap": self.bootstrap, "admin": self.admin_url, "pid": self.pid}
@@ -233,7 +225,7 @@ class LocalSite:
                 self._spawn(node)
             self._wait_ready(stop_requested)
             warnings = self._wait_for_leaders(stop_requested)
-            _write_atomically(self.site_file, json.dumps(self.describe(), indent=2) + "\n")
+            atomic_write(self.site_file, json.dumps(self.describe(), indent=2) + "\n")
         except OSError as exc:
             self.stop()
             raise SiteError(f"site {self.name}: {exc}") from None
@@ -253,11 +245,11 @@ class LocalSite:
         """
         news = []
         for node in self.nodes:
-            if node.proc is not None and not node.exit_reported and node.proc.poll() is not None:
+            code = None if node.child is None or node.exit_reported else node.child.poll()
+            if code is not None:
                 node.exit_reported = True
                 news.append(
-                    f"site {self.name}: node {node.broker_id} exited on its own with code "
-                    f"{node.proc.returncode}; see {node.log_path}"
+                    f"site {self.name}: node {node.broker_id} exited on its own with code {code}; see {node.log_path}"
                 )
         if self._zookeeper is not None:
             code = self._zookeeper.poll()
@@ -280,7 +272,8 @@ class LocalSite:
             return []  # never started (or refused the directory): nothing of ours to stop or remove
         problems = []
         for node in reversed(self.nodes):
-            problem = _stop_node(node, hurry)
+            child, node.child = node.child, None
+            problem = None if child is None else stop_child(child, f"node {node.broker_id}", NODE_STOP_TIMEOUT_S, hurry)
             if problem is not None:
                 problems.append(f"site {self.name}: {problem}")
         if self._zookeeper is not None:
@@ -315,52 +308,64 @@ class LocalSite:
         node.ready_path.unlink(missing_ok=True)
         node.bootstrap = node.admin_url = ""
         node.exit_reported = False
-        node.proc = spawn_cli(
-            ["node", "start", "--config", str(node.config_path), "--ready-file", str(node.ready_path)], node.log_path
+        node.child = spawn_cli(
+            ["node", "start", "--config", str(node.config_path), "--ready-file", str(node.ready_path)],
+            node.log_path,
+            name=f"node {node.broker_id}",
         )
 
+    def _check_stop(self, stop_requested: Callable[[], bool]) -> None:
+        if stop_requested():
+            raise SiteInterrupted(f"site {self.name}: stop requested while starting")
+
     def _wait_ready(self, stop_requested: Callable[[], bool]) -> None:
-        deadline = time.monotonic() + READY_TIMEOUT_S
+        """Every node has written its ready file and answers /health (the nodes start in parallel)."""
         waiting = list(self.nodes)
-        while waiting:
-            if stop_requested():
-                raise SiteInterrupted(f"site {self.name}: stop requested while starting")
+
+        def all_ready() -> bool:
+            self._check_stop(stop_requested)
             for node in list(waiting):
-                assert node.proc is not None
-                if node.proc.poll() is not None:
+                assert node.child is not None
+                code = node.child.poll()
+                if code is not None:
                     raise SiteError(
-                        f"site {self.name}: node {node.broker_id} exited with code {node.proc.returncode} "
+                        f"site {self.name}: node {node.broker_id} exited with code {code} "
                         f"while starting; {node.log_path} ends with:\n{node.log_tail()}"
                     )
-                if not node.bootstrap and node.ready_path.exists():
-                    info = json.loads(node.ready_path.read_text())
+                info = None if node.bootstrap else read_ready_file(node.ready_path)
+                if info is not None:
                     node.bootstrap, node.admin_url = info["bootstrap"], info["admin_url"]
-                if node.bootstrap and _healthy(node.admin_url):
+                if node.bootstrap and http_ok(f"{node.admin_url}/health", _HEALTH_TIMEOUT_S):
                     waiting.remove(node)
-            if waiting and time.monotonic() > deadline:
-                names = ", ".join(str(node.broker_id) for node in waiting)
-                raise SiteError(
-                    f"site {self.name}: node(s) {names} not ready within {READY_TIMEOUT_S:g} s; "
-                    f"{waiting[0].log_path} ends with:\n{waiting[0].log_tail()}"
-                )
-            if waiting:
-                time.sleep(_POLL_S)
+            return not waiting
+
+        try:
+            wait_until(all_ready, Deadline(READY_TIMEOUT_S, f"site {self.name}'s nodes to be ready"))
+        except NotReady:
+            names = ", ".join(str(node.broker_id) for node in waiting)
+            raise SiteError(
+                f"site {self.name}: node(s) {names} not ready within {READY_TIMEOUT_S:g} s; "
+                f"{waiting[0].log_path} ends with:\n{waiting[0].log_tail()}"
+            ) from None
 
     def _wait_for_leaders(self, stop_requested: Callable[[], bool]) -> list[str]:
-        deadline = time.monotonic() + LEADERS_TIMEOUT_S
-        while True:
-            if stop_requested():
-                raise SiteInterrupted(f"site {self.name}: stop requested while starting")
+        leaderless: set[str] = set()
+
+        def every_partition_led() -> bool:
+            nonlocal leaderless
+            self._check_stop(stop_requested)
             leaderless = self._leaderless()
-            if not leaderless:
-                return []
-            if time.monotonic() > deadline:
-                shown = ", ".join(sorted(leaderless)[:10]) + (" ..." if len(leaderless) > 10 else "")
-                return [
-                    f"site {self.name}: {len(leaderless)} partition(s) have no leader after "
-                    f"{LEADERS_TIMEOUT_S:g} s ({shown}); they stay offline until an in-sync replica returns"
-                ]
-            time.sleep(_POLL_S)
+            return not leaderless
+
+        try:
+            wait_until(every_partition_led, Deadline(LEADERS_TIMEOUT_S, f"a leader for site {self.name}'s partitions"))
+        except NotReady:
+            shown = ", ".join(sorted(leaderless)[:10]) + (" ..." if len(leaderless) > 10 else "")
+            return [
+                f"site {self.name}: {len(leaderless)} partition(s) have no leader after "
+                f"{LEADERS_TIMEOUT_S:g} s ({shown}); they stay offline until an in-sync replica returns"
+            ]
+        return []
 
     def _leaderless(self) -> set[str]:
         """Partitions without a leader in some node's view (a node that does not answer counts)."""
@@ -377,28 +382,30 @@ class LocalSite:
         return leaderless
 
 
-def spawn_cli(args: list[str], log_path: Path) -> subprocess.Popen[bytes]:
-    """``strait <args>`` as a child in its own session, output appended to ``log_path``, killed
-    by the kernel if the launcher's thread dies."""
-    with log_path.open("ab") as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", "strait.cli", *args],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl(2), async-signal-safe
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
+def spawn_cli(args: list[str], log_path: Path, *, name: str) -> Child:
+    """``strait <args>`` as a :class:`~node.proc.Child`: its own session, output appended to
+    ``log_path``, killed by the kernel if the launcher's thread dies.
+
+    Raises:
+        OSError: the log file cannot be opened or the interpreter cannot be started.
+    """
+    return spawn([sys.executable, "-m", "strait.cli", *args], log_path, name=name)
 
 
-def log_tail(path: Path) -> str:
-    """The last lines of a child's log, for error messages."""
-    try:
-        lines = path.read_text(errors="replace").splitlines()
-    except OSError as exc:
-        return f"(no log: {exc})"
-    return "\n".join(lines[-_LOG_TAIL_LINES:])
+def stop_child(child: Child, subject: str, timeout: float, hurry: Callable[[], bool]) -> str | None:
+    """Stop a node or the mirror: SIGTERM, up to ``timeout`` s (none once ``hurry()``), then SIGKILL
+    (see :meth:`~node.proc.Child.stop`). Returns what did not go cleanly, in words, or None."""
+    stopped = child.stop(timeout, hurry=hurry)
+    if stopped.had_exited:
+        return f"{subject} had exited on its own with code {stopped.returncode}; see {child.log_path}"
+    if stopped.killed:
+        why = "on a second stop request" if hurry() else f"after {timeout:g} s"
+        return f"{subject} was killed {why}, before it had stopped; see {child.log_path}"
+    # -SIGTERM: the signal came before the child had installed its handler (it was still
+    # importing, with nothing open): stopped as asked all the same.
+    if stopped.returncode not in (0, -signal.SIGTERM):
+        return f"{subject} stopped with exit code {stopped.returncode}; see {child.log_path}"
+    return None
 
 
 def _get_json(url: str) -> Any:
@@ -407,50 +414,6 @@ def _get_json(url: str) -> Any:
             return json.loads(response.read())
     except (urllib.error.URLError, OSError, ValueError):
         return None
-
-
-def _healthy(admin_url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{admin_url}/health", timeout=_HEALTH_TIMEOUT_S) as response:
-            return bool(response.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
-
-
-def _stop_node(node: LocalNode, hurry: Callable[[], bool]) -> str | None:
-    """SIGTERM the node's process group and wait; SIGKILL it after the timeout or when hurried."""
-    proc, node.proc = node.proc, None
-    if proc is None:
-        return None
-    if proc.poll() is not None:
-        return f"node {node.broker_id} had exited on its own with code {proc.returncode}; see {node.log_path}"
-    _signal_group(proc, signal.SIGTERM)
-    deadline = time.monotonic() + NODE_STOP_TIMEOUT_S
-    while proc.poll() is None and time.monotonic() < deadline and not hurry():
-        time.sleep(_POLL_S)
-    if proc.poll() is None:
-        _signal_group(proc, signal.SIGKILL)
-        proc.wait()
-        why = "on a second stop request" if hurry() else f"after {NODE_STOP_TIMEOUT_S:g} s"
-        return f"node {node.broker_id} was killed {why}, before it had stopped; see {node.log_path}"
-    # -SIGTERM: the signal came before the node had installed its handler (it was still
-    # importing, with nothing open): stopped as asked all the same.
-    if proc.returncode not in (0, -signal.SIGTERM):
-        return f"node {node.broker_id} stopped with exit code {proc.returncode}; see {node.log_path}"
-    return None
-
-
-def _signal_group(proc: subprocess.Popen[bytes], signum: signal.Signals) -> None:
-    # Each node leads its own process group (start_new_session): signal exactly that group.
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signum)
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    """Readers never see a partial file: a temp file in the same dir, then rename."""
-    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temp.write_text(text, encoding="utf-8")
-    os.replace(temp, path)
 
 
 # -- the foreground launcher (``strait up``, ``strait site up``) ---------------------------------

@@ -112,11 +112,11 @@ def start_cmd(data_dir: Path, port: int, host: str, jars: Path | None, java: str
 
 
 def _write_ready_file(path: Path, connect: str) -> None:
-    """Write the ready file so readers never see it partial: a temp file in the same dir, then rename."""
+    """Write the ready file so readers never see it partial (:func:`node.proc.atomic_write`)."""
+    from node.proc import atomic_write
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temp.write_text(json.dumps({"connect": connect, "pid": os.getpid()}) + "\n", encoding="utf-8")
-    os.replace(temp, path)
+    atomic_write(path, json.dumps({"connect": connect, "pid": os.getpid()}) + "\n")
 
 
 if __name__ == "__main__":

@@ -4,10 +4,11 @@ Used for local clusters (``strait up``, ``strait zookeeper start``) and tests; p
 uses an external ensemble. The server is ``org.apache.zookeeper.server.ZooKeeperServerMain``
 in a child JVM that:
 
-- runs in its own session (a terminal's Ctrl-C reaches only us; we stop it explicitly);
-- dies with its parent: ``PR_SET_PDEATHSIG`` (Linux) sends it SIGKILL when the *thread* that
-  started it exits, so call :meth:`EmbeddedZooKeeper.start` from a long-lived thread (the main
-  thread), never from a short-lived worker thread such as ``trio.to_thread.run_sync``'s;
+- is a :class:`node.proc.Child`: it runs in its own session (a terminal's Ctrl-C reaches only
+  us; we stop it explicitly) and dies with its parent: ``PR_SET_PDEATHSIG`` (Linux) sends it
+  SIGKILL when the *thread* that started it exits, so call :meth:`EmbeddedZooKeeper.start`
+  from a long-lived thread (the main thread), never from a short-lived worker thread such as
+  ``trio.to_thread.run_sync``'s;
 - logs (JVM output and log4j2 at WARN) to ``<data_dir>/zookeeper.log``; ``zoo.cfg`` and
   ``log4j2.properties`` are written next to it.
 
@@ -17,19 +18,13 @@ Readiness is observed with the ``srvr`` four-letter command (the server answers 
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import functools
 import importlib.util
-import os
 import shutil
-import signal
 import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 from types import TracebackType
+
+from node.proc import Child, ChildExited, Deadline, NotReady, spawn, wait_until
 
 from ._errors import ZooKeeperError
 
@@ -39,10 +34,8 @@ CONFIG_FILE = "zoo.cfg"
 LOG4J_FILE = "log4j2.properties"
 
 _TICK_TIME_MS = 2000
-_POLL_INTERVAL = 0.05
 _LOG_TAIL_LINES = 30
 _BIND_RETRIES = 3  # only when we picked the port ourselves (port 0) and lost the race for it
-_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 # Small, fast-starting JVM: ZooKeeper for a local cluster needs little heap and no JIT tiers.
 _JVM_OPTIONS = (
@@ -123,15 +116,6 @@ def _free_port(host: str) -> int:
         return port
 
 
-def _die_with_parent(parent_pid: int) -> None:
-    """preexec_fn: have the kernel SIGKILL the child when the thread that forked it exits (Linux only)."""
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent_pid:  # the parent died before prctl took effect
-            os._exit(1)
-
-
 class EmbeddedZooKeeper:
     """One standalone ZooKeeper server in a child JVM, serving on ``host:port``.
 
@@ -169,9 +153,8 @@ class EmbeddedZooKeeper:
         self.jars = check_zookeeper_jars(jars) if jars is not None else find_zookeeper_jars()
         self.java = java_path
         self._auto_port = port == 0
-        self._process: subprocess.Popen[bytes] | None = None
+        self._child: Child | None = None
         self._exit_code: int | None = None
-        self._log_offset = 0  # where this run's output starts in the (appended) log file
 
     @property
     def connect_string(self) -> str:
@@ -187,13 +170,13 @@ class EmbeddedZooKeeper:
     @property
     def pid(self) -> int | None:
         """The JVM's process id while started (also after it died, until :meth:`stop`)."""
-        return self._process.pid if self._process is not None else None
+        return self._child.pid if self._child is not None else None
 
     def poll(self) -> int | None:
         """The JVM's exit code if it has exited, else None (also None when never started)."""
-        if self._process is None:
+        if self._child is None:
             return self._exit_code
-        return self._process.poll()
+        return self._child.poll()
 
     def start(self, timeout: float = 30.0) -> None:
         """Start the server and block until it serves requests (observed with ``srvr``).
@@ -202,12 +185,12 @@ class EmbeddedZooKeeper:
             ZooKeeperError: already started; the JVM exited during startup; or it was not serving
                 within ``timeout`` seconds (the JVM is killed). The message carries the log tail.
         """
-        if self._process is not None:
-            raise ZooKeeperError(f"ZooKeeper on {self.connect_string} is already started (pid {self._process.pid})")
+        if self._child is not None:
+            raise ZooKeeperError(f"ZooKeeper on {self.connect_string} is already started (pid {self._child.pid})")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if not self._auto_port and server_status(self.host, self.port) is not None:
             raise ZooKeeperError(f"another ZooKeeper already serves on {self.connect_string}; choose another port")
-        deadline = time.monotonic() + timeout
+        deadline = Deadline(timeout, f"ZooKeeper on {self.host} to serve")
         for attempt in range(_BIND_RETRIES):
             if self._auto_port:
                 self.port = _free_port(self.host)
@@ -216,11 +199,11 @@ class EmbeddedZooKeeper:
                 self._wait_serving(deadline)
                 return
             except _PortTaken:
-                self._reap()
+                tail = self._log_tail()
+                self._kill_and_reap()
                 if attempt + 1 == _BIND_RETRIES:
                     raise ZooKeeperError(
-                        f"ZooKeeper could not bind {self.connect_string} after {_BIND_RETRIES} attempts\n"
-                        f"{self._log_tail()}"
+                        f"ZooKeeper could not bind {self.connect_string} after {_BIND_RETRIES} attempts\n{tail}"
                     ) from None
             except BaseException:
                 self._kill_and_reap()
@@ -232,18 +215,11 @@ class EmbeddedZooKeeper:
         Returns the JVM's exit code (143 after a clean SIGTERM, negative for a signal kill;
         0 if it was never started). Waits for the process, so no zombie is left.
         """
-        process = self._process
-        if process is None:
+        child = self._child
+        if child is None:
             return self._exit_code if self._exit_code is not None else 0
-        if process.poll() is None:
-            self._signal(signal.SIGTERM)
-            try:
-                process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self._signal(signal.SIGKILL)
-                process.wait()
-        self._exit_code = process.returncode
-        self._process = None
+        self._exit_code = child.stop(timeout).returncode
+        self._child = None
         return self._exit_code
 
     def __enter__(self) -> EmbeddedZooKeeper:
@@ -287,66 +263,33 @@ class EmbeddedZooKeeper:
             MAIN_CLASS,
             str(config.resolve()),
         ]
-        with open(self.log_path, "ab") as log:
-            self._log_offset = log.tell()
-            self._process = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=self.data_dir,
-                start_new_session=True,
-                # Only async-signal-safe work (one prctl call) happens between fork and exec.
-                preexec_fn=functools.partial(_die_with_parent, os.getpid()),  # noqa: PLW1509
-            )
+        self._child = spawn(command, self.log_path, name="ZooKeeper", cwd=self.data_dir)
 
-    def _wait_serving(self, deadline: float) -> None:
-        process = self._process
-        assert process is not None
-        while True:
-            code = process.poll()
-            if code is None and server_status(self.host, self.port) is not None:
-                return
-            if code is not None:
-                if self._auto_port and "BindException" in self._log_tail():
-                    raise _PortTaken
-                raise ZooKeeperError(
-                    f"ZooKeeper on {self.connect_string} exited with code {code} during startup "
-                    f"(log {self.log_path}):\n{self._log_tail()}"
-                )
-            if time.monotonic() >= deadline:
-                raise ZooKeeperError(
-                    f"ZooKeeper on {self.connect_string} was not serving before the startup deadline; killed it "
-                    f"(log {self.log_path}):\n{self._log_tail()}"
-                )
-            time.sleep(_POLL_INTERVAL)  # the interval between readiness probes, not a readiness guess
-
-    def _signal(self, signum: signal.Signals) -> None:
-        process = self._process
-        if process is None or process.returncode is not None:
-            return
-        # The JVM leads its own process group (start_new_session): signal exactly that group.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signum)
+    def _wait_serving(self, deadline: Deadline) -> None:
+        child = self._child
+        assert child is not None
+        try:
+            wait_until(lambda: server_status(self.host, self.port) is not None, deadline, watch=[child])
+        except ChildExited as exc:
+            if self._auto_port and "BindException" in self._log_tail():
+                raise _PortTaken from None
+            raise ZooKeeperError(
+                f"ZooKeeper on {self.connect_string} exited with code {exc.returncode} during startup "
+                f"(log {self.log_path}):\n{self._log_tail()}"
+            ) from None
+        except NotReady:
+            raise ZooKeeperError(
+                f"ZooKeeper on {self.connect_string} was not serving before the startup deadline; killed it "
+                f"(log {self.log_path}):\n{self._log_tail()}"
+            ) from None
 
     def _kill_and_reap(self) -> None:
-        self._signal(signal.SIGKILL)
-        self._reap()
-
-    def _reap(self) -> None:
-        if self._process is not None:
-            self._process.wait()
-            self._exit_code = self._process.returncode
-            self._process = None
+        if self._child is not None:
+            self._exit_code = self._child.kill()
+            self._child = None
 
     def _log_tail(self) -> str:
-        try:
-            with open(self.log_path, "rb") as log:
-                log.seek(self._log_offset)
-                lines = log.read().decode("utf-8", "replace").splitlines()
-        except OSError as exc:
-            return f"(no log: {exc})"
-        return "\n".join(lines[-_LOG_TAIL_LINES:]) or "(log is empty)"
+        return self._child.log_tail(_LOG_TAIL_LINES) if self._child is not None else "(not started)"
 
 
 class _PortTaken(Exception):

@@ -411,7 +411,8 @@ def test_a_target_topic_that_is_not_this_links_mirror_is_left_alone(
         LinkRunner(link_config(east, west, tmp_path, "sync_interval_s = 1"), fetch_max_wait_ms=100)
     ) as running:
         wait_mirrored(east, west, "orders.ok")
-        time.sleep(2)  # a few more passes: none of them may touch the two other topics
+        passes = running.status()["syncs"]  # a few more passes: none of them may touch the two other topics
+        wait_for("two more sync passes", lambda: running.status()["syncs"] >= passes + 2, timeout=30)
         status = running.status()
     assert sorted(status["topics"]) == ["orders.ok"]
     conflicts = {c["topic"]: c["reason"] for c in status["conflicts"]}
@@ -447,7 +448,9 @@ def test_pause_stops_copying_and_resume_catches_up(two_sites: tuple[Site, Site],
         assert status["state"] == "paused"
         assert [p["state"] for p in status["topics"]["orders.p"]["partitions"]] == ["paused", "paused"]
         produce(east, "orders.p", 100, tag="paused-")
-        time.sleep(3)  # three sync passes and many fetch waits: a running copier would have copied by now
+        # Three sync passes and many fetch waits: a running copier would have copied by now.
+        passes = running.status()["syncs"]
+        wait_for("three sync passes while paused", lambda: running.status()["syncs"] >= passes + 3, timeout=30)
         assert ends(west, "orders.p") == mirrored
         assert runner.paused
 

@@ -8,9 +8,6 @@ A checker task asserts at every step that no partition is held by two members at
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
-import subprocess
 import sys
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
@@ -21,8 +18,10 @@ import trio
 from kazoo.client import KazooClient  # type: ignore[import-untyped]
 from kazoo.exceptions import NoNodeError  # type: ignore[import-untyped]
 
+from chaos.nemesis import kill_9
 from mirror._config import MirrorError
 from mirror._members import ZkMembership, check_member_id, owner_of
+from node.proc import spawn
 
 TOPIC = "orders"
 PARTITIONS = 12
@@ -307,15 +306,14 @@ trio.run(main)
 
 
 @pytest.mark.integration
-def test_a_killed_member_is_replaced_once_its_session_expires(zk_connect: str, zk: KazooClient) -> None:
+def test_a_killed_member_is_replaced_once_its_session_expires(zk_connect: str, zk: KazooClient, tmp_path: Path) -> None:
     link = "l"
-    proc = subprocess.Popen(
+    member = spawn(
         [sys.executable, "-c", _SUBPROCESS_MEMBER, zk_connect, link, "b", str(SESSION_TIMEOUT_S), str(PARTITIONS)],
+        tmp_path / "member-b.log",
+        name="member b",
         cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
+        env={"PYTHONPATH": str(REPO)},
     )
     try:
 
@@ -333,7 +331,7 @@ def test_a_killed_member_is_replaced_once_its_session_expires(zk_connect: str, z
                     )
                     expected = {p: owner_of(ids, TOPIC, p) for p in range(PARTITIONS)}
                     await wait_owner_znodes(zk, zk_connect, link, expected)
-                    os.killpg(proc.pid, signal.SIGKILL)  # no goodbye: its session must expire
+                    kill_9(member)  # no goodbye: its session must expire
                     killed = trio.current_time()
                     await wait_until(
                         "a taking over b's partitions", lambda: a.held == set(range(PARTITIONS)), timeout=20
@@ -345,8 +343,4 @@ def test_a_killed_member_is_replaced_once_its_session_expires(zk_connect: str, z
 
         trio.run(main)
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)
-        assert proc.stdout is not None
-        proc.stdout.close()
+        member.kill()

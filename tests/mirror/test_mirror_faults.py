@@ -3,20 +3,18 @@ acknowledged offset, once."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient
 
 from chaos.ledger import Ledger, check
+from chaos.nemesis import Kill
 from chaos.workload import ProducerWorkload, read_back
 from mirror import LinkRunner
 from tests.mirror.conftest import Site
 from tests.mirror.test_link import RunningLink, create, ends, link_config
+from tests.mirror.test_service import MirrorProcess
 from tests.node.harness import wait_for
 
 pytestmark = pytest.mark.integration
@@ -52,12 +50,12 @@ def test_the_link_follows_a_new_source_leader_when_the_old_one_is_killed(
         workload.wait_for_acks(300, timeout=30)
         wait_for("some records on west", lambda: ends(west, topic).get(0, 0) > 100, 30)
         old = leader_of(east, topic, 0)
-        victim = next(n for n in east.nodes if n.broker_id == old)
-        victim.kill()
+        outage = Kill([next(n for n in east.nodes if n.broker_id == old)])
+        outage.start()
         wait_for("a new leader on east", lambda: leader_of(east, topic, 0) not in (-1, old), 30)
         acked = workload.acked
         workload.wait_for_acks(acked + 600, timeout=60)
-        victim.start()
+        outage.heal()
         workload.wait_for_acks(workload.acked + 300, timeout=60)
         workload.stop()
         assert_mirrored_exactly(ledger, east, west, topic)
@@ -65,54 +63,6 @@ def test_the_link_follows_a_new_source_leader_when_the_old_one_is_killed(
         (partition,) = status["topics"][topic]["partitions"]
         assert partition["gaps"] == [] and partition["state"] == "copying"
         assert partition["errors"] >= 1  # it did see the leader go
-
-
-class MirrorProcess:
-    """``strait mirror start`` as a real process (its own session), with a ready file."""
-
-    def __init__(self, config: Path, state_dir: Path) -> None:
-        self.config, self.state_dir = config, state_dir
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> MirrorProcess:
-        ready = self.state_dir / "ready.json"
-        ready.unlink(missing_ok=True)
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        with (self.state_dir / "mirror.log").open("ab") as log:
-            self.proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "strait.cli",
-                    "mirror",
-                    "start",
-                    "--config",
-                    str(self.config),
-                    "--state-dir",
-                    str(self.state_dir),
-                    "--ready-file",
-                    str(ready),
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        wait_for("the mirror's ready file", lambda: ready.exists() or self.proc is None or self.proc.poll(), 60)
-        assert self.proc.poll() is None, (self.state_dir / "mirror.log").read_text()[-3000:]
-        return self
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.kill()
 
 
 def test_a_mirror_killed_mid_stream_resumes_without_gap_or_duplicate(
@@ -132,16 +82,17 @@ target = {{ name = "west", bootstrap = "{west.bootstrap}" }}
 """
     )
     ledger = Ledger()
-    mirror = MirrorProcess(config, tmp_path / "mirror")
+    mirror = MirrorProcess(tmp_path / "mirror", config)
     try:
         with ProducerWorkload(east.bootstrap, topic, ledger, rate=500) as workload:
             mirror.start()
             workload.wait_for_acks(500, timeout=30)
             wait_for("records on west", lambda: sum(ends(west, topic).values()) > 200, 30)
             for _ in range(2):  # twice, mid-stream
-                mirror.kill()
+                crash = Kill([mirror])
+                crash.start()
                 workload.wait_for_acks(workload.acked + 500, timeout=30)
-                mirror.start()
+                crash.heal()
                 wait_for(
                     "the restarted mirror copying", lambda: sum(ends(west, topic).values()) > workload.acked // 2, 30
                 )

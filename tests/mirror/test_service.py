@@ -1,15 +1,14 @@
 """The mirror service: in-process against its admin API (unit), and ``strait mirror start`` as a real
 process between two real sites, driven through its admin API and CLI (integration).
 
-Every mirror process runs in its own session and is stopped (or killed) in a ``finally``.
+Every mirror process is a :class:`node.proc.Child` (its own session, killed with the test
+process) and is stopped in a ``finally``; chaos's nemeses kill it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import subprocess
 import time
 import urllib.error
@@ -25,11 +24,13 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
+from chaos.nemesis import Kill
 from mirror import LatencyHistogram, MirrorError
 from mirror._metrics import MirrorMetrics
 from mirror._service import MirrorService, ServiceReady
+from node.proc import Child, log_tail, spawn_ready
 from tests.mirror.conftest import Site
-from tests.node.harness import STRAIT, _die_with_parent, wait_for
+from tests.node.harness import STRAIT, wait_for
 
 LINK = "east-to-west"
 TOPIC = "orders"
@@ -218,8 +219,12 @@ class MirrorProcess:
     workdir: Path
     config: Path
     args: list[str] = field(default_factory=list)
-    proc: subprocess.Popen[bytes] | None = None
+    child: Child | None = None
     url: str = ""
+
+    @property
+    def name(self) -> str:
+        return f"mirror {self.workdir.name}"
 
     @property
     def state_dir(self) -> Path:
@@ -239,7 +244,6 @@ class MirrorProcess:
 
     def start(self) -> MirrorProcess:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.ready_path.unlink(missing_ok=True)
         command = [
             *STRAIT,
             "mirror",
@@ -252,55 +256,25 @@ class MirrorProcess:
             str(self.ready_path),
             *self.args,
         ]
-        with self.log_path.open("ab") as out:
-            self.proc = subprocess.Popen(
-                command,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl(2), async-signal-safe
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while not self.ready_path.exists():
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the mirror exited with {self.proc.returncode}:\n{self.log_tail()}")
-            if time.monotonic() > deadline:
-                self.kill()
-                raise RuntimeError(f"the mirror was not ready after {READY_TIMEOUT_S} s:\n{self.log_tail()}")
-            time.sleep(0.05)
-        ready = json.loads(self.ready_path.read_text())
-        assert ready["pid"] == self.proc.pid and Path(ready["token_file"]) == self.token_file
+        self.child, ready = spawn_ready(command, self.log_path, self.ready_path, READY_TIMEOUT_S, name=self.name)
+        assert ready["pid"] == self.child.pid and Path(ready["token_file"]) == self.token_file
         self.url = ready["admin"]
         return self
 
     def stop(self) -> int | None:
-        """SIGTERM and wait; kill -9 after the timeout. Returns the exit code."""
-        if self.proc is None or self.proc.poll() is not None:
-            return None if self.proc is None else self.proc.returncode
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            self.kill()
+        """SIGTERM and wait; kill -9 after the timeout. Returns the exit code; None if it had to be
+        killed or was never started."""
+        if self.child is None:
             return None
-
-    def kill(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(STOP_TIMEOUT_S)
+        stopped = self.child.stop(STOP_TIMEOUT_S)
+        return None if stopped.killed else stopped.returncode
 
     def restart(self) -> MirrorProcess:
         assert self.stop() == 0, self.log_tail()
         return self.start()
 
     def log_tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except FileNotFoundError:
-            return "(no log)"
+        return log_tail(self.log_path, lines)
 
     def http(self, method: str, path: str, token: str | None = None) -> tuple[int, Any]:
         """(status, parsed JSON body, or the text for /metrics)."""
@@ -480,10 +454,13 @@ def test_a_mirror_process_is_run_and_managed_through_its_admin_api_and_cli(
         assert mirror.link()["paused"] is True
         before = ends(west)
         produce(east, 100, "b-")
-        deadline = time.monotonic() + 3  # three sync intervals: plenty of time to copy, were it running
-        while time.monotonic() < deadline:
+        passes = mirror.link()["syncs"]
+
+        def three_passes_copying_nothing() -> bool:  # plenty of time to copy, were it running
             assert ends(west) == before, "records were mirrored while the link was paused"
-            time.sleep(0.5)
+            return bool(mirror.link()["syncs"] >= passes + 3)
+
+        wait_for("three sync passes while paused", three_passes_copying_nothing, timeout=30, interval=0.5)
         assert all(p["state"] == "paused" for p in partitions(mirror.link()))
         mirror.restart()
         wait_for("the first sync pass after the restart", lambda: mirror.link()["syncs"] >= 2, timeout=20)
@@ -565,7 +542,7 @@ def test_two_mirror_processes_share_the_partitions_and_one_takes_over_after_a_ki
 
         # kill -9 of a: b takes its partitions once a's ZooKeeper session expires, and copies on
         # from where the mirror ends: no gap, no duplicate.
-        a.kill()
+        Kill([a]).start()
         produce(east, 300, "b-")
         wait_for("b claiming every partition", lambda: len(claimed(b)) == 6, timeout=30)
         wait_mirrored(east, west)
@@ -574,5 +551,5 @@ def test_two_mirror_processes_share_the_partitions_and_one_takes_over_after_a_ki
         assert status["membership"]["members"] == ["b"] and status["membership"]["leader"] is True
         assert b.stop() == 0, b.log_tail()
     finally:
-        a.kill()
+        a.stop()
         b.stop()

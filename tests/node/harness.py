@@ -1,35 +1,30 @@
-"""Real broker processes for tests: ``strait node start`` in its own session, always stopped.
+"""Real broker processes for tests: ``strait node start`` as a :class:`node.proc.Child` (its own
+session, killed with the test process), always stopped.
 
 Readiness is the ready file the node writes once it serves (never a sleep). A node binds
 port 0 the first time; ``restart`` keeps the port it got so clients keep their bootstrap.
+Faults are chaos's nemeses (``chaos.nemesis.Kill``, ``Pause``), which act on ``NodeProcess.child``.
+
+:func:`wait_for` is the tests' one way to wait for a state: transient Kafka answers
+(``chaos.transient``) and the usual "not there yet" errors count as not yet.
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import json
-import os
-import signal
-import subprocess
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chaos.nemesis import kill_9
+from chaos.transient import is_transient
+from node.proc import Child, Deadline, NotReady, log_tail, spawn_ready, wait_until
 from storage import TopicPartition, list_batches, segment_files
 
 STRAIT = [sys.executable, "-m", "strait.cli"]
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
-PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    """In the child: get SIGKILL if the test process dies (no orphans when pytest is killed)."""
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 @dataclass
@@ -38,10 +33,14 @@ class NodeProcess:
     workdir: Path
     zk_connect: str
     extra: dict[str, str] = field(default_factory=dict)
-    proc: subprocess.Popen[bytes] | None = None
+    child: Child | None = None
     bootstrap: str = ""
     admin_url: str = ""
     port: int = 0
+
+    @property
+    def name(self) -> str:
+        return f"node {self.broker_id}"
 
     @property
     def config_path(self) -> Path:
@@ -78,95 +77,77 @@ class NodeProcess:
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
 
     def start(self) -> NodeProcess:
+        """Start the node (the one before must have ended) and return once its ready file is there.
+
+        Raises node.proc.ChildExited (with the log tail) if it exits first, NotReady (after
+        killing it) if it is not ready within READY_TIMEOUT_S.
+        """
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.write_config()
-        self.ready_path.unlink(missing_ok=True)
-        with self.log_path.open("ab") as out:
-            self.proc = subprocess.Popen(
-                [*STRAIT, "node", "start", "--config", str(self.config_path), "--ready-file", str(self.ready_path)],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl(2), async-signal-safe
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while not self.ready_path.exists():
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"node {self.broker_id} exited with {self.proc.returncode}:\n{self.log_tail()}")
-            if time.monotonic() > deadline:
-                self.kill()
-                raise RuntimeError(f"node {self.broker_id} not ready after {READY_TIMEOUT_S} s:\n{self.log_tail()}")
-            time.sleep(0.05)
-        info = json.loads(self.ready_path.read_text())
+        argv = [*STRAIT, "node", "start", "--config", str(self.config_path), "--ready-file", str(self.ready_path)]
+        self.child, info = spawn_ready(argv, self.log_path, self.ready_path, READY_TIMEOUT_S, name=self.name)
         self.bootstrap = info["bootstrap"]
         self.admin_url = info["admin_url"]
         self.port = int(self.bootstrap.rsplit(":", 1)[1])
         return self
 
     def log_tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except FileNotFoundError:
-            return "(no log)"
+        return log_tail(self.log_path, lines)
 
     def stop(self) -> int | None:
-        """SIGTERM and wait; SIGKILL the group after the timeout. Returns the exit code."""
-        if self.proc is None or self.proc.poll() is not None:
-            return None if self.proc is None else self.proc.returncode
-        self.proc.send_signal(signal.SIGTERM)
-        self.resume()  # a paused node handles SIGTERM once it runs again
-        try:
-            return self.proc.wait(STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            self.kill()
+        """SIGTERM (a paused node is continued to handle it) and wait; SIGKILL the group after the
+        timeout. Returns the exit code; None if it had to be killed or was never started."""
+        if self.child is None:
             return None
-
-    def kill(self) -> None:
-        """kill -9 the node's whole process group."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(STOP_TIMEOUT_S)
-
-    def pause(self) -> None:
-        """SIGSTOP the node's process group (a GC pause or a frozen VM, as seen from outside)."""
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGSTOP)
-
-    def resume(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGCONT)
+        stopped = self.child.stop(STOP_TIMEOUT_S)
+        return None if stopped.killed else stopped.returncode
 
     @property
     def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        return self.child is not None and self.child.running
 
     def restart(self, *, hard: bool = False) -> NodeProcess:
-        if hard:
-            self.kill()
+        """Stop the node (``hard``: kill -9, chaos's nemesis) and start it again on the same port."""
+        if hard and self.child is not None:
+            kill_9(self.child)
         else:
             self.stop()
         return self.start()
 
 
+#: What a check may raise while the state it looks for is not there yet (a file not written,
+#: a connection refused, a key missing from an answer, a half-written JSON).
+NOT_YET = (KeyError, OSError, ValueError)
+
+
 def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0, interval: float = 0.1) -> Any:
-    """Poll ``check`` until it returns something truthy (an OSError, KeyError or ValueError counts as
-    not yet); fail naming ``what`` and the last answer after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
+    """Poll ``check`` until it returns something truthy, and return that; fail naming ``what`` and
+    the last answer after ``timeout`` seconds.
+
+    ``NOT_YET`` errors and transient Kafka states (``chaos.transient``: a just-created topic
+    unknown to a broker, a leader or coordinator moving) count as not yet; any other exception
+    fails the wait at once.
+    """
     last: Any = None
-    while time.monotonic() < deadline:
+
+    def attempt() -> Any:
+        nonlocal last
         try:
             last = check()
-        except (KeyError, OSError, ValueError) as exc:
+        except NOT_YET as exc:
             last = exc
-        else:
-            if last:
-                return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}; last: {last!r}")
+            return None
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            last = exc
+            return None
+        return last
+
+    try:
+        return wait_until(attempt, Deadline(timeout, what), interval=interval)
+    except NotReady:
+        raise AssertionError(f"timed out after {timeout} s waiting for {what}; last: {last!r}") from None
 
 
 def stored_batches(node: NodeProcess, topic: str, partition: int = 0) -> list[tuple[int, int, int, int]]:

@@ -27,6 +27,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
+from chaos.nemesis import Kill
 from node.admin_http import create_app, openapi_document, serve_admin
 from node.broker_view import BrokerView
 from node.cluster import ClusterState
@@ -1022,7 +1023,7 @@ def test_three_nodes_report_replication_and_a_killed_follower(site: Callable[...
 
     # kill -9 a follower: the leader drops it from the ISR and reports the partition under-replicated.
     victim = next(n for n in nodes if n.broker_id != leader_id)
-    victim.kill()
+    Kill([victim]).start()
 
     def under_replicated() -> dict[str, Any] | None:
         entry: dict[str, Any] = admin_get(leader, "/v1/topics/replicated")["partitions"][0]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 import urllib.request
 from collections.abc import Callable
 
@@ -11,7 +10,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.node.harness import NodeProcess
+from tests.node.harness import NodeProcess, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -25,10 +24,7 @@ def topic_size(node: NodeProcess, topic: str, partition: int) -> int:
 
 
 def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
+    wait_for(what, predicate, timeout)
 
 
 def test_compacted_topic_keeps_the_latest_value_per_key(node_factory: NodeFactory) -> None:

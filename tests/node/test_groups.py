@@ -13,7 +13,9 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.node.harness import NodeProcess
+from chaos.nemesis import kill_9
+from node.proc import spawn
+from tests.node.harness import NodeProcess, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -23,10 +25,7 @@ SESSION_MS = 6000
 
 
 def wait_until(predicate: Callable[[], bool], what: str, timeout: float = DEADLINE_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
+    wait_for(what, predicate, timeout, interval=0.05)
 
 
 def create_topic(node: NodeProcess, name: str, partitions: int) -> None:
@@ -153,22 +152,18 @@ def test_leaving_and_dead_members_hand_over_their_partitions(
         "c.subscribe(['handover'], on_assign=lambda c, p: print('assigned', len(p), flush=True))\n"
         "while True:\n    c.poll(0.1)\n"
     )
-    doomed = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, start_new_session=True)
+    doomed = spawn([sys.executable, str(script)], tmp_path / "member.log", name="doomed member")
     try:
         wait_until(
             lambda: sum(len(m.assigned) for m in members) == 4 and all(m.assigned for m in members),
             "the in-process members to own 4 of 6 partitions",
         )
-        doomed.kill()
-        doomed.wait(10)
+        kill_9(doomed)
         killed_at = time.monotonic()
         wait_until(lambda: balanced(members, 6), "the dead member's partitions to move", timeout=SESSION_MS / 1000 * 3)
         assert time.monotonic() - killed_at < SESSION_MS / 1000 * 3
     finally:
-        if doomed.poll() is None:
-            doomed.kill()
-        if doomed.stdout:
-            doomed.stdout.close()
+        doomed.kill()
     leaver = members.pop()
     leaver.stop()  # close() sends LeaveGroup
     wait_until(lambda: sorted(members[0].assigned) == list(range(6)), "the last member to own everything", timeout=10)

@@ -12,6 +12,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from chaos.nemesis import Kill, Pause
 from node.protocol import ApiKey, ErrorCode
 from tests.node.harness import NodeProcess, wait_for
 from tests.node.raw import connect, produce_raw, request
@@ -219,11 +220,12 @@ def test_preferred_leader_election_moves_leadership_back_after_a_restart(site: S
     preferred_id = partition_states(nodes[0], "pref")[0]["replicas"][0]
     preferred = next(n for n in nodes if n.broker_id == preferred_id)
     assert leader_of(nodes, "pref") is preferred
-    preferred.kill()
+    outage = Kill([preferred])
+    outage.start()
     others = [n for n in nodes if n is not preferred]
     wait_for("another leader", lambda: partition_states(others[0], "pref")[0]["leader"] not in (preferred_id, -1))
     produce(bootstrap(others), "pref", [b"while away"])
-    preferred.start()
+    outage.heal()
     wait_for(
         "the preferred replica to lead again",
         lambda: all(partition_states(n, "pref")[0]["leader"] == preferred_id for n in nodes),
@@ -242,14 +244,11 @@ def test_a_lagging_follower_leaves_the_isr_and_rejoins_when_it_catches_up(site: 
         leader.start()
         leader = leader_of(nodes, "lag")
     follower = nodes[2]
-    follower.pause()
-    try:
+    with Pause([follower]):
         produce(bootstrap([n for n in nodes if n is not follower]), "lag", [b"a", b"b"])
         wait_for("the leader to drop the paused follower", lambda: 3 not in partition_states(leader, "lag")[0]["isr"])
         # acks=all still succeeds with the two remaining in-sync replicas.
         assert produce(leader.bootstrap, "lag", [b"c"])[0][1] == 2
-    finally:
-        follower.resume()
     wait_for("the follower to rejoin the ISR", lambda: 3 in partition_states(leader, "lag")[0]["isr"])
     assert partition_states(follower, "lag")[0]["log_end_offset"] == 3
 
@@ -268,21 +267,22 @@ def test_unclean_leader_election_only_where_the_topic_allows_it(site: Site) -> N
         future.result(30)
     for name in ("clean", "unclean"):
         produce(bootstrap(nodes), name, [b"replicated"])
-    n2.kill()
+    n2_down, n1_down = Kill([n2]), Kill([n1])
+    n2_down.start()
     wait_for(
         "node 2 to leave both ISRs", lambda: all(partition_states(n1, t)[0]["isr"] == [1] for t in ("clean", "unclean"))
     )
     for name in ("clean", "unclean"):
         produce(n1.bootstrap, name, [b"only on node 1"])
-    n1.kill()
-    n2.start()
+    n1_down.start()
+    n2_down.heal()
     # The out-of-sync node 2 may lead only the topic that allows unclean election (losing offset 1).
     wait_for("node 2 to lead the unclean topic", lambda: partition_states(n2, "unclean")[0]["leader"] == 2)
     assert partition_states(n2, "clean")[0]["leader"] == -1
     with connect(n2.bootstrap) as sock:
         meta = request(sock, ApiKey.METADATA, 8, {"topics": [{"name": "clean"}], "allow_auto_topic_creation": False})
     assert meta.topics[0].partitions[0].error_code == ErrorCode.LEADER_NOT_AVAILABLE
-    n1.start()
+    n1_down.heal()
     wait_for("node 1 to lead the clean topic again", lambda: partition_states(n2, "clean")[0]["leader"] == 1)
     read = consume_all(bootstrap(nodes), "clean")
     assert [v for _, _, v in read] == [b"replicated", b"only on node 1"]

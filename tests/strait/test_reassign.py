@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.node.harness import NodeProcess
+from tests.node.harness import NodeProcess, wait_for
 from tests.strait.kafka_io import produce, read_all
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -42,12 +41,11 @@ def _partition_dirs(node: NodeProcess, topic: str) -> list[Path]:
 
 
 def _wait_until(what: str, check: Callable[[], bool], nodes: list[NodeProcess], deadline_s: float) -> None:
-    deadline = time.monotonic() + deadline_s
-    while not check():
-        if time.monotonic() > deadline:
-            logs = "\n".join(f"--- node {n.broker_id} ({n.log_path})\n{n.log_tail(25)}" for n in nodes)
-            pytest.fail(f"{what} not within {deadline_s:g} s\n{logs}")
-        time.sleep(0.25)
+    try:
+        wait_for(what, check, deadline_s, interval=0.25)
+    except AssertionError as exc:
+        logs = "\n".join(f"--- node {n.broker_id} ({n.log_path})\n{n.log_tail(25)}" for n in nodes)
+        pytest.fail(f"{exc}\n{logs}")
 
 
 def _move_and_check(

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import ctypes
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -16,17 +12,13 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from node.proc import Deadline, spawn, wait_ready_file, wait_until
 from tests.strait.kafka_io import produce, read_all
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 START_DEADLINE_S = 90.0
 STOP_DEADLINE_S = 120.0
-PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _children(pid: int) -> set[int]:
@@ -65,38 +57,23 @@ def _alive(pid: int) -> bool:
 
 
 class SiteUp:
-    """``strait site up`` as a subprocess in its own session; always stopped."""
+    """``strait site up`` as a :class:`node.proc.Child` (its own session); always stopped."""
 
     def __init__(self, directory: Path, *args: str) -> None:
         self.directory = directory
         self.output = directory.parent / f"{directory.name}-launcher.log"
-        with self.output.open("ab") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "strait.cli", "site", "up", "--dir", str(directory), *args],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl(2), async-signal-safe
-            )
+        argv = [sys.executable, "-m", "strait.cli", "site", "up", "--dir", str(directory), *args]
+        self.child = spawn(argv, self.output, name="strait site up")
 
     def wait_ready(self) -> dict[str, Any]:
-        site_file = self.directory / "site.json"
-        deadline = time.monotonic() + START_DEADLINE_S
-        while not site_file.exists():
-            assert self.proc.poll() is None, f"strait site up exited {self.proc.returncode}:\n{self.log()}"
-            assert time.monotonic() < deadline, f"no site.json after {START_DEADLINE_S} s:\n{self.log()}"
-            time.sleep(0.1)
-        info: dict[str, Any] = json.loads(site_file.read_text())
-        return info
+        return wait_ready_file(self.child, self.directory / "site.json", Deadline(START_DEADLINE_S, "site.json"))
 
     def stop(self) -> int:
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(STOP_DEADLINE_S)
+        """SIGTERM, as a service manager stops it; its exit code (-SIGKILL if it outlived the deadline)."""
+        return self.child.stop(STOP_DEADLINE_S).returncode
 
     def kill(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)  # its children die with it (parent-death signal)
-            self.proc.wait(30)
+        self.child.kill()  # its children die with it (parent-death signal)
 
     def log(self) -> str:
         return self.output.read_text(errors="replace")
@@ -128,7 +105,7 @@ def test_site_up_serves_stops_cleanly_and_restarts_with_its_data(tmp_path: Path)
             assert _health(node["admin"])["broker_id"] == node["broker_id"]
             assert (directory / f"node-{node['broker_id']}" / "d1").is_dir()
             assert (directory / f"node-{node['broker_id']}" / "d2").is_dir()
-        children = _children(site.proc.pid)
+        children = _children(site.child.pid)
         assert {n["pid"] for n in info["nodes"]} <= children
         assert len(children) == 4, children  # three nodes and ZooKeeper's JVM
 
@@ -176,7 +153,7 @@ def test_a_second_launcher_on_the_same_dir_is_refused(tmp_path: Path) -> None:
             check=False,
         )
         assert second.returncode == 1
-        assert f"site directory {directory} is in use by pid {site.proc.pid}" in second.stderr
+        assert f"site directory {directory} is in use by pid {site.child.pid}" in second.stderr
         assert "Traceback" not in second.stderr
         assert (directory / "site.json").exists(), "the refused launcher must leave the running site alone"
         assert site.stop() == 0, site.log()
@@ -189,11 +166,8 @@ def test_a_stop_while_starting_leaves_nothing_running(tmp_path: Path) -> None:
     site = SiteUp(directory, "--nodes", "3")
     try:
         # Signal as soon as ZooKeeper has its dir, well before three nodes can be ready.
-        deadline = time.monotonic() + START_DEADLINE_S
-        while not (directory / "zookeeper").exists():
-            assert site.proc.poll() is None, site.log()
-            assert time.monotonic() < deadline, site.log()
-            time.sleep(0.02)
+        zookeeper_dir = Deadline(START_DEADLINE_S, "ZooKeeper's dir")
+        wait_until((directory / "zookeeper").exists, zookeeper_dir, watch=[site.child], interval=0.02)
         assert site.stop() == 0, site.log()
         assert "stopped" in site.log()
         assert _processes_of(directory) == []

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -17,6 +15,7 @@ from confluent_kafka.admin import AdminClient
 
 from chaos.errors import WorkloadError
 from chaos.workload import read_back
+from node.proc import Deadline, spawn, wait_ready_file
 from tests.node.harness import wait_for
 
 pytestmark = pytest.mark.integration
@@ -45,20 +44,12 @@ def records_on(bootstrap: str, topic: str) -> int:
 
 def test_up_runs_two_sites_and_a_mirror_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     directory = tmp_path / "appliance"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "strait.cli", "up", "--dir", str(directory), "--base-port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    log = tmp_path / "up.log"
+    argv = [sys.executable, "-m", "strait.cli", "up", "--dir", str(directory), "--base-port", "0"]
+    up = spawn(argv, log, name="strait up")
     try:
         described = directory / "appliance.json"
-        deadline = time.monotonic() + 180
-        while not described.exists():
-            assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
-            assert time.monotonic() < deadline, "strait up did not get ready within 180 s"
-            time.sleep(0.2)
-        info = json.loads(described.read_text())
+        info = wait_ready_file(up, described, Deadline(180, "strait up to write appliance.json"))
         east, west = info["sites"]["east"], info["sites"]["west"]
         assert len(east["bootstrap"].split(",")) == len(west["bootstrap"].split(",")) == 3
         assert east["zookeeper"].count(":") == 1 and len(east["admin"]) == 3
@@ -85,9 +76,9 @@ def test_up_runs_two_sites_and_a_mirror_and_stops_on_ctrl_c(tmp_path: Path) -> N
         consumer.close()
         wait_for("the group's offset on west", lambda: committed(west["bootstrap"], "demo-readers", "demo") == 42, 30)
 
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(120) == 0
-        output = proc.stdout.read().decode() if proc.stdout else ""
+        up.signal(signal.SIGINT)  # Ctrl-C reaches the terminal's foreground process group
+        assert up.wait(120) == 0
+        output = log.read_text()
         assert "strait is up: two sites and a mirror" in output
         assert "stopped" in output and "error" not in output, output
         assert not described.exists()
@@ -95,8 +86,4 @@ def test_up_runs_two_sites_and_a_mirror_and_stops_on_ctrl_c(tmp_path: Path) -> N
             for node in (1, 2, 3):
                 assert "stopped cleanly" in (directory / site / f"node-{node}" / "node.log").read_text()
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
-            proc.wait(10)
-        if proc.stdout:
-            proc.stdout.close()
+        up.kill()

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import os
-import select
 import signal
 import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
+from chaos.nemesis import kill_9
 from node.coordination import EmbeddedZooKeeper, ZooKeeperError, server_status
+from node.proc import Deadline, NotReady, log_tail, spawn, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -21,18 +20,19 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def process_gone(pid: int, timeout: float = 10.0) -> bool:
-    """Poll until ``pid`` no longer exists (or is a zombie nobody reaped yet), with a deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
+    """Whether ``pid`` no longer exists (or is a zombie nobody reaped yet) within ``timeout`` s (0: now)."""
+
+    def gone() -> bool:
         try:
             stat = Path(f"/proc/{pid}/stat").read_text()
         except FileNotFoundError:
             return True
-        if stat.rsplit(")", 1)[1].split()[0] == "Z":
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.05)
+        return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+    try:
+        return wait_until(gone, Deadline(timeout, f"pid {pid} to end"))
+    except NotReady:
+        return False
 
 
 def test_start_serves_on_a_free_port_and_stop_ends_it(tmp_path: Path) -> None:
@@ -112,28 +112,21 @@ def test_the_jvm_dies_with_its_parent(tmp_path: Path) -> None:
         "print(server.pid, server.port, flush=True)\n"
         "time.sleep(120)  # until the test kills us\n"
     )
-    parent = subprocess.Popen(
-        [sys.executable, "-c", script, str(tmp_path / "zk")],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    log = tmp_path / "parent.log"
+    parent = spawn([sys.executable, "-c", script, str(tmp_path / "zk")], log, name="ZooKeeper's parent", cwd=REPO)
+
+    def reported() -> list[str] | None:  # the line "<pid> <port>"
+        words = log_tail(log, 1).split()
+        return words if len(words) == 2 and all(w.isdigit() for w in words) else None
+
     jvm_pid = None
     try:
-        assert parent.stdout is not None
-        readable, _, _ = select.select([parent.stdout], [], [], 60)
-        assert readable, "the parent did not report a started ZooKeeper within 60 s"
-        jvm_pid, port = map(int, parent.stdout.readline().split())
+        words = wait_until(reported, Deadline(60, "the parent to report a started ZooKeeper"), watch=[parent])
+        jvm_pid, port = map(int, words)
         assert server_status("127.0.0.1", port) is not None
-        parent.kill()  # no cleanup code runs in the parent
-        parent.wait(timeout=10)
+        kill_9(parent)  # no cleanup code runs in the parent
         assert process_gone(jvm_pid), f"ZooKeeper (pid {jvm_pid}) outlived its parent"
     finally:
-        if parent.poll() is None:
-            parent.kill()
-            parent.wait()
-        if parent.stdout is not None:
-            parent.stdout.close()
+        parent.kill()
         if jvm_pid is not None and not process_gone(jvm_pid, timeout=0):
-            os.killpg(jvm_pid, signal.SIGKILL)  # it leads its own group
+            os.killpg(jvm_pid, signal.SIGKILL)  # it leads its own group; not our child, so no Child to kill

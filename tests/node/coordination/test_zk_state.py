@@ -11,6 +11,8 @@ from contextlib import suppress
 import pytest
 import trio
 
+from chaos.nemesis import partitioned
+from chaos.proxy import ProxyServer
 from node.coordination import (
     BrokerIdInUse,
     CoordinationError,
@@ -20,7 +22,6 @@ from node.coordination import (
     UnknownTopic,
     ZkState,
 )
-from tests.node.coordination.tcp_proxy import TcpProxy
 from tests.node.coordination.zk_helpers import DEADLINE, expire_session, next_hint, raw_session, reg, run
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
@@ -389,22 +390,22 @@ def test_unread_hints_do_not_pile_up(zk_connect: str) -> None:
 
 
 def test_session_expiry_restores_the_registration(zookeeper: str, zk_connect: str) -> None:
-    host, port = zookeeper.rsplit(":", 1)
     chroot = zk_connect[len(zookeeper) :]
 
     async def main() -> None:
-        proxy = TcpProxy(host, int(port))
+        proxy = ProxyServer()
         async with trio.open_nursery() as nursery:
-            proxy_port = await nursery.start(proxy.run)
-            async with ZkState(f"127.0.0.1:{proxy_port}{chroot}") as zk, raw_session(zk_connect) as raw:
+            await nursery.start(proxy.run)
+            through = (await proxy.create_proxy("zookeeper", zookeeper)).listen
+            async with ZkState(f"{through}{chroot}") as zk, raw_session(zk_connect) as raw:
                 await zk.register_broker(reg(4))
                 old_session = zk._client.client_id  # private: the test needs the session's password
                 assert await raw.owner("/brokers/ids/4") == old_session[0]
 
-                proxy.freeze()  # zk is cut off and cannot reconnect: nobody else can win the session back
-                await trio.to_thread.run_sync(expire_session, zookeeper, old_session)
-                assert not await raw.exists("/brokers/ids/4")  # the ephemeral died with the session
-                proxy.thaw()
+                # zk is cut off and cannot reconnect: nobody else can win the session back
+                async with partitioned(proxy, ["zookeeper"]):
+                    await trio.to_thread.run_sync(expire_session, zookeeper, old_session)
+                    assert not await raw.exists("/brokers/ids/4")  # the ephemeral died with the session
 
                 await next_hint(zk.events(), "session")
                 new_session = zk._client.client_id[0]

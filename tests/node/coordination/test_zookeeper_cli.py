@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import json
-import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from node.coordination import server_status
+from node.proc import Child, Deadline, spawn, wait_ready_file
 from tests.node.coordination.test_embedded import process_gone
 
 pytestmark = pytest.mark.integration
@@ -35,40 +33,27 @@ def children_of(pid: int) -> list[int]:
     return found
 
 
-def wait_for_file(path: Path, process: subprocess.Popen[bytes], timeout: float = 60.0) -> dict[str, object]:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert process.poll() is None, f"the CLI exited with {process.returncode} before it was ready"
-        assert time.monotonic() < deadline, f"no ready file {path} within {timeout} s"
-        time.sleep(0.05)
-    value: dict[str, object] = json.loads(path.read_text())
-    return value
-
-
 @pytest.fixture
-def run_cli(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
-    started: list[subprocess.Popen[bytes]] = []
+def run_cli(tmp_path: Path) -> Iterator[Callable[..., Child]]:
+    started: list[Child] = []
 
-    def run(*args: str | Path) -> subprocess.Popen[bytes]:
-        with open(tmp_path / f"cli-{len(started)}.err", "wb") as err:
-            process = subprocess.Popen([*ZOOKEEPER_CLI, *map(str, args)], cwd=REPO, stderr=err, start_new_session=True)
-        started.append(process)
-        return process
+    def run(*args: str | Path) -> Child:
+        log = tmp_path / f"cli-{len(started)}.err"
+        started.append(spawn([*ZOOKEEPER_CLI, *map(str, args)], log, name="strait zookeeper start", cwd=REPO))
+        return started[-1]
 
     yield run
-    for process in started:
-        if process.poll() is None:  # a failed test: kill the CLI; its JVM follows (parent-death signal)
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+    for cli in started:
+        cli.kill()  # a failed test: kill the CLI; its JVM follows (parent-death signal)
 
 
 @pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT])
 def test_serves_until_signalled_then_exits_0(
-    tmp_path: Path, run_cli: Callable[..., subprocess.Popen[bytes]], stop_signal: signal.Signals
+    tmp_path: Path, run_cli: Callable[..., Child], stop_signal: signal.Signals
 ) -> None:
     ready = tmp_path / "run" / "ready.json"
     cli = run_cli("start", "--data-dir", tmp_path / "zk", "--port", "0", "--ready-file", ready)
-    info = wait_for_file(ready, cli)
+    info = wait_ready_file(cli, ready, Deadline(60, "the CLI's ready file"))
     assert info["pid"] == cli.pid
     connect = str(info["connect"])
     host, port = connect.rsplit(":", 1)
@@ -76,7 +61,7 @@ def test_serves_until_signalled_then_exits_0(
     assert server_status(host, int(port)) is not None
     (jvm,) = children_of(cli.pid)
 
-    cli.send_signal(stop_signal)
+    cli.signal(stop_signal)
     assert cli.wait(timeout=30) == 0, (tmp_path / "cli-0.err").read_text()
     assert process_gone(jvm, timeout=0), "the JVM outlived the CLI"
     assert server_status(host, int(port)) is None

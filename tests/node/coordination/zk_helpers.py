@@ -11,8 +11,9 @@ from typing import Any
 import trio
 from kazoo.client import KazooClient  # type: ignore[import-untyped]
 
+from chaos.nemesis import partitioned
+from chaos.proxy import ProxyServer
 from node.coordination import BrokerRegistration, ZkState
-from tests.node.coordination.tcp_proxy import TcpProxy
 
 DEADLINE = 15.0  # for anything that waits on ZooKeeper
 
@@ -95,23 +96,23 @@ def expire_session(connect: str, session: tuple[int, bytes]) -> None:
 
 
 @asynccontextmanager
-async def behind_proxy(zookeeper: str, zk_connect: str) -> AsyncIterator[tuple[ZkState, TcpProxy]]:
-    """A started ZkState whose connection to ``zookeeper`` runs through a :class:`TcpProxy`."""
-    host, port = zookeeper.rsplit(":", 1)
+async def behind_proxy(zookeeper: str, zk_connect: str) -> AsyncIterator[tuple[ZkState, ProxyServer]]:
+    """A started ZkState whose connection to ``zookeeper`` runs through the chaos proxy named
+    ``"zookeeper"`` (cut it with ``chaos.nemesis.partitioned``)."""
     chroot = zk_connect[len(zookeeper) :]
-    proxy = TcpProxy(host, int(port))
+    proxy = ProxyServer()
     async with trio.open_nursery() as nursery:
-        proxy_port = await nursery.start(proxy.run)
-        async with ZkState(f"127.0.0.1:{proxy_port}{chroot}") as zk:
+        await nursery.start(proxy.run)
+        info = await proxy.create_proxy("zookeeper", zookeeper)
+        async with ZkState(f"{info.listen}{chroot}") as zk:
             yield zk, proxy
         nursery.cancel_scope.cancel()
 
 
-async def expire(zk: ZkState, proxy: TcpProxy, zookeeper: str) -> int:
+async def expire(zk: ZkState, proxy: ProxyServer, zookeeper: str) -> int:
     """Expire ``zk``'s session while it is cut off (so it cannot win the session back), then
     let it reconnect; returns the expired session's id. Wait for the ``"session"`` hint next."""
     old_session = zk._client.client_id  # private: the test needs the session's password
-    proxy.freeze()
-    await trio.to_thread.run_sync(expire_session, zookeeper, old_session)
-    proxy.thaw()
+    async with partitioned(proxy, ["zookeeper"]):
+        await trio.to_thread.run_sync(expire_session, zookeeper, old_session)
     return int(old_session[0])
