@@ -2,8 +2,9 @@
 
 A benchmark's ``main`` parses its flags (filling the ones not given from its ``FULL`` or, with
 ``--quick``, its ``QUICK`` defaults: :func:`fill_defaults`), runs inside :func:`guarded` (exit
-code 1 with the message on ``BenchError``, 130 on Ctrl-C or SIGTERM, after every process it
-started was stopped), prints progress with a :func:`stepper` to stderr and keeps its files in a
+code 1 with the message on ``BenchError`` or on a process that did not start
+(``node.proc.ProcessError``), 130 on Ctrl-C or SIGTERM, after every process it started was
+stopped), prints progress with a :func:`stepper` to stderr and keeps its files in a
 :func:`scratch_dir` that is removed at the end.
 """
 
@@ -20,6 +21,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 from typing import Any
+
+from node.proc import ProcessError
 
 from ._procs import BenchError, strait_has_command
 
@@ -66,12 +69,13 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 def guarded(body: Callable[[], int], *, started: str) -> int:
     """Run ``body`` with SIGTERM turned into KeyboardInterrupt; returns its exit code, 1 after
-    printing a ``BenchError``, or 130 after an interrupt (saying that every ``started`` thing, such
+    printing a ``BenchError`` or a ``node.proc.ProcessError`` (a child that exited or was not
+    ready in time), or 130 after an interrupt (saying that every ``started`` thing, such
     as "process", was stopped: the ``with`` blocks that own them have ended)."""
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         return body()
-    except BenchError as exc:
+    except (BenchError, ProcessError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

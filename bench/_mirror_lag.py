@@ -38,8 +38,10 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
+from node.proc import Deadline
+
 from ._clients import PACE_S
-from ._procs import POLL_S, BenchError, Deadline
+from ._procs import POLL_S, BenchError
 from ._report import PERCENTILES, percentile
 
 SEQ_BYTES = 8

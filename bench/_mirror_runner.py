@@ -9,7 +9,7 @@ Run by ``bench.mirror_bench`` (never by hand, though it works)::
 - ``link``: one ``[[link]]`` table as a JSON object (``mirror.parse_links`` checks it);
 - ``routes``: ``{"host:port": "host:port"}``, the *WAN route table* (below);
 - ``status_file``: where ``status()`` is written, ``status_interval_s`` how often (rewritten
-  whole and renamed into place, so a reader never sees half a file);
+  whole with ``node.proc.atomic_write``, so a reader never sees half a file);
 - ``ready_file``: written once the runner's first sync pass is done;
 - ``start_paused``: pause the runner before it starts (its sync passes still create the
   mirror topics; no record is copied until SIGUSR2).
@@ -45,6 +45,7 @@ import trio
 
 from mirror import LinkRunner, parse_links
 from node.client import NodeConnection
+from node.proc import atomic_write
 
 log = logging.getLogger("strait.bench.mirror_runner")
 
@@ -76,12 +77,6 @@ class Routes:
         return {"table": self.routes, "via_proxy": dict(self.via_proxy), "direct": dict(self.direct)}
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
-
-
 def _cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
@@ -98,18 +93,20 @@ async def serve(config: dict[str, Any]) -> None:
     events: list[dict[str, Any]] = []  # pause/resume as handled, with their times
 
     def write_status() -> None:
-        _write_json(
+        atomic_write(
             status_file,
-            {
-                "time": time.time(),
-                "monotonic": time.monotonic(),
-                "pid": os.getpid(),
-                "cpu_s": _cpu_seconds(),
-                "paused": runner.paused,
-                "events": events,
-                "routes": routes.to_dict(),
-                "link": runner.status(),
-            },
+            json.dumps(
+                {
+                    "time": time.time(),
+                    "monotonic": time.monotonic(),
+                    "pid": os.getpid(),
+                    "cpu_s": _cpu_seconds(),
+                    "paused": runner.paused,
+                    "events": events,
+                    "routes": routes.to_dict(),
+                    "link": runner.status(),
+                }
+            ),
         )
 
     if config.get("start_paused"):
@@ -118,7 +115,7 @@ async def serve(config: dict[str, Any]) -> None:
         async with trio.open_nursery() as nursery:
             await nursery.start(runner.run)
             write_status()
-            _write_json(Path(config["ready_file"]), {"pid": os.getpid(), "link": link.name})
+            atomic_write(Path(config["ready_file"]), json.dumps({"pid": os.getpid(), "link": link.name}))
 
             async def status_loop() -> None:
                 while True:

@@ -9,14 +9,15 @@
 - **the mirror** (:func:`mirror_process`): ``python -m bench._mirror_runner`` running one link,
   its status in a JSON file; SIGUSR1 / SIGUSR2 pause and resume it.
 
-Both start in their own session and are stopped by ``bench._procs.stop`` (SIGTERM, then SIGKILL
-of the group) when their ``with`` block ends, also on errors and Ctrl-C.
+Both are ``node.proc`` children (own session, killed by the kernel if the benchmark dies) and are
+stopped by ``bench._procs.stop`` (SIGTERM, then SIGKILL of the group) when their ``with`` block
+ends, also on errors and Ctrl-C.
 """
 
 from __future__ import annotations
 
+import functools
 import json
-import os
 import signal
 import sys
 import time
@@ -28,18 +29,9 @@ from typing import Any
 
 import toxiproxy
 
-from ._procs import (
-    POLL_S,
-    START_TIMEOUT_S,
-    BenchError,
-    Deadline,
-    Process,
-    ProcessError,
-    spawn,
-    split_host_port,
-    stop,
-    wait_for_ready_file,
-)
+from node.proc import Child, ChildExited, Deadline, NotReady, spawn, spawn_ready, wait_until
+
+from ._procs import POLL_S, START_TIMEOUT_S, BenchError, child_error, printed, split_host_port, stop
 from ._report import REPO_ROOT
 from ._site import SITE_PROPERTIES
 
@@ -66,19 +58,6 @@ class Wan:
         return ",".join(self.routes.values())
 
 
-def _wait_for_line(process: Process, marker: str, deadline: Deadline) -> str:
-    """The rest of the first log line of ``process`` that contains ``marker``; raises ``ProcessError``."""
-    while True:
-        for line in process.log_tail(200).splitlines():
-            if marker in line:
-                return line.split(marker, 1)[1].strip()
-        if process.popen.poll() is not None:
-            raise ProcessError(process, f"exited with status {process.popen.returncode} before printing {marker!r}")
-        if deadline.expired():
-            raise ProcessError(process, f"did not print {marker!r} within {deadline.seconds} s")
-        process.pause_unless_exited(min(POLL_S, deadline.remaining()))
-
-
 def _toxiproxy_client(api: str) -> toxiproxy.Toxiproxy:
     host, port = split_host_port(api)
     client = toxiproxy.Toxiproxy()
@@ -91,7 +70,8 @@ def wan_proxies(brokers: list[str], workdir: Path, *, rtt_ms: int, jitter_ms: in
     """A fault proxy process with one proxy per address in ``brokers`` (named ``east-<i>``) and
     ``rtt_ms`` +- ``jitter_ms`` of latency split over both streams; always stopped.
 
-    Raises ``ProcessError`` if it does not start, ``BenchError`` if the API does not list the proxies.
+    Raises ``ChildExited`` or ``NotReady`` if it does not start, ``BenchError`` if the API does not
+    list the proxies.
     """
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / "proxies.json"
@@ -99,9 +79,11 @@ def wan_proxies(brokers: list[str], workdir: Path, *, rtt_ms: int, jitter_ms: in
     config.write_text(json.dumps([{"name": n, "upstream": a, "listen": "127.0.0.1:0"} for n, a in names.items()]))
     argv = [sys.executable, "-m", "chaos.proxy", "--api", "127.0.0.1:0", "--config", str(config)]
     argv += ["--seed", str(seed), "--log-level", "WARNING"]
-    process = spawn("chaos-proxy", argv, workdir / "chaos-proxy.log", cwd=REPO_ROOT)
+    child = spawn(argv, workdir / "chaos-proxy.log", name="chaos-proxy", cwd=REPO_ROOT)
     try:
-        api = _wait_for_line(process, PROXY_READY, Deadline(START_TIMEOUT_S, "chaos proxy start"))
+        started = Deadline(START_TIMEOUT_S, f"the chaos proxy to print {PROXY_READY!r}")
+        line = wait_until(functools.partial(printed, child, PROXY_READY), started, watch=[child])
+        api = line.split(PROXY_READY, 1)[1].strip()
         split_host_port(api)
         client = _toxiproxy_client(api)
         proxies = client.proxies()
@@ -116,9 +98,9 @@ def wan_proxies(brokers: list[str], workdir: Path, *, rtt_ms: int, jitter_ms: in
                     attributes={"latency": rtt_ms // 2, "jitter": jitter_ms // 2},
                 )
         routes = {names[name]: proxy.listen for name, proxy in sorted(proxies.items())}
-        yield Wan(api, routes, process.pid, rtt_ms, jitter_ms)
+        yield Wan(api, routes, child.pid, rtt_ms, jitter_ms)
     finally:
-        stop(process)
+        stop(child)
 
 
 def link_table(name: str, source_bootstrap: str, target_bootstrap: str, topics: list[str]) -> dict[str, Any]:
@@ -143,48 +125,52 @@ def _literal(name: str) -> str:
 class MirrorProcess:
     """A running ``bench._mirror_runner``: pause, resume, and its latest status."""
 
-    def __init__(self, process: Process, status_file: Path) -> None:
-        self.process = process
+    def __init__(self, child: Child, status_file: Path) -> None:
+        self.child = child
         self.status_file = status_file
 
     @property
     def pid(self) -> int:
-        return self.process.pid
+        return self.child.pid
 
     def pause(self) -> None:
-        os.kill(self.process.pid, signal.SIGUSR1)
+        self.child.signal(signal.SIGUSR1)
 
     def resume(self) -> float:
         """Resume copying; returns ``time.monotonic()`` just before the signal was sent."""
         sent = time.monotonic()
-        os.kill(self.process.pid, signal.SIGUSR2)
+        self.child.signal(signal.SIGUSR2)
         return sent
 
     def status(self) -> dict[str, Any]:
-        """The last status written; raises ``ProcessError`` if the process has exited."""
-        if self.process.popen.poll() is not None:
-            raise ProcessError(self.process, f"exited with status {self.process.popen.returncode}")
+        """The last status written; raises ``ChildExited`` if the process has exited, ``BenchError``
+        if its status file cannot be read."""
+        if self.child.poll() is not None:
+            raise ChildExited(self.child, f"its status in {self.status_file}")
         try:
             data: dict[str, Any] = json.loads(self.status_file.read_text())
         except (OSError, ValueError) as exc:
-            raise ProcessError(self.process, f"has no readable status file {self.status_file}: {exc}") from exc
+            raise child_error(self.child, f"has no readable status file {self.status_file}: {exc}") from exc
         return data
 
     def wait_for(self, what: str, check: Callable[[dict[str, Any]], bool], timeout: float) -> dict[str, Any]:
-        """Poll the status until ``check(status)``; returns it. Raises ``BenchError`` at the deadline,
-        naming ``what`` and the link's last sync error."""
-        deadline = Deadline(timeout, what)
-        while True:
-            status = self.status()
-            if check(status):
-                return status
-            if deadline.expired():
-                link = status.get("link", {})
-                raise BenchError(
-                    f"mirror: not {what} within {timeout} s (link state {link.get('state')!r}, last sync error "
-                    f"{link.get('last_sync_error')!r}, topics {json.dumps(link.get('topics', {}))[:2000]})"
-                )
-            self.process.pause_unless_exited(POLL_S)
+        """Poll the status until ``check(status)``; returns it. Raises ``ChildExited`` if the process
+        exits first, ``BenchError`` at the deadline, naming ``what`` and the link's last sync error."""
+        last: dict[str, Any] = {}
+
+        def reached() -> dict[str, Any] | None:
+            nonlocal last
+            last = self.status()
+            return last if check(last) else None
+
+        try:
+            return wait_until(reached, Deadline(timeout, what), watch=[self.child], interval=POLL_S)
+        except NotReady:
+            link = last.get("link", {})
+            raise BenchError(
+                f"mirror: not {what} within {timeout} s (link state {link.get('state')!r}, last sync error "
+                f"{link.get('last_sync_error')!r}, topics {json.dumps(link.get('topics', {}))[:2000]})"
+            ) from None
 
 
 def partitions_copying(topic: str, partitions: int) -> Callable[[dict[str, Any]], bool]:
@@ -213,7 +199,7 @@ def mirror_process(
 ) -> Iterator[MirrorProcess]:
     """Start ``bench._mirror_runner`` for ``link``; yields once its first sync pass is done; always stops it.
 
-    Raises ``ProcessError`` if it exits or is not ready within ``timeout``.
+    Raises ``ChildExited`` or ``NotReady`` if it exits or is not ready within ``timeout``.
     """
     workdir.mkdir(parents=True, exist_ok=True)
     status_file, ready_file = workdir / "mirror.status.json", workdir / "mirror.ready.json"
@@ -227,9 +213,8 @@ def mirror_process(
     }
     (workdir / "mirror.config.json").write_text(json.dumps(config, indent=2))
     argv = [sys.executable, "-m", "bench._mirror_runner", str(workdir / "mirror.config.json")]
-    process = spawn("mirror", argv, workdir / "mirror.log", cwd=REPO_ROOT)
+    child, _ = spawn_ready(argv, workdir / "mirror.log", ready_file, timeout, name="mirror", cwd=REPO_ROOT)
     try:
-        wait_for_ready_file(process, ready_file, Deadline(timeout, "mirror start"))
-        yield MirrorProcess(process, status_file)
+        yield MirrorProcess(child, status_file)
     finally:
-        stop(process)
+        stop(child)

@@ -1,6 +1,9 @@
-"""Broker processes for the node benchmark: started fresh, observed ready, always stopped.
+"""Broker processes for the benchmarks: started fresh, observed ready, always stopped.
 
-Three kinds of process are started, all on 127.0.0.1:
+Processes are run with the one process kit, :mod:`node.proc` (own session, output appended to a
+log file, killed by the kernel if the benchmark dies, readiness with a deadline, bounded stop).
+What is left here is what only the benchmarks need. Four kinds of process are started, all on
+127.0.0.1:
 
 - **ZooKeeper**, through ``strait zookeeper start``: once per benchmark, shared by every strait
   node through a chroot of its own (as TESTING.md prescribes); ready when its ready file exists.
@@ -14,20 +17,21 @@ Three kinds of process are started, all on 127.0.0.1:
   tansu cannot bind port 0 and publish the port, so a free port is chosen first and the start is
   retried on another port if tansu exits before it serves; ready when a Metadata request succeeds.
 
-Every process starts in its own session (``start_new_session=True``). ``stop`` sends SIGTERM (to
-the node itself when py-spy is its parent, so that py-spy outlives it and writes the profile),
-waits up to a deadline, then SIGKILLs the whole process group; it runs in ``finally`` blocks, so
-a failure or Ctrl-C still stops everything. Nothing is ever ended by name, and no wait is a blind
-sleep: every loop polls a condition until a deadline and says what it waited for when it expires.
+:func:`stop` (``Child.stop``: SIGTERM, to the node itself when py-spy is its parent so that py-spy
+outlives it and writes the profile, then SIGKILL of the group after a deadline) runs in ``finally``
+blocks, so a failure or Ctrl-C still stops everything, and fails loudly if any process of the
+group outlived it. Nothing is ever ended by name, and no wait is a blind sleep. A child that exits
+or is not ready in time raises ``node.proc.ChildExited`` / ``NotReady``; anything else a child does
+wrong is a :class:`BenchError` naming it, with its log tail (:func:`child_error`).
 
 ``py_spy_attached`` samples running nodes (``py-spy record --pid``) for as long as a block runs.
+The CPU accounting (:func:`session_cpu_seconds`) reads ``/proc`` by session.
 """
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import importlib.resources
-import json
 import os
 import signal
 import socket
@@ -39,19 +43,20 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from node.proc import Child, Deadline, ProcessError, spawn, spawn_ready, wait_port, wait_ready_file, wait_until
+
 HOST = "127.0.0.1"
-POLL_S = 0.05  # how often a readiness condition is re-checked
+POLL_S = 0.05  # how often a condition is re-checked
 START_TIMEOUT_S = 60.0  # ZooKeeper (a JVM) or a broker, from spawn to ready
 STOP_TIMEOUT_S = 20.0  # SIGTERM to exit; then SIGKILL
 PROFILED_STOP_TIMEOUT_S = 120.0  # py-spy writes its output after the node exits
 PY_SPY_SAMPLING = "py-spy> Sampling process"  # what py-spy record prints once attached
 TANSU_PORT_ATTEMPTS = 3
-LOG_TAIL_LINES = 20
 EXCLUDED_FROM_CPU = frozenset({"py-spy"})  # the profiler's own CPU is not the broker's
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -60,116 +65,29 @@ class BenchError(Exception):
     """A benchmark step failed; the message names the values involved."""
 
 
-class ProcessError(BenchError):
-    """A started process exited early or was not ready in time; the message ends with its log tail."""
-
-    def __init__(self, process: Process, problem: str) -> None:
-        self.process = process
-        super().__init__(f"{process.name} (pid {process.pid}) {problem}; log {process.log_path}:\n{process.log_tail()}")
+def child_error(child: Child, problem: str) -> BenchError:
+    """A ``BenchError`` saying that ``child`` (named, with its pid) ``problem``, ending with its log tail."""
+    return BenchError(f"{child.name} (pid {child.pid}) {problem}; {child.log_path} ends with:\n{child.log_tail()}")
 
 
-class Deadline:
-    """A point in time for a named wait; ``expired`` and ``remaining`` read the monotonic clock."""
-
-    def __init__(self, seconds: float, what: str) -> None:
-        if seconds <= 0:
-            raise ValueError(f"deadline for {what} must be positive, got {seconds}")
-        self.seconds = seconds
-        self.what = what
-        self._end = time.monotonic() + seconds
-
-    def remaining(self) -> float:
-        return max(0.0, self._end - time.monotonic())
-
-    def expired(self) -> bool:
-        return time.monotonic() >= self._end
+# -- stopping --------------------------------------------------------------------------------
 
 
-# -- one process ---------------------------------------------------------------------------
-
-
-@dataclass
-class Process:
-    """A child started in its own session; its group id is its pid, its output goes to ``log_path``."""
-
-    name: str
-    argv: list[str]
-    log_path: Path
-    popen: subprocess.Popen[bytes]
-
-    @property
-    def pid(self) -> int:
-        return self.popen.pid
-
-    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError as exc:
-            return f"(log unreadable: {exc})"
-        return "\n".join(text.splitlines()[-lines:]) or "(log empty)"
-
-    def pause_unless_exited(self, seconds: float) -> bool:
-        """Wait up to ``seconds`` for the process to exit (the poll interval of readiness loops).
-
-        Returns True when it has exited. Returns early on exit, so it never delays a failure.
-        """
-        try:
-            self.popen.wait(timeout=max(0.0, seconds))
-        except subprocess.TimeoutExpired:
-            return False
-        return True
-
-
-def spawn(name: str, argv: list[str], log_path: Path, *, cwd: Path | None = None) -> Process:
-    """Start ``argv`` in a new session with stdout and stderr appended to ``log_path``.
-
-    Raises ``BenchError`` naming the program when it cannot be executed.
-    """
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with log_path.open("ab") as log:
-        try:
-            popen = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True
-            )
-        except OSError as exc:
-            raise BenchError(f"cannot start {name}: {argv[0]!r}: {exc}") from exc
-    return Process(name, argv, log_path, popen)
-
-
-def stop(process: Process, *, term_pid: int | None = None, timeout: float = STOP_TIMEOUT_S) -> int:
-    """Stop ``process`` and everything in its process group; returns its exit status.
+def stop(child: Child, *, term_pid: int | None = None, timeout: float = STOP_TIMEOUT_S) -> int:
+    """Stop ``child`` and everything in its process group (``Child.stop``); returns its exit code.
 
     SIGTERM goes to ``term_pid`` when given (a node under py-spy: py-spy must outlive it to write
-    the profile), else to the whole group. After ``timeout`` seconds the group is SIGKILLed. Any
-    member left in the group after the leader exited is SIGKILLed as well. Safe to call twice.
+    the profile), else to the whole group; after ``timeout`` seconds the group is SIGKILLed, which
+    is said on stderr. Safe to call twice. Raises ``BenchError`` if a process of the group is still
+    alive afterwards (``Child.stop`` gives up on one stuck in the kernel): it would skew every later
+    figure of the benchmark.
     """
-    group = process.pid  # start_new_session: the leader's pid is the group id
-    if process.popen.poll() is None:
-        try:
-            if term_pid is not None:
-                os.kill(term_pid, signal.SIGTERM)
-            else:
-                os.killpg(group, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        try:
-            process.popen.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            print(f"{process.name} (pid {process.pid}) ignored SIGTERM for {timeout} s: SIGKILL", file=sys.stderr)
-            _kill_group(group)
-            process.popen.wait(timeout=STOP_TIMEOUT_S)
-    _kill_group(group)
-    deadline = Deadline(STOP_TIMEOUT_S, f"process group {group} to empty")
-    while members := group_members(group):
-        if deadline.expired():
-            raise BenchError(f"processes {members} of {process.name}'s group {group} survived SIGKILL")
-        time.sleep(POLL_S)  # SIGKILL was sent; the kernel tears the processes down
-    return process.popen.returncode
-
-
-def _kill_group(group: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is empty
-        os.killpg(group, signal.SIGKILL)
+    stopped = child.stop(timeout, term_pid=term_pid)
+    if stopped.killed:
+        print(f"{child.name} (pid {child.pid}) ignored SIGTERM for {timeout} s: SIGKILL", file=sys.stderr)
+    if survivors := group_members(child.pid):
+        raise BenchError(f"processes {survivors} of {child.name}'s group {child.pid} survived SIGKILL")
+    return stopped.returncode
 
 
 def _proc_stats() -> Iterator[tuple[int, str, list[str]]]:
@@ -194,53 +112,27 @@ def group_members(group: int) -> list[int]:
 # -- readiness -----------------------------------------------------------------------------
 
 
-def wait_for_ready_file(process: Process, path: Path, deadline: Deadline) -> dict[str, Any]:
-    """Poll until ``path`` holds a JSON object written by ``process``; returns it.
-
-    Raises ``ProcessError`` if the process exits first or the deadline passes.
-    """
-    while True:
-        try:
-            data = json.loads(path.read_text())
-        except FileNotFoundError:
-            data = None
-        except json.JSONDecodeError:
-            data = None  # half written; the writer has not finished yet
-        if isinstance(data, dict):
-            return data
-        if process.popen.poll() is not None:
-            raise ProcessError(process, f"exited with status {process.popen.returncode} before writing {path}")
-        if deadline.expired():
-            raise ProcessError(process, f"wrote no ready file {path} within {deadline.seconds} s")
-        process.pause_unless_exited(min(POLL_S, deadline.remaining()))
-
-
-def wait_for_kafka(process: Process, bootstrap: str, deadline: Deadline) -> None:
-    """Poll until ``bootstrap`` accepts TCP connections, then require one successful Metadata request.
+def wait_for_kafka(child: Child, bootstrap: str, deadline: Deadline) -> None:
+    """Wait until ``bootstrap`` accepts TCP connections, then require one successful Metadata request.
 
     TCP comes first so that librdkafka does not log a refused connection on every try. Raises
-    ``ProcessError`` if the process exits first or the deadline passes.
+    ``ChildExited`` if the child exits first, ``NotReady`` if the deadline passes, and
+    ``BenchError`` if the Metadata request fails.
     """
     host, port = split_host_port(bootstrap)
-    while True:
-        if process.popen.poll() is not None:
-            raise ProcessError(process, f"exited with status {process.popen.returncode} before serving {bootstrap}")
-        try:
-            socket.create_connection((host, port), timeout=max(0.1, min(1.0, deadline.remaining()))).close()
-            break
-        except OSError:
-            if deadline.expired():
-                raise ProcessError(
-                    process, f"accepted no connection on {bootstrap} within {deadline.seconds} s"
-                ) from None
-        process.pause_unless_exited(min(POLL_S, deadline.remaining()))
+    wait_port(child, host, port, deadline)
     admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": "strait-bench-ready"})
     try:
         metadata = admin.list_topics(timeout=max(1.0, deadline.remaining()))
     except KafkaException as exc:
-        raise ProcessError(process, f"answered no Metadata request on {bootstrap}: {exc}") from exc
+        raise child_error(child, f"answered no Metadata request on {bootstrap}: {exc}") from exc
     if not metadata.brokers:
-        raise ProcessError(process, f"returned Metadata with no brokers on {bootstrap}")
+        raise child_error(child, f"returned Metadata with no brokers on {bootstrap}")
+
+
+def printed(child: Child, marker: str) -> str | None:
+    """The first of ``child``'s last 200 lines of output that contains ``marker``; None while there is none."""
+    return next((line for line in child.log_tail(200).splitlines() if marker in line), None)
 
 
 def split_host_port(address: str) -> tuple[str, int]:
@@ -364,30 +256,30 @@ class Tansu:
     @contextmanager
     def start(self, workdir: Path, partitions: int, profile: Path | None) -> Iterator[RunningBroker]:
         """Start tansu on a free port; yields once a Metadata request succeeds; always stops it."""
-        process, bootstrap = self._start_on_free_port(workdir)
+        child, bootstrap = self._start_on_free_port(workdir)
         try:
-            yield RunningBroker(self.name, bootstrap, session=process.pid, pid=process.pid)
+            yield RunningBroker(self.name, bootstrap, session=child.pid, pid=child.pid)
         finally:
-            stop(process)
+            stop(child)
 
-    def _start_on_free_port(self, workdir: Path) -> tuple[Process, str]:
+    def _start_on_free_port(self, workdir: Path) -> tuple[Child, str]:
         for attempt in range(1, TANSU_PORT_ATTEMPTS + 1):
             bootstrap = f"{HOST}:{free_port()}"
             url = f"tcp://{bootstrap}"
             argv = [str(self.binary), "broker", "--listener-url", url, "--advertised-listener-url", url]
             argv += ["--storage-engine", "memory://tansu/"]
-            process = spawn(self.name, argv, workdir / f"tansu-{attempt}.log", cwd=workdir)
+            child = spawn(argv, workdir / f"tansu-{attempt}.log", name=self.name, cwd=workdir)
             try:
-                wait_for_kafka(process, bootstrap, Deadline(START_TIMEOUT_S, "tansu start"))
-            except ProcessError:
-                exited_by_itself = process.popen.poll() is not None
-                stop(process)
+                wait_for_kafka(child, bootstrap, Deadline(START_TIMEOUT_S, f"tansu to serve on {bootstrap}"))
+            except (ProcessError, BenchError):
+                exited_by_itself = child.poll() is not None
+                stop(child)
                 # Exited at once: most likely another process took the port between our probe and its bind.
                 if exited_by_itself and attempt < TANSU_PORT_ATTEMPTS:
                     print(f"tansu exited at start on {bootstrap}; retrying on another port", file=sys.stderr)
                     continue
                 raise
-            return process, bootstrap
+            return child, bootstrap
         raise AssertionError("unreachable: the last attempt raises")
 
 
@@ -433,47 +325,45 @@ def strait_has_command(strait: Path, *words: str) -> tuple[bool, str]:
 def zookeeper(strait: Path, workdir: Path, port: int = 0) -> Iterator[str]:
     """Run ``strait zookeeper start``; yields its ``host:port`` connect string; always stops it."""
     ready = workdir / "zookeeper.ready.json"
-    ready.unlink(missing_ok=True)
     argv = [str(strait), "zookeeper", "start", "--data-dir", str(workdir / "zookeeper"), "--port", str(port)]
     argv += ["--ready-file", str(ready)]
-    process = spawn("zookeeper", argv, workdir / "zookeeper.log", cwd=workdir)
+    child, info = spawn_ready(argv, workdir / "zookeeper.log", ready, START_TIMEOUT_S, name="zookeeper", cwd=workdir)
     try:
-        info = wait_for_ready_file(process, ready, Deadline(START_TIMEOUT_S, "ZooKeeper start"))
         connect = info.get("connect")
         if not isinstance(connect, str):
-            raise ProcessError(process, f"wrote a ready file without a 'connect' string: {info!r}")
+            raise child_error(child, f"wrote a ready file without a 'connect' string: {info!r}")
         split_host_port(connect)
         yield connect
     finally:
-        stop(process)
+        stop(child)
 
 
 def _spawn_node(
     executable: Path, workdir: Path, properties: str, *, spy: list[str] | None = None
-) -> tuple[Process, Path]:
+) -> tuple[Child, Path]:
     """Write ``server.properties`` in ``workdir`` and spawn ``strait node start`` (under ``spy``, a
-    py-spy command line ending ``--``, if given); returns the process and its ready file's path."""
+    py-spy command line ending ``--``, if given); returns the child and its ready file's path."""
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / "server.properties"
     config.write_text(properties)
     ready = workdir / "node.ready.json"
     ready.unlink(missing_ok=True)
     argv = [str(executable), "node", "start", "--config", str(config), "--ready-file", str(ready)]
-    return spawn("strait", [*(spy or []), *argv], workdir / "node.log", cwd=workdir), ready
+    return spawn([*(spy or []), *argv], workdir / "node.log", name="strait", cwd=workdir), ready
 
 
-def _await_node(process: Process, ready: Path, deadline: Deadline, broker_id: int) -> RunningBroker:
-    """Wait for a spawned node's ready file and a Metadata answer; raises ``ProcessError`` if it exits or
-    the deadline passes first."""
-    info = wait_for_ready_file(process, ready, deadline)
+def _await_node(child: Child, ready: Path, deadline: Deadline, broker_id: int) -> RunningBroker:
+    """Wait for a spawned node's ready file and a Metadata answer; raises ``ChildExited`` or
+    ``NotReady`` if it exits or the deadline passes first, ``BenchError`` if it answers wrongly."""
+    info = wait_ready_file(child, ready, deadline)
     bootstrap, node_pid, admin_url = info.get("bootstrap"), info.get("pid"), info.get("admin_url")
     if not isinstance(bootstrap, str) or not isinstance(node_pid, int):
-        raise ProcessError(process, f"wrote a ready file without 'bootstrap' and 'pid': {info!r}")
-    wait_for_kafka(process, bootstrap, deadline)
+        raise child_error(child, f"wrote a ready file without 'bootstrap' and 'pid': {info!r}")
+    wait_for_kafka(child, bootstrap, deadline)
     return RunningBroker(
         "strait",
         bootstrap,
-        session=process.pid,
+        session=child.pid,
         pid=node_pid,
         admin_url=admin_url if isinstance(admin_url, str) else None,
         broker_id=broker_id,
@@ -520,17 +410,17 @@ class Strait:
             fmt = "flamegraph" if profile.suffix == ".svg" else "speedscope"
             spy = [str(self.py_spy), "record", "--nonblocking", "--subprocesses", "--rate", str(self.rate)]
             spy += ["--format", fmt, "--output", str(profile), "--"]
-        process, ready = _spawn_node(self.executable, workdir, properties, spy=spy)
+        child, ready = _spawn_node(self.executable, workdir, properties, spy=spy)
         node_pid: int | None = None
         try:
-            running = _await_node(process, ready, Deadline(START_TIMEOUT_S, "strait node start"), broker_id=1)
+            running = _await_node(child, ready, Deadline(START_TIMEOUT_S, "the strait node to serve"), broker_id=1)
             node_pid = running.pid
             yield running
         finally:
             if profile is not None:
-                stop(process, term_pid=node_pid, timeout=PROFILED_STOP_TIMEOUT_S)
+                stop(child, term_pid=node_pid, timeout=PROFILED_STOP_TIMEOUT_S)
             else:
-                stop(process)
+                stop(child)
 
 
 class StraitSite:
@@ -555,12 +445,12 @@ class StraitSite:
         """Start every node at once (``num.partitions=partitions``); yields once each is ready and a
         Metadata request lists all of them; always stops them all, also on errors.
 
-        Raises ``ProcessError`` if a node exits or is not ready by the start deadline, and
-        ``BenchError`` if the nodes do not all appear in Metadata by then.
+        Raises ``ChildExited`` or ``NotReady`` if a node exits or is not ready by the start deadline,
+        and ``BenchError`` if the nodes do not all appear in Metadata by then.
         """
         connect = self.zookeeper_connect + _new_chroot()
         with ExitStack() as stack:
-            spawned: list[tuple[int, Process, Path]] = []
+            spawned: list[tuple[int, Child, Path]] = []
             for broker_id in range(1, self.nodes + 1):
                 node_dir = workdir / f"node{broker_id}"
                 properties = server_properties(
@@ -570,23 +460,21 @@ class StraitSite:
                     partitions=partitions,
                     extra=self.properties,
                 )
-                process, ready = _spawn_node(self.executable, node_dir, properties)
-                stack.callback(stop, process)
-                spawned.append((broker_id, process, ready))
-            stack.callback(_signal_all, [process for _, process, _ in spawned])  # runs first: stop in parallel
-            deadline = Deadline(START_TIMEOUT_S, f"{self.nodes}-node strait site start")
-            nodes = tuple(_await_node(process, ready, deadline, broker_id) for broker_id, process, ready in spawned)
+                child, ready = _spawn_node(self.executable, node_dir, properties)
+                stack.callback(stop, child)
+                spawned.append((broker_id, child, ready))
+            stack.callback(_terminate_all, [child for _, child, _ in spawned])  # runs first: stop in parallel
+            deadline = Deadline(START_TIMEOUT_S, f"the {self.nodes}-node strait site to serve")
+            nodes = tuple(_await_node(child, ready, deadline, broker_id) for broker_id, child, ready in spawned)
             site = RunningSite(self.name, nodes)
             wait_for_brokers(site.bootstrap, {n.broker_id for n in nodes if n.broker_id is not None}, deadline)
             yield site
 
 
-def _signal_all(processes: list[Process]) -> None:
-    """SIGTERM every live process's group, so that they shut down together rather than one by one."""
-    for process in processes:
-        if process.popen.poll() is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(process.pid, signal.SIGTERM)
+def _terminate_all(children: list[Child]) -> None:
+    """SIGTERM every child's group, so that they shut down together rather than one by one."""
+    for child in children:
+        child.signal(signal.SIGTERM)
 
 
 def wait_for_brokers(bootstrap: str, broker_ids: set[int], deadline: Deadline) -> None:
@@ -619,33 +507,28 @@ def py_spy_attached(
     exit each gets SIGINT and writes collapsed stacks to its ``outputs[pid]``; every py-spy is
     stopped, also on errors.
 
-    Raises ``ProcessError`` if a py-spy exits before sampling (it may not attach: permissions), is
-    not sampling by the start deadline, or writes nothing.
+    Raises ``ChildExited`` if a py-spy exits before sampling (it may not attach: permissions),
+    ``NotReady`` if one is not sampling by the start deadline, and ``BenchError`` if one writes
+    nothing.
     """
     with ExitStack() as stack:
-        spies: dict[int, Process] = {}
+        spies: dict[int, Child] = {}
         for pid, output in outputs.items():
             output.unlink(missing_ok=True)
             argv = [str(py_spy), "record", "--pid", str(pid), *flags, "--rate", str(rate)]
             argv += ["--format", "raw", "--output", str(output)]
-            spies[pid] = spawn("py-spy", argv, log_dir / f"py-spy-{pid}.log")
+            spies[pid] = spawn(argv, log_dir / f"py-spy-{pid}.log", name="py-spy")
             stack.callback(stop, spies[pid])
-        deadline = Deadline(START_TIMEOUT_S, "py-spy attach")
-        for pid, process in spies.items():
-            while PY_SPY_SAMPLING not in process.log_tail():
-                if process.popen.poll() is not None:
-                    raise ProcessError(process, f"exited with status {process.popen.returncode} before sampling {pid}")
-                if deadline.expired():
-                    raise ProcessError(process, f"was not sampling pid {pid} within {deadline.seconds} s")
-                process.pause_unless_exited(min(POLL_S, deadline.remaining()))
+        attach = Deadline(START_TIMEOUT_S, "py-spy to attach")
+        for pid, spy in spies.items():
+            sampling = Deadline(attach.remaining(), f"py-spy to sample pid {pid}")
+            wait_until(functools.partial(printed, spy, PY_SPY_SAMPLING), sampling, watch=[spy])
         yield
-        for process in spies.values():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(process.pid, signal.SIGINT)  # py-spy writes its output on Ctrl-C
-        for pid, process in spies.items():
-            try:
-                process.popen.wait(timeout=PROFILED_STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                raise ProcessError(process, f"wrote no profile within {PROFILED_STOP_TIMEOUT_S} s of SIGINT") from None
+        for spy in spies.values():
+            spy.signal(signal.SIGINT)  # py-spy writes its output on Ctrl-C
+        for pid, spy in spies.items():
+            code = spy.wait(PROFILED_STOP_TIMEOUT_S)
+            if code is None:
+                raise child_error(spy, f"wrote no profile within {PROFILED_STOP_TIMEOUT_S} s of SIGINT")
             if not outputs[pid].exists():
-                raise ProcessError(process, f"exited with status {process.popen.returncode} without writing a profile")
+                raise child_error(spy, f"exited with code {code} without writing a profile")

@@ -23,7 +23,9 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic  # what confluent_kafka.admin re-exports, typed
 
-from ._procs import POLL_S, BenchError, Deadline, RunningSite
+from node.proc import Deadline
+
+from ._procs import POLL_S, BenchError, RunningSite
 
 SITE_PROPERTIES = {
     "default.replication.factor": "3",

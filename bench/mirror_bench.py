@@ -53,6 +53,8 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from node.proc import Deadline
+
 from ._cli import fill_defaults, guarded, require_strait, scratch_dir, stepper
 from ._clients import PRODUCER_SETTINGS, VALUE_BYTES, open_producer, timed_produce, warm_up
 from ._mirror_lag import (
@@ -81,7 +83,6 @@ from ._mirror_topology import (
 )
 from ._procs import (
     BenchError,
-    Deadline,
     RunningSite,
     StraitSite,
     py_spy_attached,

@@ -48,13 +48,14 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic  # what confluent_kafka.admin re-exports, typed
 
+from node.proc import Deadline
+
 from ._cli import fill_defaults, guarded, require_strait, scratch_dir, stepper
 from ._clients import PRODUCER_SETTINGS, VALUE_BYTES, Deliveries, open_producer, paced_produce, produce_all
 from ._procs import (
     POLL_S,
     BenchError,
     Broker,
-    Deadline,
     RunningBroker,
     Strait,
     Tansu,
