@@ -74,6 +74,8 @@ from storage.records import (
     BatchBuilder,
     BatchHeader,
     Compression,
+    LeaderEpoch,
+    Offset,
     RecordBatch,
     crc_of,
     set_base_offset,
@@ -193,8 +195,8 @@ def rewrite_header(batch: memoryview | bytes) -> bytes:
     """A copy of a batch as a plain producer would send it: baseOffset 0, no leader epoch, no
     producer id, epoch or sequence, not transactional; the CRC-32C recomputed. Records untouched."""
     buf = bytearray(batch)
-    set_base_offset(buf, 0)
-    set_partition_leader_epoch(buf, -1)
+    set_base_offset(buf, Offset(0))
+    set_partition_leader_epoch(buf, LeaderEpoch(-1))
     (attributes,) = _ATTRIBUTES.unpack_from(buf, _ATTRIBUTES_POS)
     _ATTRIBUTES.pack_into(buf, _ATTRIBUTES_POS, attributes & ~_ATTR_TRANSACTIONAL)
     _PRODUCER.pack_into(buf, _PRODUCER_POS, -1, -1, -1)

@@ -26,3 +26,5 @@ from ._codecs import decompress as decompress
 from ._errors import CorruptBatchError as CorruptBatchError
 from ._errors import RecordFormatError as RecordFormatError
 from ._errors import UnsupportedCompressionError as UnsupportedCompressionError
+from ._offsets import LeaderEpoch as LeaderEpoch
+from ._offsets import Offset as Offset
