@@ -34,12 +34,12 @@ from typing import NamedTuple
 from ._checkpoint import write_atomically
 from ._errors import StorageError
 from ._files import LEADER_EPOCH_CHECKPOINT
-from .records import BatchHeader, LeaderEpoch, Offset
+from .records import NO_OFFSET, BatchHeader, LeaderEpoch, Offset
 
 log = logging.getLogger("strait.storage")
 
 UNDEFINED_EPOCH = LeaderEpoch(-1)
-UNDEFINED_EPOCH_OFFSET = Offset(-1)
+UNDEFINED_EPOCH_OFFSET = NO_OFFSET
 _VERSION = 0
 
 

@@ -26,5 +26,6 @@ from ._codecs import decompress as decompress
 from ._errors import CorruptBatchError as CorruptBatchError
 from ._errors import RecordFormatError as RecordFormatError
 from ._errors import UnsupportedCompressionError as UnsupportedCompressionError
+from ._offsets import NO_OFFSET as NO_OFFSET
 from ._offsets import LeaderEpoch as LeaderEpoch
 from ._offsets import Offset as Offset

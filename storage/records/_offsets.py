@@ -19,3 +19,5 @@ LeaderEpoch = NewType("LeaderEpoch", int)
 
 #: Where a new partition's log starts.
 FIRST_OFFSET = Offset(0)
+#: Kafka's -1 where an offset is unknown, not found or not asked for.
+NO_OFFSET = Offset(-1)
