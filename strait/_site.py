@@ -25,7 +25,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -42,6 +42,36 @@ _SECOND_SIGNAL_AFTER_S = 1.0  # a signal this soon after the first is the same r
 
 SITE_FILE = "site.json"
 LOCK_FILE = "site.lock"
+
+
+# Properties every node of a local site gets from the site (its id, addresses, dirs, ZooKeeper).
+SITE_MANAGED_PROPERTIES = frozenset(
+    {
+        "broker.id",
+        "listeners",
+        "advertised.listeners",
+        "log.dirs",
+        "log.dir",
+        "zookeeper.connect",
+        "strait.admin.listener",
+    }
+)
+
+
+def parse_settings(settings: Iterable[str]) -> dict[str, str]:
+    """``KEY=VALUE`` strings (``--set``) as a dict, a later key overriding an earlier one.
+
+    Raises:
+        ValueError: naming a setting without ``=`` or with an empty key.
+    """
+    out: dict[str, str] = {}
+    for setting in settings:
+        key, eq, value = setting.partition("=")
+        key = key.strip()
+        if not eq or not key:
+            raise ValueError(f"--set {setting!r}: expected KEY=VALUE, for example --set num.partitions=6")
+        out[key] = value.strip()
+    return out
 
 
 class SiteError(Exception):
@@ -138,6 +168,25 @@ class LocalSite:
         ]
         self._zookeeper: Any = None  # node.coordination.EmbeddedZooKeeper once started
         self._lock: IO[bytes] | None = None
+        self._check_properties()
+
+    def _check_properties(self) -> None:
+        """Refuse a property the site sets itself, and any that a node would refuse, before anything starts.
+
+        Raises:
+            ValueError: naming the key (and the value, for a value the node's config refuses).
+        """
+        from node.config import ConfigError, NodeConfig
+
+        for key in self.properties:
+            if key in SITE_MANAGED_PROPERTIES:
+                raise ValueError(f"--set {key}: the local site sets {key} itself for each node")
+        first = self.nodes[0]
+        props = self.node_properties(first) | {"zookeeper.connect": f"127.0.0.1:2181/{self.name}"}
+        try:
+            NodeConfig.from_properties(props, source="--set")
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
 
     # -- what the site looks like -------------------------------------------------------------
 
