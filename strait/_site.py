@@ -82,17 +82,13 @@ class SiteInterrupted(SiteError):
     """A stop was requested (Ctrl-C, SIGTERM) while the site was still starting."""
 
 
-@dataclass
-class LocalNode:
-    """One broker process of a :class:`LocalSite`; the addresses are known once it is ready."""
+class NodeFiles:
+    """Where a local node keeps its files: everything under its working directory ``workdir``.
 
-    broker_id: int
+    Shared by the site launcher's nodes and the test harness's, so both lay a node out alike.
+    """
+
     workdir: Path
-    port: int
-    child: Child | None = None
-    bootstrap: str = ""
-    admin_url: str = ""
-    exit_reported: bool = False
 
     @property
     def config_path(self) -> Path:
@@ -109,6 +105,19 @@ class LocalNode:
     @property
     def log_dirs(self) -> tuple[Path, Path]:
         return (self.workdir / "d1", self.workdir / "d2")
+
+
+@dataclass
+class LocalNode(NodeFiles):
+    """One broker process of a :class:`LocalSite`; the addresses are known once it is ready."""
+
+    broker_id: int
+    workdir: Path
+    port: int
+    child: Child | None = None
+    bootstrap: str = ""
+    admin_url: str = ""
+    exit_reported: bool = False
 
     @property
     def pid(self) -> int | None:
