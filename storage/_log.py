@@ -8,6 +8,10 @@ offset. Mutations are
 serialised by a lock so that a broker may call from worker threads; reads work on a
 snapshot of the segment list and never block appends. Compaction (``compact``, in
 ``_cleaner``) reads and rewrites without the lock and takes it only to swap segments in.
+
+The module is about 600 lines because it is one noun, Kafka's ``UnifiedLog``: every operation
+here takes the same lock over the same segment list, and splitting them would only spread
+that invariant over several files.
 """
 
 from __future__ import annotations
