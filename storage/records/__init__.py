@@ -1,5 +1,8 @@
 """Kafka RecordBatch v2: parse, validate, build, (de)compress. Used by the broker, mirror and tools.
 
+Also the types of the numbers a batch carries, ``Offset`` and ``LeaderEpoch`` (``_offsets``),
+which ``storage`` re-exports and the broker, client and mirror use across their modules.
+
 A leaf: it imports nothing of ``storage`` outside itself (its errors are in ``_errors``).
 """
 
