@@ -37,6 +37,17 @@ from node.client import (
 from node.protocol import ErrorCode
 from storage.records import HEADER_SIZE, read_header
 
+from ._offsets import (
+    NO_SOURCE_OFFSET,
+    NO_TARGET_OFFSET,
+    SourceOffset,
+    TargetOffset,
+    source_of,
+    source_offset,
+    target_of,
+    target_offset,
+)
+
 log = logging.getLogger("strait.mirror.copier")
 
 #: Upper bounds (seconds) of the replication latency histogram's buckets; the last is +Inf.
@@ -94,16 +105,20 @@ class LatencyHistogram:
 
 @dataclass
 class PartitionProgress:
-    """What the copier knows of one partition: the copy's end and the source's offsets."""
+    """What the copier knows of one partition: the copy's end and the source's offsets.
+
+    ``mirrored_offset`` is a source offset: everything below it is copied (offset-preserving:
+    the target's log end offset, the same number; MM2: the next source offset to copy).
+    """
 
     topic: str
     partition: int
-    mirrored_offset: int = -1  # the target's log end offset: everything below is copied
-    source_high_watermark: int = -1
-    source_log_start: int = -1
+    mirrored_offset: SourceOffset = NO_SOURCE_OFFSET
+    source_high_watermark: SourceOffset = NO_SOURCE_OFFSET
+    source_log_start: SourceOffset = NO_SOURCE_OFFSET
     bytes_copied: int = 0
     records_copied: int = 0
-    gaps: list[tuple[int, int]] = field(default_factory=list)  # [from, to) lost to source retention
+    gaps: list[tuple[SourceOffset, SourceOffset]] = field(default_factory=list)  # [from, to) lost to source retention
     errors: int = 0
     last_error: str | None = None
     state: str = "starting"  # unassigned, starting, copying, diverged (the target is past the source), ...
@@ -178,7 +193,9 @@ class PartitionCopier:
         await aclose_quietly(self._src, self._tgt)
         self._src = self._tgt = None
 
-    async def _append(self, records: bytes | memoryview | None, *, start_offset: int = -1) -> bool:
+    async def _append(
+        self, records: bytes | memoryview | None, *, start_offset: TargetOffset = NO_TARGET_OFFSET
+    ) -> bool:
         """MirrorAppend at the known end; True when the target took it (progress updated)."""
         p = self.progress
         if self._tgt is None:
@@ -188,13 +205,14 @@ class PartitionCopier:
             self.link,
             p.topic,
             p.partition,
-            p.mirrored_offset,
+            target_of(p.mirrored_offset),
             records,
             start_offset=start_offset,
             timeout=self.append_timeout_ms / 1000,
         )
-        if result.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and result.log_end_offset >= 0:
-            p.mirrored_offset = result.log_end_offset  # resume from what the target holds
+        end = target_offset(result.log_end_offset)
+        if result.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and end >= 0:
+            p.mirrored_offset = source_of(end)  # resume from what the target holds
             return False
         if result.error_code:
             raise ClientError.from_code(
@@ -202,7 +220,7 @@ class PartitionCopier:
                 f"MirrorAppend {p.topic}-{p.partition} on site {self.target.name}",
                 result.error_message,
             )
-        p.mirrored_offset = result.log_end_offset
+        p.mirrored_offset = source_of(end)
         return True
 
     async def _step(self) -> None:
@@ -222,13 +240,14 @@ class PartitionCopier:
             max_bytes=self.fetch_max_bytes,
             timeout=self.source.timeout,
         )
-        if part.log_start_offset >= 0:
-            p.source_log_start = part.log_start_offset
-        if part.high_watermark >= 0:
-            p.source_high_watermark = part.high_watermark
+        log_start, high_watermark = source_offset(part.log_start_offset), source_offset(part.high_watermark)
+        if log_start >= 0:
+            p.source_log_start = log_start
+        if high_watermark >= 0:
+            p.source_high_watermark = high_watermark
         code = part.error_code
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
-            await self._out_of_range(part.log_start_offset, part.high_watermark)
+            await self._out_of_range(log_start, high_watermark)
             return
         if code:
             raise ClientError.from_code(code, f"fetch {p.topic}-{p.partition} from site {self.source.name}")
@@ -273,11 +292,11 @@ class PartitionCopier:
             return None
         return first_base, count, view[start:stop], first_ts, max_ts
 
-    async def _out_of_range(self, log_start: int, high_watermark: int) -> None:
+    async def _out_of_range(self, log_start: SourceOffset, high_watermark: SourceOffset) -> None:
         p = self.progress
         if log_start > p.mirrored_offset:
             self._gap(p.mirrored_offset, log_start)
-            await self._append(None, start_offset=log_start)
+            await self._append(None, start_offset=target_of(log_start))
             return
         if high_watermark >= 0 and p.mirrored_offset > high_watermark:
             if p.state != "diverged":
@@ -292,11 +311,11 @@ class PartitionCopier:
                 )
             p.state = "diverged"
             await trio.sleep(self.backoff_s * 4)
-            p.mirrored_offset = -1  # ask the target again: an operator may have truncated it
+            p.mirrored_offset = NO_SOURCE_OFFSET  # ask the target again: an operator may have truncated it
             return
         raise ClientError(f"fetch {p.topic}-{p.partition} at {p.mirrored_offset}: offset out of range")
 
-    def _gap(self, start: int, end: int) -> None:
+    def _gap(self, start: SourceOffset, end: SourceOffset) -> None:
         p = self.progress
         p.gaps.append((start, end))
         log.error(

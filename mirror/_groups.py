@@ -31,8 +31,10 @@ from typing import Any
 import trio
 
 from node.client import LATEST, AdminClient, ClientError, GroupAdmin, SiteClient
+from storage.records import NO_OFFSET
 
 from ._config import LinkConfig
+from ._offsets import SourceOffset, TargetOffset, source_offset, target_of, target_offset
 
 log = logging.getLogger("strait.mirror.groups")
 
@@ -41,17 +43,17 @@ CONSUMER_PROTOCOL_TYPES = ("consumer", "")
 
 #: (source topic, partition, source committed offset) -> (target topic, target offset), or None
 #: when the offset cannot be mapped yet (MM2 mode without an offset sync for it).
-Translate = Callable[[str, int, int], Awaitable[tuple[str, int] | None]]
+Translate = Callable[[str, int, SourceOffset], Awaitable[tuple[str, TargetOffset] | None]]
 
 
 #: Called with a group and its translated offsets as (source topic, partition, source offset,
 #: target offset), before the target's members are looked at (MM2 mode: checkpoints).
-Checkpointer = Callable[[str, list[tuple[str, int, int, int]]], Awaitable[None]]
+Checkpointer = Callable[[str, list[tuple[str, int, SourceOffset, TargetOffset]]], Awaitable[None]]
 
 
-async def same_offsets(topic: str, partition: int, offset: int) -> tuple[str, int] | None:
+async def same_offsets(topic: str, partition: int, offset: SourceOffset) -> tuple[str, TargetOffset] | None:
     """Offset-preserving mode: the mirror topic has the source topic's name and offsets."""
-    return topic, offset
+    return topic, target_of(offset)
 
 
 @dataclass
@@ -60,7 +62,7 @@ class GroupState:
 
     group: str
     state: str = "new"  # synced, active-on-target, failed, nothing-to-sync
-    synced_offsets: dict[tuple[str, int], int] = field(default_factory=dict)  # as committed on the target
+    synced_offsets: dict[tuple[str, int], TargetOffset] = field(default_factory=dict)  # as committed on the target
     clamped: int = 0  # partitions whose offset was held back to the target's end in the last pass
     last_sync_ms: int | None = None
     last_error: str | None = None
@@ -147,16 +149,17 @@ class GroupSync:
     async def _sync_group(self, state: GroupState) -> None:
         group = state.group
         committed = await self._source_groups.committed(group)
-        wanted: dict[tuple[str, int], int] = {}
-        translated: list[tuple[str, int, int, int]] = []
-        for (topic, partition), offset in committed.items():
+        wanted: dict[tuple[str, int], TargetOffset] = {}
+        translated: list[tuple[str, int, SourceOffset, TargetOffset]] = []
+        for (topic, partition), committed_offset in committed.items():
             if not self.mirrored(topic):
                 continue
+            offset = source_offset(committed_offset)
             mapped = await self.translate(topic, partition, offset)
             if mapped is not None:
-                target_topic, target_offset = mapped
-                wanted[(target_topic, partition)] = target_offset
-                translated.append((topic, partition, offset, target_offset))
+                target_topic, mapped_offset = mapped
+                wanted[(target_topic, partition)] = mapped_offset
+                translated.append((topic, partition, offset, mapped_offset))
         if not wanted:
             state.state = "nothing-to-sync"
             state.last_error = None
@@ -183,7 +186,7 @@ class GroupSync:
             parts = sorted(p for t, p in wanted if t == topic)
             ends = await self._target_admin.list_offsets(topic, parts, LATEST, strict=False)
             for p in parts:
-                end = ends.get(p, -1)
+                end = target_offset(ends.get(p, NO_OFFSET))
                 if end < 0:
                     del wanted[(topic, p)]  # the target cannot say: leave it for the next pass
                 elif wanted[(topic, p)] > end:

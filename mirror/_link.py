@@ -51,6 +51,7 @@ from ._mm2 import (
     remote_topic,
     write_checkpoints,
 )
+from ._offsets import NO_SOURCE_OFFSET, SourceOffset, TargetOffset
 
 log = logging.getLogger("strait.mirror.link")
 
@@ -246,12 +247,12 @@ class LinkRunner:
         """The name of source ``topic``'s copy on the target: the same, or ``<source>.<topic>`` in MM2 mode."""
         return remote_topic(self.config.source.name, topic) if self.mm2 else topic
 
-    async def _mm2_translate(self, topic: str, partition: int, offset: int) -> tuple[str, int] | None:
+    async def _mm2_translate(self, topic: str, partition: int, offset: SourceOffset) -> tuple[str, TargetOffset] | None:
         assert self._offset_syncs is not None
         downstream = self._offset_syncs.translate(topic, partition, offset)
-        return None if downstream is None else (self.target_topic(topic), int(downstream))
+        return None if downstream is None else (self.target_topic(topic), downstream)
 
-    async def _mm2_checkpoint(self, group: str, entries: list[tuple[str, int, int, int]]) -> None:
+    async def _mm2_checkpoint(self, group: str, entries: list[tuple[str, int, SourceOffset, TargetOffset]]) -> None:
         """Write MM2 checkpoints (source topic, partition, upstream, downstream) of ``group`` on the target."""
         assert self._target is not None
         cfg = self.config
@@ -490,7 +491,7 @@ class LinkRunner:
                 topic.progress[partition] = copier.progress
             else:
                 # Keep the counters and gaps; the mirrored offset is asked from the target again.
-                progress.mirrored_offset = -1
+                progress.mirrored_offset = NO_SOURCE_OFFSET
                 progress.state = "starting"
                 copier.progress = progress
             copy = _Copy(copier)
@@ -504,7 +505,7 @@ class LinkRunner:
                 while True:  # a claim's body is cancelled when the partition moves to another process
                     progress.state = "unassigned"
                     async with self.membership.claim(progress.topic, progress.partition):
-                        progress.mirrored_offset = -1  # ask the target: another process may have copied
+                        progress.mirrored_offset = NO_SOURCE_OFFSET  # ask the target: another process may have copied
                         progress.state = "starting"
                         await copy.copier.run()
                     await trio.lowlevel.checkpoint()

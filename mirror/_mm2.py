@@ -22,11 +22,9 @@ from ._mm2_copier import (
 )
 from ._mm2_formats import (
     Checkpoint,
-    DownstreamOffset,
     Heartbeat,
     MM2FormatError,
     OffsetSync,
-    UpstreamOffset,
     decode_checkpoint,
     decode_checkpoint_key,
     decode_checkpoint_value,
@@ -69,10 +67,10 @@ from ._mm2_syncs import (
     OffsetSyncStore,
     sync_for,
 )
+from ._offsets import SourceOffset, TargetOffset
 
 __all__ = [
     "Checkpoint",
-    "DownstreamOffset",
     "HEARTBEATS_TOPIC",
     "Heartbeat",
     "MM2FormatError",
@@ -80,8 +78,9 @@ __all__ = [
     "OffsetSync",
     "OffsetSyncStore",
     "Outgoing",
+    "SourceOffset",
+    "TargetOffset",
     "TransactionFilter",
-    "UpstreamOffset",
     "checkpoint_topic_name",
     "checkpoints_topic",
     "decode_checkpoint",

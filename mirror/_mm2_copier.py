@@ -74,6 +74,8 @@ from storage.records import (
     BatchBuilder,
     BatchHeader,
     Compression,
+    LeaderEpoch,
+    Offset,
     RecordBatch,
     crc_of,
     set_base_offset,
@@ -85,6 +87,7 @@ from ._mm2_formats import OffsetSync, encode_offset_sync
 from ._mm2_io import INTERNAL_TOPIC_CONFIGS
 from ._mm2_policy import offset_syncs_topic, remote_topic
 from ._mm2_syncs import OffsetSyncStore, sync_for
+from ._offsets import NO_SOURCE_OFFSET, NO_TARGET_OFFSET, SourceOffset, TargetOffset, source_offset, target_offset
 
 log = logging.getLogger("strait.mirror.mm2")
 
@@ -148,12 +151,14 @@ class Outgoing:
 
     payload: bytes
     records: int
-    last_upstream: int
+    last_upstream: SourceOffset
     first_timestamp: int
     max_timestamp: int
 
 
-def forward(batch: memoryview, header: BatchHeader, upstream_next: int, skip: int) -> tuple[Outgoing | None, int]:
+def forward(
+    batch: memoryview, header: BatchHeader, upstream_next: SourceOffset, skip: int
+) -> tuple[Outgoing | None, int]:
     """The part of a data batch to produce: its records at or after ``upstream_next``, less the first ``skip``.
 
     Returns (the batch to produce or None when nothing is left, how many records were skipped).
@@ -168,7 +173,7 @@ def forward(batch: memoryview, header: BatchHeader, upstream_next: int, skip: in
         return Outgoing(
             rewrite_header(batch[: header.size]),
             header.records_count,
-            header.last_offset,
+            source_offset(header.last_offset),
             header.base_timestamp,
             header.max_timestamp,
         ), 0
@@ -183,7 +188,7 @@ def forward(batch: memoryview, header: BatchHeader, upstream_next: int, skip: in
     return Outgoing(
         builder.build(),
         len(records),
-        records[-1].offset,
+        source_offset(records[-1].offset),
         records[0].timestamp,
         max(r.timestamp for r in records),
     ), skipped
@@ -193,8 +198,8 @@ def rewrite_header(batch: memoryview | bytes) -> bytes:
     """A copy of a batch as a plain producer would send it: baseOffset 0, no leader epoch, no
     producer id, epoch or sequence, not transactional; the CRC-32C recomputed. Records untouched."""
     buf = bytearray(batch)
-    set_base_offset(buf, 0)
-    set_partition_leader_epoch(buf, -1)
+    set_base_offset(buf, Offset(0))
+    set_partition_leader_epoch(buf, LeaderEpoch(-1))
     (attributes,) = _ATTRIBUTES.unpack_from(buf, _ATTRIBUTES_POS)
     _ATTRIBUTES.pack_into(buf, _ATTRIBUTES_POS, attributes & ~_ATTR_TRANSACTIONAL)
     _PRODUCER.pack_into(buf, _PRODUCER_POS, -1, -1, -1)
@@ -241,8 +246,8 @@ class MM2PartitionCopier:
         self.fetch_max_bytes = fetch_max_bytes
         self.produce_timeout_ms = produce_timeout_ms
         self.backoff_s = backoff_s
-        self.upstream_next = -1  # -1: not known, derive it from the offset syncs
-        self.downstream_next = -1
+        self.upstream_next = NO_SOURCE_OFFSET  # not known: derive it from the offset syncs
+        self.downstream_next = NO_TARGET_OFFSET
         self.skip = 0  # records at upstream_next and after that the target already holds
         self.syncs_written = 0
         self._check_target = True  # compare the target's end with downstream_next before copying
@@ -266,7 +271,7 @@ class MM2PartitionCopier:
         """Copy until cancelled. Outages are retried with backoff (``progress.errors``,
         ``last_error``), never raised; the position is re-derived at each start."""
         p = self.progress
-        self.upstream_next = self.downstream_next = -1
+        self.upstream_next, self.downstream_next = NO_SOURCE_OFFSET, NO_TARGET_OFFSET
         self.skip = 0
         self._check_target = True
         # A sync left unwritten by an earlier run is dropped, not written late: another process
@@ -324,13 +329,13 @@ class MM2PartitionCopier:
             await self._write_sync(anchor)
             log.info("%s: no offset sync yet; copying from the source's log start %d", self._name, log_start)
             sync = anchor
-        self.upstream_next = sync.upstream + 1
-        self.downstream_next = sync.downstream + 1
+        self.upstream_next = source_offset(sync.upstream + 1)
+        self.downstream_next = target_offset(sync.downstream + 1)
         self.skip = 0
         p.mirrored_offset = self.upstream_next
         return self._reconcile(end)
 
-    def _reconcile(self, end: int) -> bool:
+    def _reconcile(self, end: TargetOffset) -> bool:
         """Line the position up with the target's end offset ``end``; False when they cannot agree."""
         p = self.progress
         if end > self.downstream_next:
@@ -352,7 +357,7 @@ class MM2PartitionCopier:
                 f"it holds records up to {self.downstream_next - 1}: the target lost records (topic re-created or "
                 "truncated); not copying until resolved",
             )
-            self.upstream_next = self.downstream_next = -1  # look again, from the syncs
+            self.upstream_next, self.downstream_next = NO_SOURCE_OFFSET, NO_TARGET_OFFSET  # look again, from the syncs
             return False
         self._check_target = False
         if p.state != "copying":
@@ -370,7 +375,7 @@ class MM2PartitionCopier:
 
     # -- copying ---------------------------------------------------------------------------------
 
-    async def _fetch(self, offset: int) -> FetchedPartition:
+    async def _fetch(self, offset: SourceOffset) -> FetchedPartition:
         """One read_committed fetch from the source leader (a seam for tests)."""
         p = self.progress
         if self._src is None:
@@ -388,12 +393,13 @@ class MM2PartitionCopier:
     async def _copy_once(self) -> None:
         p = self.progress
         part = await self._fetch(self.upstream_next)
-        if part.log_start_offset >= 0:
-            p.source_log_start = part.log_start_offset
-        if part.high_watermark >= 0:
-            p.source_high_watermark = part.high_watermark
+        log_start, high_watermark = source_offset(part.log_start_offset), source_offset(part.high_watermark)
+        if log_start >= 0:
+            p.source_log_start = log_start
+        if high_watermark >= 0:
+            p.source_high_watermark = high_watermark
         if part.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
-            await self._out_of_range(part.log_start_offset, part.high_watermark)
+            await self._out_of_range(log_start, high_watermark)
             return
         if part.error_code:
             raise ClientError.from_code(part.error_code, f"fetch {p.topic}-{p.partition} from site {self.source.name}")
@@ -405,22 +411,22 @@ class MM2PartitionCopier:
             if header.next_offset <= self.upstream_next:
                 continue
             if verdict != DATA:
-                self._advance(header.next_offset)
+                self._advance(source_offset(header.next_offset))
                 continue
             if p.oldest_unmirrored_ms < 0:
                 p.oldest_unmirrored_ms = header.base_timestamp
             out, skipped = forward(batch, header, self.upstream_next, self.skip)
             self.skip -= skipped
             if out is None:
-                self._advance(header.next_offset)
+                self._advance(source_offset(header.next_offset))
                 continue
             await self._produce(out)
-            self._advance(header.next_offset)
+            self._advance(source_offset(header.next_offset))
             await self._write_sync(self._pending_sync)
         if p.lag_records <= 0:
             p.oldest_unmirrored_ms = -1
 
-    def _advance(self, upstream_next: int) -> None:
+    def _advance(self, upstream_next: SourceOffset) -> None:
         self.upstream_next = upstream_next
         self.progress.mirrored_offset = upstream_next
 
@@ -428,8 +434,10 @@ class MM2PartitionCopier:
         p = self.progress
         if self._tgt is None:
             self._tgt = await self.target.open_leader(self.remote_topic, p.partition)
-        base = await produce_batch(
-            self._tgt, self.remote_topic, p.partition, out.payload, timeout_ms=self.produce_timeout_ms
+        base = target_offset(
+            await produce_batch(
+                self._tgt, self.remote_topic, p.partition, out.payload, timeout_ms=self.produce_timeout_ms
+            )
         )
         if base != self.downstream_next:
             log.warning(
@@ -439,8 +447,8 @@ class MM2PartitionCopier:
                 base,
                 self.downstream_next,
             )
-        last = base + out.records - 1
-        self.downstream_next = last + 1
+        last = target_offset(base + out.records - 1)
+        self.downstream_next = target_offset(last + 1)
         self._pending_sync = sync_for(p.topic, p.partition, out.last_upstream, last)
         p.records_copied += out.records
         p.bytes_copied += len(out.payload)
@@ -457,7 +465,7 @@ class MM2PartitionCopier:
         self._pending_sync = None
         self.syncs_written += 1
 
-    async def _out_of_range(self, log_start: int, high_watermark: int) -> None:
+    async def _out_of_range(self, log_start: SourceOffset, high_watermark: SourceOffset) -> None:
         p = self.progress
         if log_start > self.upstream_next:
             gap = (self.upstream_next, log_start)
@@ -478,7 +486,7 @@ class MM2PartitionCopier:
                     f"copied from [{gap[0]}, ...) are partly deleted: cannot tell where to resume without a "
                     "duplicate or a gap",
                 )
-                self.upstream_next = self.downstream_next = -1
+                self.upstream_next, self.downstream_next = NO_SOURCE_OFFSET, NO_TARGET_OFFSET
                 await trio.sleep(self.backoff_s * 4)
                 return
             self._advance(log_start)
@@ -490,20 +498,20 @@ class MM2PartitionCopier:
                 f"{high_watermark}: the source lost records (unclean election, topic re-created); not copying "
                 "until resolved",
             )
-            self.upstream_next = self.downstream_next = -1
+            self.upstream_next, self.downstream_next = NO_SOURCE_OFFSET, NO_TARGET_OFFSET
             await trio.sleep(self.backoff_s * 4)
             return
         raise ClientError(f"fetch {p.topic}-{p.partition} at {self.upstream_next}: offset out of range")
 
     # -- offsets ---------------------------------------------------------------------------------
 
-    async def _target_offset(self, which: int) -> int:
+    async def _target_offset(self, which: int) -> TargetOffset:
         if self._tgt is None:
             self._tgt = await self.target.open_leader(self.remote_topic, self.progress.partition)
-        return await list_offset(self._tgt, self.remote_topic, self.progress.partition, which)
+        return target_offset(await list_offset(self._tgt, self.remote_topic, self.progress.partition, which))
 
-    async def _source_offset(self, which: int) -> int:
+    async def _source_offset(self, which: int) -> SourceOffset:
         p = self.progress
         if self._src is None:
             self._src = await self.source.open_leader(p.topic, p.partition)
-        return await list_offset(self._src, p.topic, p.partition, which)
+        return source_offset(await list_offset(self._src, p.topic, p.partition, which))

@@ -30,14 +30,11 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import NewType
+
+from storage.records import Offset
 
 from ._config import MirrorError
-
-#: An offset in the source cluster's partition (MM2's "upstream").
-UpstreamOffset = NewType("UpstreamOffset", int)
-#: An offset in the target cluster's remote partition (MM2's "downstream").
-DownstreamOffset = NewType("DownstreamOffset", int)
+from ._offsets import SourceOffset, TargetOffset
 
 #: The only value version MM2 writes and reads (``Heartbeat.VERSION``, ``Checkpoint.VERSION``).
 VERSION = 0
@@ -78,8 +75,8 @@ class OffsetSync:
 
     topic: str
     partition: int
-    upstream: UpstreamOffset
-    downstream: DownstreamOffset
+    upstream: SourceOffset
+    downstream: TargetOffset
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,8 +89,8 @@ class Checkpoint:
     group: str
     topic: str
     partition: int
-    upstream: UpstreamOffset
-    downstream: DownstreamOffset
+    upstream: SourceOffset
+    downstream: TargetOffset
     metadata: str = ""
 
 
@@ -176,6 +173,9 @@ class _Reader:
     def int64(self, field: str) -> int:
         return int(_INT64.unpack(self._take(8, field))[0])
 
+    def offset(self, field: str) -> Offset:
+        return Offset(self.int64(field))
+
     def string(self, field: str) -> str:
         n = self.int16(f"{field} length")
         if n < 0:
@@ -231,10 +231,10 @@ def decode_offset_sync_key(data: bytes | bytearray | memoryview | None) -> tuple
     return out
 
 
-def decode_offset_sync_value(data: bytes | bytearray | memoryview | None) -> tuple[UpstreamOffset, DownstreamOffset]:
+def decode_offset_sync_value(data: bytes | bytearray | memoryview | None) -> tuple[SourceOffset, TargetOffset]:
     """(upstreamOffset, offset). Raises MM2FormatError."""
     r = _Reader(data, "offset sync value")
-    out = UpstreamOffset(r.int64("upstreamOffset")), DownstreamOffset(r.int64("offset"))
+    out = SourceOffset(r.offset("upstreamOffset")), TargetOffset(r.offset("offset"))
     r.end()
     return out
 
@@ -257,11 +257,11 @@ def decode_checkpoint_key(data: bytes | bytearray | memoryview | None) -> tuple[
 
 def decode_checkpoint_value(
     data: bytes | bytearray | memoryview | None,
-) -> tuple[UpstreamOffset, DownstreamOffset, str]:
+) -> tuple[SourceOffset, TargetOffset, str]:
     """(upstreamOffset, offset, metadata). Raises MM2FormatError."""
     r = _Reader(data, "checkpoint value")
     r.version()
-    out = UpstreamOffset(r.int64("upstreamOffset")), DownstreamOffset(r.int64("offset")), r.string("metadata")
+    out = SourceOffset(r.offset("upstreamOffset")), TargetOffset(r.offset("offset")), r.string("metadata")
     r.end()
     return out
 

@@ -12,13 +12,12 @@ from node.client import ProduceRecord, SiteClient, ensure_topic, produce_records
 
 from ._mm2_formats import (
     Checkpoint,
-    DownstreamOffset,
-    UpstreamOffset,
     encode_checkpoint,
     encode_heartbeat_key,
     encode_heartbeat_value,
 )
 from ._mm2_policy import HEARTBEATS_TOPIC, checkpoints_topic
+from ._offsets import source_offset, target_offset
 
 INTERNAL_TOPIC_CONFIGS = {"cleanup.policy": "compact"}  # MM2's createSinglePartitionCompactedTopic
 CHECKPOINT_CHUNK = 500  # records per produced batch of checkpoints: well under max.message.bytes
@@ -62,4 +61,4 @@ async def write_checkpoints(
 
 def _as_checkpoint(entry: tuple[str, str, int, int, int, str | None]) -> Checkpoint:
     group, topic, partition, upstream, downstream, metadata = entry
-    return Checkpoint(group, topic, partition, UpstreamOffset(upstream), DownstreamOffset(downstream), metadata or "")
+    return Checkpoint(group, topic, partition, source_offset(upstream), target_offset(downstream), metadata or "")

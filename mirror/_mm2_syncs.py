@@ -30,16 +30,15 @@ from node.client import (
     list_offset,
 )
 from node.protocol import ErrorCode
-from storage.records import RecordBatch
+from storage.records import Offset, RecordBatch
 
 from ._mm2_formats import (
-    DownstreamOffset,
     MM2FormatError,
     OffsetSync,
-    UpstreamOffset,
     decode_offset_sync,
     decode_offset_sync_key,
 )
+from ._offsets import SourceOffset, TargetOffset, source_offset, target_offset
 
 log = logging.getLogger("strait.mirror.mm2")
 
@@ -58,7 +57,7 @@ class OffsetSyncStore:
         self.site = site
         self.topic = topic
         self.history_size = max(2, history)
-        self.position = 0  # next offset of the offset-syncs topic to read
+        self.position = Offset(0)  # next offset of the offset-syncs topic to read
         self.loaded = False  # read to the end at least once
         self.malformed = 0
         self._syncs: dict[tuple[str, int], list[OffsetSync]] = {}  # ascending by upstream offset
@@ -95,7 +94,7 @@ class OffsetSyncStore:
     def partitions(self) -> list[tuple[str, int]]:
         return sorted(self._syncs)
 
-    def translate(self, topic: str, partition: int, upstream_offset: int) -> DownstreamOffset | None:
+    def translate(self, topic: str, partition: int, upstream_offset: SourceOffset) -> TargetOffset | None:
         """Where a group that committed ``upstream_offset`` on the source resumes on the target.
 
         MM2's rule on the latest kept sync at or below the offset: its downstream offset when
@@ -113,7 +112,7 @@ class OffsetSyncStore:
         step = 0 if sync.upstream == upstream_offset else 1
         if sync.downstream + step < 0:
             return None  # an anchor sync's own offset: that source record was never copied
-        return DownstreamOffset(sync.downstream + step)
+        return target_offset(sync.downstream + step)
 
     # -- reading the topic ------------------------------------------------------------------------
 
@@ -197,4 +196,4 @@ def _thin(syncs: list[OffsetSync]) -> list[OffsetSync]:
 
 def sync_for(topic: str, partition: int, upstream: int, downstream: int) -> OffsetSync:
     """An OffsetSync from plain ints."""
-    return OffsetSync(topic, partition, UpstreamOffset(upstream), DownstreamOffset(downstream))
+    return OffsetSync(topic, partition, source_offset(upstream), target_offset(downstream))

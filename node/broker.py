@@ -35,6 +35,7 @@ from node.groups import GroupConfig, GroupCoordinator
 from node.handlers import Handler, NodeServices, dispatch_table, served_ranges
 from node.metrics import NodeMetrics
 from node.offsets_topic import OffsetsTopicStore, sync_coordinator
+from node.proc import atomic_write
 from node.producer_ids import ProducerIdAllocator
 from node.protocol import ApiKey
 from node.replica_manager import ReplicaManager
@@ -389,8 +390,4 @@ def write_ready_file(path: Path, info: ReadyInfo) -> None:
     Raises:
         OSError: the file cannot be written (see :func:`node.proc.atomic_write`).
     """
-    # Imported here to leave the module's import block to the handler rework (issue 13, step 1);
-    # hoist it to the top with the other node imports once that has landed.
-    from node.proc import atomic_write  # noqa: PLC0415
-
     atomic_write(path, info.to_json() + "\n")

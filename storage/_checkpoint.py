@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ._errors import StorageError
 from ._files import TEMP_SUFFIX, TopicPartition
+from .records import Offset
 
 _VERSION = 0
 
@@ -55,7 +56,7 @@ def write_offsets(path: Path, offsets: Mapping[TopicPartition, int]) -> None:
     write_atomically(path, ("\n".join(lines) + "\n").encode())
 
 
-def read_offsets(path: Path) -> dict[TopicPartition, int]:
+def read_offsets(path: Path) -> dict[TopicPartition, Offset]:
     """Entries of an offset checkpoint; empty when the file is missing. Raises StorageError if malformed."""
     try:
         lines = path.read_text().splitlines()
@@ -68,7 +69,7 @@ def read_offsets(path: Path) -> dict[TopicPartition, int]:
         entries = {}
         for line in lines[2 : 2 + count]:
             topic, partition, offset = line.split()
-            entries[TopicPartition(topic, int(partition))] = int(offset)
+            entries[TopicPartition(topic, int(partition))] = Offset(int(offset))
     except (IndexError, ValueError) as exc:
         raise StorageError(f"{path}: malformed checkpoint file ({exc})") from exc
     if len(entries) != count:

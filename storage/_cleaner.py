@@ -52,7 +52,7 @@ from ._faults import FaultPoints
 from ._files import CLEANED_SUFFIX, LOG_SUFFIX, file_name
 from ._scan import INT32_MAX
 from ._segment import LogSegment
-from .records import HEADER_SIZE, LOG_OVERHEAD, PREFIX, BatchHeader, check_batch
+from .records import HEADER_SIZE, LOG_OVERHEAD, PREFIX, BatchHeader, Offset, check_batch
 from .records import read_header as read_batch_header
 from .records._batch import ATTR_DELETE_HORIZON
 
@@ -107,7 +107,7 @@ class _SegmentView:
     time_index_entries: int
 
     @property
-    def base_offset(self) -> int:
+    def base_offset(self) -> Offset:
         return self.segment.base_offset
 
 
@@ -121,7 +121,7 @@ class _Group:
     changed: bool = False
 
     @property
-    def base_offset(self) -> int:
+    def base_offset(self) -> Offset:
         return self.views[0].base_offset
 
 

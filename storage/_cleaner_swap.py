@@ -28,13 +28,14 @@ from ._faults import FaultPoints
 from ._files import DELETED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, parse_segment_file, segment_paths
 from ._scan import scan_batches
 from ._segment import LogSegment
+from .records import Offset
 
 log = logging.getLogger("strait.storage")
 
 
 def swap_in(
     directory: Path,
-    base_offset: int,
+    base_offset: Offset,
     cleaned_path: Path,
     replaced: Sequence[LogSegment],
     config: LogConfig,

@@ -34,18 +34,18 @@ from typing import NamedTuple
 from ._checkpoint import write_atomically
 from ._errors import StorageError
 from ._files import LEADER_EPOCH_CHECKPOINT
-from .records import BatchHeader
+from .records import NO_OFFSET, BatchHeader, LeaderEpoch, Offset
 
 log = logging.getLogger("strait.storage")
 
-UNDEFINED_EPOCH = -1
-UNDEFINED_EPOCH_OFFSET = -1
+UNDEFINED_EPOCH = LeaderEpoch(-1)
+UNDEFINED_EPOCH_OFFSET = NO_OFFSET
 _VERSION = 0
 
 
 class EpochEntry(NamedTuple):
-    epoch: int
-    start_offset: int
+    epoch: LeaderEpoch
+    start_offset: Offset
 
 
 class LeaderEpochCache:
@@ -96,7 +96,7 @@ class LeaderEpochCache:
         return tuple(self._entries)
 
     @property
-    def latest_epoch(self) -> int:
+    def latest_epoch(self) -> LeaderEpoch:
         """The newest epoch, or -1 when the cache is empty."""
         entries = self._entries
         return entries[-1].epoch if entries else UNDEFINED_EPOCH
@@ -106,14 +106,14 @@ class LeaderEpochCache:
         entries = self._entries
         return entries[-1] if entries else None
 
-    def epoch_for_offset(self, offset: int) -> int:
+    def epoch_for_offset(self, offset: Offset) -> LeaderEpoch:
         """The epoch the record at ``offset`` was written in: the entry with the largest start
         offset <= ``offset``. Returns -1 when ``offset`` lies before the first entry."""
         entries = self._entries
         i = bisect.bisect_right([e.start_offset for e in entries], offset)
         return entries[i - 1].epoch if i else UNDEFINED_EPOCH
 
-    def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
+    def end_offset_for(self, requested_epoch: LeaderEpoch, log_end_offset: Offset) -> tuple[LeaderEpoch, Offset]:
         """``(epoch, end offset)`` for OffsetsForLeaderEpoch, as Kafka answers it.
 
         - ``requested_epoch`` is -1 (undefined) or above every known epoch, or the cache is
@@ -137,7 +137,7 @@ class LeaderEpochCache:
 
     # -- mutations -------------------------------------------------------------------------
 
-    def assign(self, epoch: int, start_offset: int) -> bool:
+    def assign(self, epoch: LeaderEpoch, start_offset: Offset) -> bool:
         """Record that ``epoch`` starts at ``start_offset``; returns whether an entry was added.
 
         Only an epoch newer than the latest is added; the latest epoch again is ignored, and
@@ -175,7 +175,7 @@ class LeaderEpochCache:
             self._replace([*kept, EpochEntry(epoch, start_offset)])
             return True
 
-    def truncate_from_end(self, end_offset: int) -> bool:
+    def truncate_from_end(self, end_offset: Offset) -> bool:
         """Drop the entries starting at or after ``end_offset`` (the log was truncated to it).
 
         Returns whether anything was removed.
@@ -187,7 +187,7 @@ class LeaderEpochCache:
             self._replace(kept)
             return True
 
-    def truncate_from_start(self, start_offset: int) -> bool:
+    def truncate_from_start(self, start_offset: Offset) -> bool:
         """The log start offset advanced to ``start_offset``: drop the entries wholly before it
         and move the start of the entry that contains it up to it. Returns whether anything changed."""
         with self._lock:
@@ -237,7 +237,7 @@ def read_epoch_checkpoint(path: Path) -> list[EpochEntry]:
         entries = []
         for line in body[:count]:
             epoch, offset = line.split()
-            entries.append(EpochEntry(int(epoch), int(offset)))
+            entries.append(EpochEntry(LeaderEpoch(int(epoch)), Offset(int(offset))))
         _check_monotonic(entries, path)
     except (IndexError, ValueError, UnicodeDecodeError) as exc:
         raise StorageError(f"{path}: malformed leader epoch checkpoint ({exc})") from exc

@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .records import Offset
+
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
@@ -59,12 +61,12 @@ def parse_partition_dir(name: str) -> TopicPartition | None:
     return TopicPartition(m["topic"], int(m["partition"]))
 
 
-def parse_segment_file(name: str) -> tuple[int, str] | None:
+def parse_segment_file(name: str) -> tuple[Offset, str] | None:
     """``(base_offset, suffix)`` for a segment file name, else None."""
     m = _SEGMENT_FILE.match(name)
     if m is None:
         return None
-    return int(m["offset"]), "." + m["kind"]
+    return Offset(int(m["offset"])), "." + m["kind"]
 
 
 def segment_paths(directory: Path, base_offset: int) -> tuple[Path, Path, Path]:

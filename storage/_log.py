@@ -8,6 +8,10 @@ offset. Mutations are
 serialised by a lock so that a broker may call from worker threads; reads work on a
 snapshot of the segment list and never block appends. Compaction (``compact``, in
 ``_cleaner``) reads and rewrites without the lock and takes it only to swap segments in.
+
+The module is about 600 lines because it is one noun, Kafka's ``UnifiedLog``: every operation
+here takes the same lock over the same segment list, and splitting them would only spread
+that invariant over several files.
 """
 
 from __future__ import annotations
@@ -34,8 +38,9 @@ from ._errors import (
 from ._faults import FaultPoints
 from ._files import TopicPartition
 from ._segment import FileSlice, LogSegment
-from .records import LOG_OVERHEAD, PREFIX, BatchHeader, check_batch, crc_of, read_header
+from .records import LOG_OVERHEAD, PREFIX, BatchHeader, LeaderEpoch, Offset, check_batch, crc_of, read_header
 from .records._batch import ATTR_LOG_APPEND_TIME, CRC_POS, HEADER, NO_PARTITION_LEADER_EPOCH
+from .records._offsets import FIRST_OFFSET
 
 Clock = Callable[[], int]  # milliseconds since the epoch
 _CRC = struct.Struct(">I")
@@ -44,13 +49,23 @@ _PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
 
 @dataclass(frozen=True, slots=True)
 class AppendInfo:
-    base_offset: int
-    last_offset: int
+    base_offset: Offset
+    last_offset: Offset
     log_append_time: int  # -1 unless the topic uses LogAppendTime
-    log_start_offset: int
+    log_start_offset: Offset
 
 
 class PartitionLog:
+    """One partition's log. Offsets are ``Offset``s and epochs ``LeaderEpoch``s, with one exception for now.
+
+    node.partition and node.replica_manager still hand it plain ints (issue 13 types them
+    next), so what they pass stays ``int`` here and is wrapped on entry: the ``high_watermark``
+    setter, ``leader_epoch`` of ``append``/``append_batches``, ``assign_epoch``,
+    ``end_offset_for_epoch``, ``truncate_to``, ``truncate_fully_and_start_at`` and ``read``'s
+    ``max_offset``; and ``log_end_offset`` is an ``int`` because node.partition mixes it with
+    ints (this module uses the typed ``_log_end``).
+    """
+
     def __init__(
         self,
         directory: Path,
@@ -58,9 +73,9 @@ class PartitionLog:
         config: LogConfig,
         segments: list[LogSegment],
         *,
-        log_start_offset: int,
-        recovery_point: int,
-        high_watermark: int,
+        log_start_offset: Offset,
+        recovery_point: Offset,
+        high_watermark: Offset,
         epochs: LeaderEpochCache,
         faults: FaultPoints,
         clock: Clock,
@@ -86,7 +101,7 @@ class PartitionLog:
         self._unflushed_records = 0
         self._first_unflushed_ms: int | None = None
         self.log_start_offset = max(log_start_offset, segments[0].base_offset)
-        self.recovery_point = min(max(recovery_point, self.log_start_offset), self.log_end_offset)
+        self.recovery_point = min(max(recovery_point, self.log_start_offset), self._log_end)
         self._high_watermark = self.log_start_offset
         self.high_watermark = high_watermark
 
@@ -94,6 +109,10 @@ class PartitionLog:
 
     @property
     def log_end_offset(self) -> int:
+        return self._log_end
+
+    @property
+    def _log_end(self) -> Offset:
         return self._segments[-1].next_offset
 
     @property
@@ -109,16 +128,16 @@ class PartitionLog:
         return sum(s.size for s in self._segments)
 
     @property
-    def high_watermark(self) -> int:
+    def high_watermark(self) -> Offset:
         return self._high_watermark
 
     @high_watermark.setter
     def high_watermark(self, offset: int) -> None:
         """Set by the replica manager; clamped to ``[log_start_offset, log_end_offset]``."""
-        self._high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+        self._high_watermark = min(max(Offset(offset), self.log_start_offset), self._log_end)
 
     @property
-    def latest_epoch(self) -> int:
+    def latest_epoch(self) -> LeaderEpoch:
         """The newest leader epoch in the epoch cache, or -1 when there is none."""
         return self.epochs.latest_epoch
 
@@ -181,8 +200,8 @@ class PartitionLog:
         with self._lock, self._io():
             now = self._clock()
             log_append_time = -1
-            leo = self.log_end_offset
-            epoch = leader_epoch
+            leo = self._log_end
+            epoch = LeaderEpoch(leader_epoch)
             if assign_offsets and self.config.message_timestamp_type == "LogAppendTime":
                 # The timestamp is under the CRC: this path must copy and re-checksum.
                 buf = bytearray(batch)
@@ -240,7 +259,7 @@ class PartitionLog:
                     break  # a partial last batch: the next fetch brings it whole
                 header = check_batch(view, pos, pos + size)
                 pos += size
-                if header.last_offset < self.log_end_offset:
+                if header.last_offset < self._log_end:
                     continue
                 self.append(view[pos - size : pos], leader_epoch=epoch, assign_offsets=False, validate=False)
                 appended += 1
@@ -263,7 +282,7 @@ class PartitionLog:
         self._faults.hit("roll")
         old = self._segments[-1]
         old.seal_time_index()
-        new = LogSegment.create(self.dir, self.log_end_offset, self.config, self._faults, now)
+        new = LogSegment.create(self.dir, self._log_end, self.config, self._faults, now)
         self._segments.append(new)
         # Kafka flushes a rolled segment in the background; we do it here, off the append
         # path of every other batch, so the recovery point moves to the new segment's base.
@@ -300,14 +319,14 @@ class PartitionLog:
         for segment in self._segments:
             if segment.next_offset >= self.recovery_point:  # >=: a segment truncated to it has unflushed index changes
                 segment.flush(indexes=indexes)
-        self.recovery_point = self.log_end_offset
+        self.recovery_point = self._log_end
         self._unflushed_records = 0
         self._first_unflushed_ms = None
 
     # -- reads -----------------------------------------------------------------------------
 
     def read(
-        self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one: bool = True
+        self, offset: Offset, max_bytes: int, *, max_offset: int | None = None, min_one: bool = True
     ) -> list[FileSlice]:
         """Whole batches from the one that contains ``offset``, up to ``max_bytes`` in all.
 
@@ -338,11 +357,11 @@ class PartitionLog:
                     break
             return slices
 
-    def read_bytes(self, offset: int, max_bytes: int, *, max_offset: int | None = None) -> bytes:
+    def read_bytes(self, offset: Offset, max_bytes: int, *, max_offset: int | None = None) -> bytes:
         """``read`` joined into one bytes object (tools and tests)."""
         return b"".join(s.read() for s in self.read(offset, max_bytes, max_offset=max_offset))
 
-    def find_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+    def find_offset_by_timestamp(self, timestamp: int) -> tuple[Offset, int] | None:
         """``(offset, timestamp)`` of the first record with a timestamp >= ``timestamp``, or None."""
         with self._io():
             for segment in self._segments[:]:
@@ -352,7 +371,7 @@ class PartitionLog:
                         return found
             return None
 
-    def batch_headers(self, offset: int = 0) -> Iterator[tuple[LogSegment, int, BatchHeader]]:
+    def batch_headers(self, offset: Offset = FIRST_OFFSET) -> Iterator[tuple[LogSegment, int, BatchHeader]]:
         """Headers of the batches from the one containing ``offset`` (tools, tests, mirror)."""
         for segment in self._segments[:]:
             if segment.next_offset <= offset:
@@ -372,13 +391,13 @@ class PartitionLog:
         LogDirOfflineError when the checkpoint cannot be written.
         """
         with self._lock, self._io():
-            return self.epochs.assign(epoch, self.log_end_offset)
+            return self.epochs.assign(LeaderEpoch(epoch), self._log_end)
 
-    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+    def end_offset_for_epoch(self, epoch: int) -> tuple[LeaderEpoch, Offset]:
         """``(epoch, end offset)`` for OffsetsForLeaderEpoch (``LeaderEpochCache.end_offset_for``)
         with the current log end offset; ``(-1, -1)`` when undefined. Raises LogDirOfflineError."""
         with self._lock, self._io():
-            return self.epochs.end_offset_for(epoch, self.log_end_offset)
+            return self.epochs.end_offset_for(LeaderEpoch(epoch), self._log_end)
 
     # -- truncation and deletion -----------------------------------------------------------
 
@@ -391,29 +410,30 @@ class PartitionLog:
         start offset never stays above the new log end offset.
         """
         with self._lock, self._io():
-            if offset >= self.log_end_offset:
+            target = Offset(offset)
+            if target >= self._log_end:
                 return 0
             self._faults.hit("truncate")
-            if offset < self._segments[0].base_offset:
-                return self._truncate_fully_locked(offset)
+            if target < self._segments[0].base_offset:
+                return self._truncate_fully_locked(target)
             removed = 0
-            while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
+            while len(self._segments) > 1 and self._segments[-1].base_offset >= target:
                 seg = self._segments.pop()
                 removed += seg.size
                 seg.delete_files()
-            removed += self._segments[-1].truncate_to(offset)
+            removed += self._segments[-1].truncate_to(target)
             self._after_truncate()
             # After the segments, so that a crash in between leaves entries that load drops.
-            self.epochs.truncate_from_end(self.log_end_offset)
+            self.epochs.truncate_from_end(self._log_end)
             return removed
 
     def truncate_fully_and_start_at(self, offset: int) -> int:
         """Delete every segment and restart the empty log at ``offset``; returns bytes removed."""
         with self._lock, self._io():
             self._faults.hit("truncate")
-            return self._truncate_fully_locked(offset)
+            return self._truncate_fully_locked(Offset(offset))
 
-    def _truncate_fully_locked(self, offset: int) -> int:
+    def _truncate_fully_locked(self, offset: Offset) -> int:
         removed = 0
         for seg in self._segments:
             removed += seg.size
@@ -426,7 +446,7 @@ class PartitionLog:
         return removed
 
     def _after_truncate(self) -> None:
-        leo = self.log_end_offset
+        leo = self._log_end
         self.recovery_point = min(self.recovery_point, leo)
         self._high_watermark = min(self._high_watermark, leo)
         self.log_start_offset = min(self.log_start_offset, leo)
@@ -437,7 +457,7 @@ class PartitionLog:
             write_cleaner_checkpoint(self.dir, leo)
             self._cleaner_checkpoint = leo
 
-    def delete_records_before(self, offset: int) -> int:
+    def delete_records_before(self, offset: Offset) -> Offset:
         """Advance the log start offset to ``offset`` (DeleteRecords); returns the new start.
 
         Whole segments below the new start are deleted (after file.delete.delay.ms). Raises

@@ -36,6 +36,7 @@ from ._files import (
 )
 from ._log import Clock, PartitionLog
 from ._recovery import LoadReport, create_log, load_log
+from .records._offsets import FIRST_OFFSET, Offset
 
 log = logging.getLogger("strait.storage")
 
@@ -124,9 +125,9 @@ class LogManager:
                 tp,
                 topic_configs.get(tp.topic, self.config),
                 clean_shutdown=clean,
-                recovery_point=recovery.get(tp, 0),
-                log_start_offset=starts.get(tp, 0),
-                high_watermark=hws.get(tp, 0),
+                recovery_point=recovery.get(tp, FIRST_OFFSET),
+                log_start_offset=starts.get(tp, FIRST_OFFSET),
+                high_watermark=hws.get(tp, FIRST_OFFSET),
                 faults=self.faults,
                 clock=self.clock,
                 on_io_error=self._io_error_handler(d.path),
@@ -163,7 +164,9 @@ class LogManager:
     def logs(self) -> dict[TopicPartition, PartitionLog]:
         return {tp: d.logs[tp] for tp, d in self._by_tp.items() if d.online}
 
-    def create_log(self, tp: TopicPartition, config: LogConfig | None = None, *, start_offset: int = 0) -> PartitionLog:
+    def create_log(
+        self, tp: TopicPartition, config: LogConfig | None = None, *, start_offset: Offset = FIRST_OFFSET
+    ) -> PartitionLog:
         """Create the partition's log in the chosen dir. Raises StorageError if it exists,
         LogDirOfflineError if no dir is online."""
         with self._lock:

@@ -48,6 +48,7 @@ from ._files import (
 )
 from ._log import Clock, PartitionLog
 from ._segment import LogSegment
+from .records._offsets import FIRST_OFFSET, Offset
 
 log = logging.getLogger("strait.storage")
 
@@ -74,9 +75,9 @@ def load_log(
     config: LogConfig,
     *,
     clean_shutdown: bool,
-    recovery_point: int = 0,
-    log_start_offset: int = 0,
-    high_watermark: int = 0,
+    recovery_point: Offset = FIRST_OFFSET,
+    log_start_offset: Offset = FIRST_OFFSET,
+    high_watermark: Offset = FIRST_OFFSET,
     faults: FaultPoints,
     clock: Clock,
     on_io_error: Callable[[OSError], None] | None = None,
@@ -93,7 +94,7 @@ def load_log(
     report.swaps_finished = finish_interrupted_swaps(directory)
 
     # Pass 1: leftovers.
-    bases: list[int] = []
+    bases: list[Offset] = []
     names = {p.name for p in directory.iterdir()}
     for name in sorted(names):
         path = directory / name
@@ -180,7 +181,7 @@ def load_log(
         on_io_error=on_io_error,
     )
     epochs.truncate_from_start(partition_log.log_start_offset)
-    epochs.truncate_from_end(partition_log.log_end_offset)
+    epochs.truncate_from_end(segments[-1].next_offset)  # the log end offset
     if report.bytes_dropped:
         partition_log.flush()
     return partition_log, report
@@ -191,7 +192,7 @@ def create_log(
     tp: TopicPartition,
     config: LogConfig,
     *,
-    start_offset: int = 0,
+    start_offset: Offset = FIRST_OFFSET,
     faults: FaultPoints,
     clock: Clock,
     on_io_error: Callable[[OSError], None] | None = None,

@@ -21,7 +21,7 @@ from ._faults import FaultPoints
 from ._files import DELETED_SUFFIX, segment_paths
 from ._index import OffsetIndex, TimeIndex
 from ._scan import INT32_MAX, scan_batches
-from .records import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, RecordBatch, read_header
+from .records import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, Offset, RecordBatch, read_header
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +47,9 @@ class SegmentLoad:
 
 
 class LogSegment:
-    def __init__(self, directory: Path, base_offset: int, config: LogConfig, faults: FaultPoints, now_ms: int) -> None:
+    def __init__(
+        self, directory: Path, base_offset: Offset, config: LogConfig, faults: FaultPoints, now_ms: int
+    ) -> None:
         self.base_offset = base_offset
         self.config = config
         self._faults = faults
@@ -58,7 +60,7 @@ class LogSegment:
         self.size = 0
         self.next_offset = base_offset
         self.max_timestamp = -1
-        self.offset_of_max_timestamp = base_offset
+        self.offset_of_max_timestamp: int = base_offset
         self._bytes_since_index = 0
         self._rolling_ts = -1  # maxTimestamp of the first batch: segment.ms counts from it
         self.created_ms = now_ms
@@ -67,7 +69,7 @@ class LogSegment:
 
     @classmethod
     def create(
-        cls, directory: Path, base_offset: int, config: LogConfig, faults: FaultPoints, now_ms: int
+        cls, directory: Path, base_offset: Offset, config: LogConfig, faults: FaultPoints, now_ms: int
     ) -> LogSegment:
         """A new empty segment (any stale files of that name are replaced)."""
         seg = cls(directory, base_offset, config, faults, now_ms)
@@ -80,7 +82,7 @@ class LogSegment:
     def open(
         cls,
         directory: Path,
-        base_offset: int,
+        base_offset: Offset,
         config: LogConfig,
         faults: FaultPoints,
         now_ms: int,
@@ -176,7 +178,7 @@ class LogSegment:
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
 
-    def truncate_to(self, offset: int) -> int:
+    def truncate_to(self, offset: Offset) -> int:
         """Remove every batch whose last offset is >= ``offset``; returns bytes removed."""
         found = self.find_batch(offset)
         if found is None:
@@ -210,7 +212,7 @@ class LogSegment:
             yield pos, header
             pos += header.size
 
-    def find_batch(self, offset: int, start_position: int | None = None) -> tuple[int, BatchHeader] | None:
+    def find_batch(self, offset: Offset, start_position: int | None = None) -> tuple[int, BatchHeader] | None:
         """The first batch whose last offset is >= ``offset``, or None."""
         if start_position is None:
             _, start_position = self.index.lookup(offset)
@@ -220,7 +222,7 @@ class LogSegment:
         return None
 
     def read(
-        self, start_offset: int, max_bytes: int, max_offset: int | None = None, *, min_one: bool = True
+        self, start_offset: Offset, max_bytes: int, max_offset: int | None = None, *, min_one: bool = True
     ) -> FileSlice | None:
         """Whole batches from the one holding ``start_offset``, at most ``max_bytes`` of them.
 
@@ -246,7 +248,7 @@ class LogSegment:
     def read_batch(self, position: int, header: BatchHeader) -> RecordBatch:
         return RecordBatch(_pread_exact(self._fd, header.size, position, self.log_path))
 
-    def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
+    def find_offset_by_timestamp(self, timestamp: int, start_offset: Offset) -> tuple[Offset, int] | None:
         """``(offset, timestamp)`` of the first record at or after ``start_offset`` stamped >= ``timestamp``."""
         _, from_offset = self.time_index.lookup(timestamp)
         _, position = self.index.lookup(max(from_offset, start_offset))
@@ -307,7 +309,7 @@ class LogSegment:
         self._bytes_since_index += header.size
         if position == 0:
             self._rolling_ts = header.max_timestamp
-        self.next_offset = header.last_offset + 1
+        self.next_offset = header.next_offset
 
     def _rescan_tail(self) -> None:
         """Recompute next offset, max timestamp and index spacing from the last index entries."""
@@ -322,7 +324,7 @@ class LogSegment:
                 self.max_timestamp = header.max_timestamp
                 self.offset_of_max_timestamp = header.last_offset
             self._bytes_since_index += header.size
-            self.next_offset = header.last_offset + 1
+            self.next_offset = header.next_offset
             if pos == 0:
                 self._rolling_ts = header.max_timestamp
         if self._rolling_ts < 0 and self.size > 0:

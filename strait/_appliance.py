@@ -15,7 +15,7 @@ the sites' clients are done and before the sites stop (so it never sees its site
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from node.proc import Child, Deadline, NotReady, atomic_write, http_ok, log_tail, read_ready_file, wait_until
@@ -164,11 +164,18 @@ class LocalMirror:
 class Appliance:
     """east, west and the mirror between them, under one directory."""
 
-    def __init__(self, directory: Path, *, nodes: int = 3, base_port: int = 0) -> None:
+    def __init__(
+        self, directory: Path, *, nodes: int = 3, base_port: int = 0, properties: Mapping[str, str] | None = None
+    ) -> None:
+        """``properties`` go into every node's ``server.properties`` on both sites (``strait up --set``)."""
         self.directory = directory.absolute()
         west_base = base_port + 100 if base_port else 0
-        self.east = LocalSite(self.directory / "east", name="east", nodes=nodes, base_port=base_port)
-        self.west = LocalSite(self.directory / "west", name="west", nodes=nodes, base_port=west_base)
+        self.east = LocalSite(
+            self.directory / "east", name="east", nodes=nodes, base_port=base_port, properties=properties
+        )
+        self.west = LocalSite(
+            self.directory / "west", name="west", nodes=nodes, base_port=west_base, properties=properties
+        )
         self.mirror = LocalMirror(self.directory / "mirror", self.east, self.west)
 
     @property

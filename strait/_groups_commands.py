@@ -89,12 +89,13 @@ def reset_offsets(
 ) -> None:
     """Move a stopped group's committed offsets on one topic (refused while members are active)."""
     from node.client import AdminClient, ClientError, GroupAdmin
+    from storage.records import Offset
 
     chosen = [x for x in (to, when, offset) if x is not None]
     if len(chosen) != 1:
         raise click.UsageError("give exactly one of --to-earliest, --to-latest, --to-datetime, --to-offset")
 
-    async def go() -> dict[tuple[str, int], tuple[int, int]]:
+    async def go() -> dict[tuple[str, int], tuple[int, Offset]]:
         async with await AdminClient.connect(bootstrap) as admin:
             groups = GroupAdmin(admin)
             try:
@@ -119,7 +120,7 @@ def reset_offsets(
                     assert offset is not None
                     ends = await admin.list_offsets(topic, partitions, -1)
                     starts = await admin.list_offsets(topic, partitions, -2)
-                    targets = {p: min(max(offset, starts[p]), ends[p]) for p in partitions}
+                    targets = {p: min(max(Offset(offset), starts[p]), ends[p]) for p in partitions}
                 plan = {(topic, p): (d.offsets.get((topic, p), (-1, -1))[0], o) for p, o in targets.items()}
                 if not dry_run:
                     await groups.commit(group, {tp: new for tp, (_, new) in plan.items()})

@@ -25,7 +25,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -44,6 +44,36 @@ SITE_FILE = "site.json"
 LOCK_FILE = "site.lock"
 
 
+# Properties every node of a local site gets from the site (its id, addresses, dirs, ZooKeeper).
+SITE_MANAGED_PROPERTIES = frozenset(
+    {
+        "broker.id",
+        "listeners",
+        "advertised.listeners",
+        "log.dirs",
+        "log.dir",
+        "zookeeper.connect",
+        "strait.admin.listener",
+    }
+)
+
+
+def parse_settings(settings: Iterable[str]) -> dict[str, str]:
+    """``KEY=VALUE`` strings (``--set``) as a dict, a later key overriding an earlier one.
+
+    Raises:
+        ValueError: naming a setting without ``=`` or with an empty key.
+    """
+    out: dict[str, str] = {}
+    for setting in settings:
+        key, eq, value = setting.partition("=")
+        key = key.strip()
+        if not eq or not key:
+            raise ValueError(f"--set {setting!r}: expected KEY=VALUE, for example --set num.partitions=6")
+        out[key] = value.strip()
+    return out
+
+
 class SiteError(Exception):
     """A local site could not start or run; the message names the process and its log."""
 
@@ -52,17 +82,13 @@ class SiteInterrupted(SiteError):
     """A stop was requested (Ctrl-C, SIGTERM) while the site was still starting."""
 
 
-@dataclass
-class LocalNode:
-    """One broker process of a :class:`LocalSite`; the addresses are known once it is ready."""
+class NodeFiles:
+    """Where a local node keeps its files: everything under its working directory ``workdir``.
 
-    broker_id: int
+    Shared by the site launcher's nodes and the test harness's, so both lay a node out alike.
+    """
+
     workdir: Path
-    port: int
-    child: Child | None = None
-    bootstrap: str = ""
-    admin_url: str = ""
-    exit_reported: bool = False
 
     @property
     def config_path(self) -> Path:
@@ -79,6 +105,19 @@ class LocalNode:
     @property
     def log_dirs(self) -> tuple[Path, Path]:
         return (self.workdir / "d1", self.workdir / "d2")
+
+
+@dataclass
+class LocalNode(NodeFiles):
+    """One broker process of a :class:`LocalSite`; the addresses are known once it is ready."""
+
+    broker_id: int
+    workdir: Path
+    port: int
+    child: Child | None = None
+    bootstrap: str = ""
+    admin_url: str = ""
+    exit_reported: bool = False
 
     @property
     def pid(self) -> int | None:
@@ -138,6 +177,25 @@ class LocalSite:
         ]
         self._zookeeper: Any = None  # node.coordination.EmbeddedZooKeeper once started
         self._lock: IO[bytes] | None = None
+        self._check_properties()
+
+    def _check_properties(self) -> None:
+        """Refuse a property the site sets itself, and any that a node would refuse, before anything starts.
+
+        Raises:
+            ValueError: naming the key (and the value, for a value the node's config refuses).
+        """
+        from node.config import ConfigError, NodeConfig
+
+        for key in self.properties:
+            if key in SITE_MANAGED_PROPERTIES:
+                raise ValueError(f"--set {key}: the local site sets {key} itself for each node")
+        first = self.nodes[0]
+        props = self.node_properties(first) | {"zookeeper.connect": f"127.0.0.1:2181/{self.name}"}
+        try:
+            NodeConfig.from_properties(props, source="--set")
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
 
     # -- what the site looks like -------------------------------------------------------------
 

@@ -30,18 +30,30 @@ def site_group() -> None:
 )
 @click.option("--zk-port", type=click.IntRange(0, 65535), default=0, show_default=True, help="ZooKeeper port (0: any).")
 @click.option("--name", default="east", show_default=True, help="The site's name; also its ZooKeeper chroot (/<name>).")
-def up(directory: Path, nodes: int, base_port: int, zk_port: int, name: str) -> None:
+@click.option(
+    "--set",
+    "settings",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A server.properties key for every node, e.g. --set num.partitions=6 (repeatable; checked before start).",
+)
+def up(directory: Path, nodes: int, base_port: int, zk_port: int, name: str, settings: tuple[str, ...]) -> None:
     """Start the site, print its bootstrap servers and admin URLs (also written to DIR/site.json)
     once every node is ready, and run until Ctrl-C or SIGTERM; then stop the nodes (controlled
     shutdown, one at a time) and ZooKeeper. A second Ctrl-C kills what is left.
 
     Replication follows the site's size: default.replication.factor and
-    offsets.topic.replication.factor min(3, N), min.insync.replicas min(2, N).
+    offsets.topic.replication.factor min(3, N), min.insync.replicas min(2, N); --set overrides
+    these and sets any other node key (not the ids, listeners, log dirs or zookeeper.connect,
+    which the site sets for each node).
     """
-    from ._site import LocalSite, serve
+    from ._site import LocalSite, parse_settings, serve
 
     try:
-        site = LocalSite(directory, name=name, nodes=nodes, base_port=base_port, zookeeper_port=zk_port)
+        properties = parse_settings(settings)
+        site = LocalSite(
+            directory, name=name, nodes=nodes, base_port=base_port, zookeeper_port=zk_port, properties=properties
+        )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     code = serve([site], click.echo)

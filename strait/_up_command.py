@@ -30,15 +30,25 @@ import click
     show_default=True,
     help="east's node N listens on base-port + N - 1, west's on base-port + 100 + N - 1 (0: any free ports).",
 )
-def up(directory: Path, nodes: int, base_port: int) -> None:
-    """Start two local sites (east, west) and a mirror east -> west; Ctrl-C stops everything."""
+@click.option(
+    "--set",
+    "settings",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A server.properties key for every node, e.g. --set num.partitions=6 (repeatable; checked before start).",
+)
+def up(directory: Path, nodes: int, base_port: int, settings: tuple[str, ...]) -> None:
+    """Start two local sites (east, west) and a mirror east -> west; Ctrl-C stops everything.
+
+    --set KEY=VALUE sets a server.properties key on every node of both sites.
+    """
     from ._appliance import Appliance
-    from ._site import serve
+    from ._site import parse_settings, serve
 
     if base_port and base_port + 100 + nodes > 65536:
         raise click.BadParameter(f"{base_port} leaves no room for west's ports (base-port + 100 + {nodes})")
     try:
-        appliance = Appliance(directory, nodes=nodes, base_port=base_port)
+        appliance = Appliance(directory, nodes=nodes, base_port=base_port, properties=parse_settings(settings))
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     code = serve(

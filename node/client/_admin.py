@@ -13,6 +13,7 @@ from typing import Any
 import trio
 
 from node.protocol import ApiKey, ErrorCode
+from storage.records import NO_OFFSET, Offset
 
 from ._connection import ClientError, NodeConnection
 from ._data import EARLIEST, LATEST, list_offsets
@@ -31,8 +32,8 @@ class PartitionDescription:
     leader: int
     replicas: list[int]
     isr: list[int]
-    log_start_offset: int = -1
-    high_watermark: int = -1
+    log_start_offset: Offset = NO_OFFSET
+    high_watermark: Offset = NO_OFFSET
 
 
 @dataclass(frozen=True)
@@ -178,7 +179,7 @@ class AdminClient:
 
     async def list_offsets(
         self, topic: str, partitions: list[int], timestamp: int, *, strict: bool = True
-    ) -> dict[int, int]:
+    ) -> dict[int, Offset]:
         """Each partition's offset at a ListOffsets target: EARLIEST (-2), LATEST (-1) or a time in ms.
 
         A partition error raises ClientError, or gives -1 when ``strict`` is False.

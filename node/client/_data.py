@@ -15,7 +15,16 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from node.protocol import ApiKey
-from storage.records import HEADER_SIZE, LOG_OVERHEAD, BatchBuilder, BatchHeader, Compression, read_header
+from storage.records import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    NO_OFFSET,
+    BatchBuilder,
+    BatchHeader,
+    Compression,
+    Offset,
+    read_header,
+)
 
 from ._connection import ClientError, NodeConnection
 from ._site import NodeRoute, Route, SiteClient
@@ -44,9 +53,9 @@ class FetchedPartition:
     """One partition of a Fetch answer. ``aborted`` holds (producer id, first offset) pairs (read_committed)."""
 
     error_code: int
-    high_watermark: int
-    last_stable_offset: int
-    log_start_offset: int
+    high_watermark: Offset
+    last_stable_offset: Offset
+    log_start_offset: Offset
     aborted: tuple[tuple[int, int], ...]
     records: memoryview
 
@@ -80,7 +89,7 @@ def build_records(records: Sequence[ProduceRecord], compression: Compression = C
 
 async def produce_batch(
     conn: NodeConnection, topic: str, partition: int, batch: bytes | memoryview, *, timeout_ms: int = 30_000
-) -> int:
+) -> Offset:
     """Produce one whole batch with acks=all; returns the base offset the leader gave it.
 
     Picks the highest Produce version both sides speak (zstd needs v7). Raises ClientError with
@@ -105,14 +114,14 @@ async def produce_batch(
         raise ClientError.from_code(
             p.error_code, f"producing to {topic}-{partition} on {conn.address}", getattr(p, "error_message", None)
         )
-    return int(p.base_offset)
+    return Offset(int(p.base_offset))
 
 
 async def fetch_partition(
     conn: NodeConnection,
     topic: str,
     partition: int,
-    offset: int,
+    offset: Offset,
     *,
     isolation_level: int = READ_COMMITTED,
     max_wait_ms: int = 500,
@@ -166,7 +175,7 @@ async def fetch_partition(
     )
 
 
-async def list_offset(conn: NodeConnection, topic: str, partition: int, timestamp: int) -> int:
+async def list_offset(conn: NodeConnection, topic: str, partition: int, timestamp: int) -> Offset:
     """ListOffsets for one partition: EARLIEST (-2), LATEST (-1, the high watermark) or a time. Raises ClientError."""
     route = NodeRoute(conn, where=f" on {conn.address}")
     return (await list_offsets(route, topic, [partition], timestamp))[partition]
@@ -177,7 +186,7 @@ async def list_offset(conn: NodeConnection, topic: str, partition: int, timestam
 
 async def list_offsets(
     route: Route, topic: str, partitions: list[int], timestamp: int, *, strict: bool = True
-) -> dict[int, int]:
+) -> dict[int, Offset]:
     """Each partition's offset at a ListOffsets target: EARLIEST (-2), LATEST (-1) or a time in ms,
     asked of the partitions' leaders (read_uncommitted).
 
@@ -195,7 +204,7 @@ async def list_offsets(
         }
 
     responses = await route.on_leaders(topic, partitions, ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, body)
-    out = dict.fromkeys(partitions, -1)
+    out = dict.fromkeys(partitions, NO_OFFSET)
     answered: set[int] = set()
     for response in responses:
         for t in response.topics:
@@ -204,7 +213,7 @@ async def list_offsets(
             for p in t.partitions:
                 answered.add(p.partition_index)
                 if p.error_code == 0:
-                    out[p.partition_index] = int(p.offset)
+                    out[p.partition_index] = Offset(int(p.offset))
                 elif strict:
                     raise ClientError.from_code(p.error_code, f"ListOffsets {topic}-{p.partition_index}{route.where}")
     missing = [p for p in partitions if p not in answered]
@@ -221,7 +230,7 @@ async def produce_records(
     *,
     compression: Compression = Compression.NONE,
     timeout_ms: int = 30_000,
-) -> int:
+) -> Offset:
     """Build one batch of ``records`` and produce it (acks=all) to the partition leader; returns the base offset.
 
     Retried once after a leader move, so a record may be written twice: use it for records

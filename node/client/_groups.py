@@ -6,10 +6,12 @@ group's coordinator, found with FindCoordinator every time (coordinators move).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from node.protocol import ApiKey, ErrorCode, Struct
+from storage.records import NO_OFFSET, Offset
 
 from ._admin import AdminClient
 from ._connection import ClientError, NodeConnection
@@ -36,7 +38,7 @@ class GroupDescription:
     protocol: str
     members: list[GroupMember]
     # (topic, partition) -> (committed offset, log end offset)
-    offsets: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)
+    offsets: dict[tuple[str, int], tuple[Offset, Offset]] = field(default_factory=dict)
 
     @property
     def lag(self) -> int:
@@ -92,12 +94,12 @@ class GroupAdmin:
             raise ClientError.from_code(g.error_code, f"describing group {group!r}{self.route.where}")
         members = [GroupMember(m.member_id, m.group_instance_id, m.client_id, m.client_host) for m in g.members]
         committed = await self.committed(group)
-        ends: dict[tuple[str, int], int] = {}
+        ends: dict[tuple[str, int], Offset] = {}
         for topic in {t for t, _ in committed}:
             parts = [p for t, p in committed if t == topic]
             for p, end in (await self.admin.list_offsets(topic, parts, LATEST, strict=False)).items():
                 ends[(topic, p)] = end
-        offsets = {tp: (off, ends.get(tp, -1)) for tp, off in committed.items()}
+        offsets = {tp: (off, ends.get(tp, NO_OFFSET)) for tp, off in committed.items()}
         return GroupDescription(group, g.group_state, g.protocol_type, g.protocol_data, members, offsets)
 
     async def group_members(self, group: str) -> tuple[str, int]:
@@ -109,7 +111,7 @@ class GroupAdmin:
             raise ClientError.from_code(g.error_code, f"describing group {group!r}{self.route.where}")
         return g.group_state, len(g.members)
 
-    async def committed(self, group: str) -> dict[tuple[str, int], int]:
+    async def committed(self, group: str) -> dict[tuple[str, int], Offset]:
         """The group's committed offsets (OffsetFetch v2+ with topics null: all of them)."""
         conn = await self._coordinator(group)
         v = conn.version(ApiKey.OFFSET_FETCH, 5)
@@ -121,13 +123,13 @@ class GroupAdmin:
         if response.error_code:
             raise ClientError.from_code(response.error_code, f"fetching offsets of group {group!r}{self.route.where}")
         return {
-            (t.name, p.partition_index): p.committed_offset
+            (t.name, p.partition_index): Offset(p.committed_offset)
             for t in response.topics
             for p in t.partitions
             if p.error_code == 0 and p.committed_offset >= 0
         }
 
-    async def commit_offsets(self, group: str, offsets: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+    async def commit_offsets(self, group: str, offsets: Mapping[tuple[str, int], Offset]) -> dict[tuple[str, int], int]:
         """Commit as an administrator (generation -1, no member): refused unless the group is empty.
 
         Returns the partitions the coordinator refused, with their error codes.
@@ -150,7 +152,7 @@ class GroupAdmin:
             (t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions if p.error_code
         }
 
-    async def commit(self, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    async def commit(self, group: str, offsets: Mapping[tuple[str, int], Offset]) -> None:
         """``commit_offsets``, raising ClientError for the first partition refused."""
         refused = await self.commit_offsets(group, offsets)
         if refused:

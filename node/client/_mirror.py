@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from node.protocol import ApiKey
+from storage.records import NO_OFFSET, Offset
 
 from ._connection import ClientError, NodeConnection
 
@@ -23,9 +24,9 @@ class MirrorAppendResult:
 
     error_code: int
     error_message: str | None
-    log_end_offset: int
-    high_watermark: int
-    log_start_offset: int
+    log_end_offset: Offset
+    high_watermark: Offset
+    log_start_offset: Offset
 
 
 async def mirror_append(
@@ -33,10 +34,10 @@ async def mirror_append(
     link: str,
     topic: str,
     partition: int,
-    expected_end: int,
+    expected_end: Offset,
     records: bytes | memoryview | None,
     *,
-    start_offset: int = -1,
+    start_offset: Offset = NO_OFFSET,
     timeout: float = 30,
 ) -> MirrorAppendResult:
     """Append whole ``records`` batches to ``topic``-``partition`` at the offsets they carry.

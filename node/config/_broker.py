@@ -27,6 +27,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from node.ids import NodeId
 from storage import LogConfig
 
 from ._errors import ConfigError
@@ -158,7 +159,7 @@ class NodeConfig:
 
     # fmt: off
     # identity and ZooKeeper
-    broker_id: int = setting(ConfigKey(
+    broker_id: NodeId = setting(ConfigKey(  # noqa: RUF009 -- a NodeId is an int, immutable
         name="broker.id", type=_I, default=None, required=True, minimum=0, group=_NODE,
         doc="This node's id, unique in the cluster. Required in strait (no automatic generation).",
     ))

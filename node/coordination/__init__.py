@@ -1,7 +1,7 @@
 """Coordination through ZooKeeper: Kafka's classic znode layout over kazoo, for trio; and an
 embedded ZooKeeper server for local clusters and tests.
 
-``node.coordination`` imports only the stdlib, kazoo and trio.
+``node.coordination`` imports only the stdlib, kazoo, trio and ``node.ids``.
 """
 
 from ._embedded import EmbeddedZooKeeper as EmbeddedZooKeeper

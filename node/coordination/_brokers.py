@@ -18,6 +18,8 @@ import functools
 from collections.abc import Callable, Collection
 from typing import Any
 
+from node.ids import NodeId
+
 from ._ephemeral import Ephemeral, KeptEphemerals
 from ._errors import BrokerIdInUse
 from ._layout import BROKER_IDS, BrokerRegistration, broker_path, decode_broker, encode_broker
@@ -51,6 +53,6 @@ def register(client: Any, kept: KeptEphemerals, clock_ms: Callable[[], int], reg
 
 def live(client: Any) -> dict[int, BrokerRegistration]:
     """The live brokers, by broker id (ascending)."""
-    ids = sorted(int(c) for c in retried(client.get_children, BROKER_IDS) if c.isdigit())
+    ids = sorted(NodeId(int(c)) for c in retried(client.get_children, BROKER_IDS) if c.isdigit())
     found = read_many(client, ((broker_id, broker_path(broker_id)) for broker_id in ids))
     return {broker_id: decode_broker(broker_id, data) for broker_id, data, _ in found}  # left out: gone meanwhile

@@ -28,6 +28,8 @@ from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError  # type: ignore[import-untyped]
 
+from node.ids import NodeId
+
 from ._ephemeral import remove, session_of
 from ._errors import CoordinationError
 from ._layout import (
@@ -91,7 +93,7 @@ def _epoch_if_ours(client: Any, broker_id: int) -> int | None:
     return epoch if holder == broker_id and owner == session_of(client) else None
 
 
-def read(client: Any) -> tuple[int, int, int] | None:
+def read(client: Any) -> tuple[NodeId, int, int] | None:
     """``(broker id, epoch, owner session)`` of the live controller, or None when there is none.
 
     The three reads are pipelined in one session, so ZooKeeper answers them in order: if
@@ -119,7 +121,7 @@ def read(client: Any) -> tuple[int, int, int] | None:
     raise CoordinationError(f"could not read the controller: {CONTROLLER} kept changing")
 
 
-def current(client: Any) -> tuple[int, int] | None:
+def current(client: Any) -> tuple[NodeId, int] | None:
     """``(controller broker id, controller epoch)``, or None while there is no controller."""
     controller = read(client)
     return None if controller is None else controller[:2]

@@ -59,6 +59,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from node.ids import NodeId
+
 from ._errors import MalformedZnode
 
 CLUSTER_ID = "/cluster/id"
@@ -176,7 +178,7 @@ class BrokerRegistration:
     clients read.
     """
 
-    broker_id: int
+    broker_id: NodeId
     host: str
     port: int
     endpoints: tuple[str, ...] = ()
@@ -218,6 +220,8 @@ class PartitionState:
     write; ``-1`` means "the znode must not exist yet".
     """
 
+    # Plain ints for now: node.controller and node.replica_manager build states from untyped
+    # values. They become NodeId, LeaderEpoch and tuple[NodeId, ...] once those modules are typed.
     leader: int
     leader_epoch: int
     isr: tuple[int, ...]
@@ -310,7 +314,7 @@ def encode_broker(reg: BrokerRegistration, timestamp_ms: int) -> bytes:
     )
 
 
-def decode_broker(broker_id: int, data: bytes | None) -> BrokerRegistration:
+def decode_broker(broker_id: NodeId, data: bytes | None) -> BrokerRegistration:
     """Decode any registration version >= 1; ``host``/``port`` fall back to the first endpoint."""
     path = broker_path(broker_id)
     obj = _load(data, path)
@@ -453,9 +457,9 @@ def encode_controller(broker_id: int, timestamp_ms: int) -> bytes:
     return _dump({"version": CONTROLLER_VERSION, "brokerid": broker_id, "timestamp": str(timestamp_ms)})
 
 
-def decode_controller(data: bytes | None) -> int:
+def decode_controller(data: bytes | None) -> NodeId:
     """The controller's broker id."""
-    broker_id = _int(_load(data, CONTROLLER), "brokerid", CONTROLLER)
+    broker_id = NodeId(_int(_load(data, CONTROLLER), "brokerid", CONTROLLER))
     if broker_id < 0:
         raise MalformedZnode(CONTROLLER, f"'brokerid' {broker_id} is negative")
     return broker_id

@@ -25,6 +25,8 @@ from typing import Any
 
 from kazoo.exceptions import NoNodeError  # type: ignore[import-untyped]
 
+from node.ids import NodeId
+
 from . import _controller
 from ._layout import (
     BROKER_IDS,
@@ -72,7 +74,7 @@ class ClusterSnapshot:
     topics: dict[str, TopicAssignment]
     configs: dict[str, dict[str, str]]
     states: dict[tuple[str, int], PartitionState]
-    controller: tuple[int, int] | None
+    controller: tuple[NodeId, int] | None
     reassignment: Reassignment | None
     offline_replicas: dict[int, frozenset[tuple[str, int]]]
 
@@ -99,12 +101,12 @@ def read_snapshot(client: Any) -> ClusterSnapshot:
     if stat is not None:
         reassignment = decode_reassignment(data, stat.version)
 
-    brokers = {}
+    brokers: dict[int, BrokerRegistration] = {}
     for broker_id, result in brokers_read:
         data, stat = _data(result)
         if stat is not None:
             brokers[broker_id] = decode_broker(broker_id, data)
-    offline = {}
+    offline: dict[int, frozenset[tuple[str, int]]] = {}
     for broker_id, result in offline_read:
         data, stat = _data(result)
         if stat is not None:
@@ -159,8 +161,8 @@ def _children(result: Any) -> list[str]:
         return []
 
 
-def _ids(children: list[str]) -> list[int]:
-    return sorted(int(c) for c in children if c.isdigit())
+def _ids(children: list[str]) -> list[NodeId]:
+    return sorted(NodeId(int(c)) for c in children if c.isdigit())
 
 
 def _data(result: Any) -> tuple[bytes | None, Any]:
@@ -172,7 +174,7 @@ def _data(result: Any) -> tuple[bytes | None, Any]:
     return data, stat
 
 
-def _controller_of(client: Any, controller: Any, epoch: Any, again: Any) -> tuple[int, int] | None:
+def _controller_of(client: Any, controller: Any, epoch: Any, again: Any) -> tuple[NodeId, int] | None:
     data, stat = _data(controller)
     epoch_data, epoch_stat = _data(epoch)
     later = again.get()

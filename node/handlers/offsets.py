@@ -8,6 +8,7 @@ from typing import Any
 from node.errors import BrokerError, answer_errors
 from node.protocol import ErrorCode
 from node.request import Request
+from storage.records import NO_OFFSET
 
 from ._services import PartitionSource
 
@@ -48,9 +49,9 @@ async def handle_list_offsets(services: OffsetsServices, request: Request) -> di
                     raise BrokerError(ErrorCode.INVALID_REQUEST, f"timestamp {ts} is not a valid ListOffsets target")
                 else:
                     found = plog.find_offset_by_timestamp(ts)
-                    offset, found_ts = found if found is not None else (-1, -1)
+                    offset, found_ts = found if found is not None else (NO_OFFSET, -1)
                     if offset >= plog.high_watermark:
-                        offset, found_ts = -1, -1
+                        offset, found_ts = NO_OFFSET, -1
                 if request.api_version == 0:
                     entry["old_style_offsets"] = [offset] if offset >= 0 and lp.max_num_offsets > 0 else []
                 entry["offset"] = offset

@@ -1,5 +1,8 @@
 """Kafka RecordBatch v2: parse, validate, build, (de)compress. Used by the broker, mirror and tools.
 
+Also the types of the numbers a batch carries, ``Offset`` and ``LeaderEpoch`` (``_offsets``),
+which ``storage`` re-exports and the broker, client and mirror use across their modules.
+
 A leaf: it imports nothing of ``storage`` outside itself (its errors are in ``_errors``).
 """
 
@@ -26,3 +29,6 @@ from ._codecs import decompress as decompress
 from ._errors import CorruptBatchError as CorruptBatchError
 from ._errors import RecordFormatError as RecordFormatError
 from ._errors import UnsupportedCompressionError as UnsupportedCompressionError
+from ._offsets import NO_OFFSET as NO_OFFSET
+from ._offsets import LeaderEpoch as LeaderEpoch
+from ._offsets import Offset as Offset

@@ -40,6 +40,7 @@ import crc32c
 
 from ._codecs import Compression, decompress
 from ._errors import CorruptBatchError, RecordFormatError
+from ._offsets import LeaderEpoch, Offset
 from ._varint import decode_varint
 
 HEADER = struct.Struct(
@@ -76,13 +77,13 @@ ATTR_CONTROL = 0x20
 ATTR_DELETE_HORIZON = 0x40
 
 NO_PRODUCER_ID = -1
-NO_PARTITION_LEADER_EPOCH = -1
+NO_PARTITION_LEADER_EPOCH = LeaderEpoch(-1)
 
 
 class BatchHeader(NamedTuple):
-    base_offset: int
+    base_offset: Offset
     batch_length: int
-    partition_leader_epoch: int
+    partition_leader_epoch: LeaderEpoch
     magic: int
     crc: int
     attributes: int
@@ -100,12 +101,12 @@ class BatchHeader(NamedTuple):
         return self.batch_length + LOG_OVERHEAD
 
     @property
-    def last_offset(self) -> int:
-        return self.base_offset + self.last_offset_delta
+    def last_offset(self) -> Offset:
+        return Offset(self.base_offset + self.last_offset_delta)
 
     @property
-    def next_offset(self) -> int:
-        return self.base_offset + self.last_offset_delta + 1
+    def next_offset(self) -> Offset:
+        return Offset(self.base_offset + self.last_offset_delta + 1)
 
     @property
     def compression(self) -> int:
@@ -174,12 +175,12 @@ def crc_of(buf: bytes | bytearray | memoryview, pos: int = 0, size: int | None =
     return crc32c.crc32c(view[pos + CRC_START : pos + size])
 
 
-def set_base_offset(buf: bytearray | memoryview, base_offset: int, pos: int = 0) -> None:
+def set_base_offset(buf: bytearray | memoryview, base_offset: Offset, pos: int = 0) -> None:
     """Rewrite baseOffset in place; the CRC stays valid."""
     BASE_OFFSET.pack_into(buf, pos, base_offset)
 
 
-def set_partition_leader_epoch(buf: bytearray | memoryview, epoch: int, pos: int = 0) -> None:
+def set_partition_leader_epoch(buf: bytearray | memoryview, epoch: LeaderEpoch, pos: int = 0) -> None:
     """Rewrite partitionLeaderEpoch in place; the CRC stays valid."""
     LEADER_EPOCH.pack_into(buf, pos + LEADER_EPOCH_POS, epoch)
 
@@ -203,7 +204,7 @@ def iter_batches(buf: bytes | bytearray | memoryview, *, validate: bool = True) 
 class Record:
     """One decoded record. ``headers`` keep their order; a header value may be None."""
 
-    offset: int
+    offset: Offset
     timestamp: int
     key: bytes | None
     value: bytes | None
@@ -274,7 +275,7 @@ def _decode_record(view: memoryview, pos: int, h: BatchHeader, use_batch_time: b
     if pos != end:
         raise RecordFormatError(f"record declares {length} bytes but its fields use {length - (end - pos)}")
     timestamp = h.max_timestamp if use_batch_time else h.base_timestamp + ts_delta
-    return Record(h.base_offset + offset_delta, timestamp, key, value, tuple(headers)), pos
+    return Record(Offset(h.base_offset + offset_delta), timestamp, key, value, tuple(headers)), pos
 
 
 def _read_bytes(view: memoryview, pos: int, end: int) -> tuple[bytes | None, int]:

@@ -306,6 +306,7 @@ trio.run(main)
 
 
 @pytest.mark.integration
+@pytest.mark.chaos  # kill -9 of a mirror process
 def test_a_killed_member_is_replaced_once_its_session_expires(zk_connect: str, zk: KazooClient, tmp_path: Path) -> None:
     link = "l"
     member = spawn(

@@ -17,7 +17,7 @@ from tests.mirror.test_link import RunningLink, create, ends, link_config
 from tests.mirror.test_service import MirrorProcess
 from tests.node.harness import wait_for
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.chaos, pytest.mark.slow]
 
 FAST = "sync_interval_s = 0.5\n"
 

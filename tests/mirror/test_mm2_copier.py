@@ -22,12 +22,12 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from mirror._mm2 import (
     Checkpoint,
-    DownstreamOffset,
     Heartbeat,
     MM2PartitionCopier,
     OffsetSync,
     OffsetSyncStore,
-    UpstreamOffset,
+    SourceOffset,
+    TargetOffset,
     decode_checkpoint,
     decode_heartbeat,
     decode_offset_sync,
@@ -379,7 +379,7 @@ def test_unknown_position_heartbeats_and_checkpoints(two_sites: tuple[Site, Site
                 "east",
                 [
                     ("g1", "east.orders", 0, 42, 40, None),
-                    Checkpoint("g2", "east.orders", 1, UpstreamOffset(7), DownstreamOffset(3), "m"),
+                    Checkpoint("g2", "east.orders", 1, SourceOffset(7), TargetOffset(3), "m"),
                 ],
             )
             assert written == 2

@@ -512,6 +512,7 @@ def claimed(mirror: MirrorProcess) -> set[str]:
 
 
 @pytest.mark.integration
+@pytest.mark.chaos  # kill -9 of a mirror process
 def test_two_mirror_processes_share_the_partitions_and_one_takes_over_after_a_kill(
     two_sites: tuple[Site, Site], tmp_path: Path
 ) -> None:

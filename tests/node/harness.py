@@ -21,6 +21,7 @@ from chaos.nemesis import kill_9
 from chaos.transient import is_transient
 from node.proc import Child, Deadline, NotReady, log_tail, spawn_ready, wait_until
 from storage import TopicPartition, list_batches, segment_files
+from strait._site import NodeFiles
 
 STRAIT = [sys.executable, "-m", "strait.cli"]
 READY_TIMEOUT_S = 60.0
@@ -28,7 +29,7 @@ STOP_TIMEOUT_S = 30.0
 
 
 @dataclass
-class NodeProcess:
+class NodeProcess(NodeFiles):
     broker_id: int
     workdir: Path
     zk_connect: str
@@ -41,22 +42,6 @@ class NodeProcess:
     @property
     def name(self) -> str:
         return f"node {self.broker_id}"
-
-    @property
-    def config_path(self) -> Path:
-        return self.workdir / "server.properties"
-
-    @property
-    def ready_path(self) -> Path:
-        return self.workdir / "ready.json"
-
-    @property
-    def log_path(self) -> Path:
-        return self.workdir / "node.log"
-
-    @property
-    def log_dirs(self) -> list[Path]:
-        return [self.workdir / "d1", self.workdir / "d2"]
 
     def write_config(self) -> None:
         props = {

@@ -24,6 +24,7 @@ from tests.node.test_replication import bootstrap, create_topic, partition_state
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.chaos,
+    pytest.mark.slow,
     pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs log dir needs root"),
 ]
 

@@ -174,3 +174,23 @@ def test_a_stop_while_starting_leaves_nothing_running(tmp_path: Path) -> None:
         assert not (directory / "site.json").exists()
     finally:
         site.kill()
+
+
+def test_set_gives_every_node_a_property(tmp_path: Path) -> None:
+    from confluent_kafka import Producer
+
+    directory = tmp_path / "east"
+    site = SiteUp(directory, "--nodes", "1", "--set", "num.partitions=4", "--set", "log.retention.hours=2")
+    try:
+        info = site.wait_ready()
+        properties = (directory / "node-1" / "server.properties").read_text().splitlines()
+        assert "num.partitions=4" in properties and "log.retention.hours=2" in properties
+        producer = Producer({"bootstrap.servers": info["bootstrap"]})
+        producer.produce("auto-created", b"v")
+        assert producer.flush(30) == 0
+        admin = AdminClient({"bootstrap.servers": info["bootstrap"]})
+        assert len(admin.list_topics("auto-created", timeout=30).topics["auto-created"].partitions) == 4
+        del admin, producer
+        assert site.stop() == 0, site.log()
+    finally:
+        site.kill()

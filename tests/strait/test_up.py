@@ -18,7 +18,7 @@ from chaos.workload import read_back
 from node.proc import Deadline, spawn, wait_ready_file
 from tests.node.harness import wait_for
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # two sites and a mirror
 
 
 def committed(bootstrap: str, group: str, topic: str) -> int:
