@@ -289,9 +289,15 @@ class Controller:
         """Advance each partition of ``/admin/reassign_partitions`` one step.
 
         1. assignment := target + the current replicas not in it (new replicas start following);
-        2. once every target replica is in the ISR: lead from the target (epoch bump if the
-           leader leaves), ISR := ISR ∩ target, assignment := target (old replicas delete
-           their logs), and the entry is removed.
+        2. once every target replica is in the ISR, in one transaction: assignment := target
+           (old replicas delete their logs) and state := lead from the target, ISR := ISR ∩
+           target, leader epoch + 1 (also when the leader stays, as Kafka's controller does);
+           then the entry is removed.
+
+        Step 2 is one transaction so that no reader or writer ever pairs the new replica list
+        with the old state or the other way round: a leader's ISR change decided on the old
+        state, or checked against the old replica list, fails its compare-and-set (see
+        ``ReplicaManager._change_isr``) instead of putting a removed replica back in the ISR.
         """
         plan = cluster.reassignment
         if plan is None:
@@ -325,17 +331,17 @@ class Controller:
                 continue  # still catching up; the next pass (a state change pokes us) checks again
             isr = tuple(b for b in state.isr if b in target)
             if state.leader in target:
-                new = PartitionState(state.leader, state.leader_epoch, isr, epoch, state.version)
+                leader = state.leader
             else:
                 live = [b for b in target if self._usable(cluster, b, name, p) and b in isr]
                 if not live:
                     continue
-                new = PartitionState(live[0], state.leader_epoch + 1, isr, epoch, state.version)
+                leader = live[0]
+            new = PartitionState(leader, state.leader_epoch + 1, isr, epoch, state.version)
+            assignment = dict(topic.assignment)
+            assignment[p] = tuple(target)
             try:
-                await self.zk.set_partition_state(name, p, new)
-                assignment = dict(topic.assignment)
-                assignment[p] = tuple(target)
-                await self.zk.set_assignment(name, assignment, topic.version)
+                await self.zk.set_assignment(name, assignment, topic.version, states={p: new})
             except StaleState:
                 return
             await self.zk.complete_reassignment(name, p)

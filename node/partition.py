@@ -88,7 +88,8 @@ class Partition:
         self.replicas: tuple[int, ...] = ()
         self.state_version = -1
         self.controller_epoch = 0
-        self.followers: dict[int, FollowerState] = {}
+        self.followers: dict[int, FollowerState] = {}  # leader: one per replica but itself
+        self.leadership = 0  # counts this broker's uninterrupted leaderships (across epoch bumps)
         self.needs_truncation = False  # a follower that must ask the leader where its log diverges
         self.isr_change_pending = False
         # Mirror topics: [from, to) ranges the log jumped over because the source deleted them unmirrored.
@@ -113,25 +114,24 @@ class Partition:
         """Take the leader/ISR ZooKeeper holds; returns the new role when it changed (or the epoch did)."""
         me = self.broker_id
         self.replicas = replicas
+        if self.is_leader:
+            self._sync_followers()  # the replica list may change without the state (or the state read be stale)
         if state.leader_epoch < self.leader_epoch:
             return None  # an older state than the one we act on: a stale read
         same_epoch = state.leader_epoch == self.leader_epoch and state.leader == self.leader_id
         if same_epoch and (self.role != NONE or state.leader < 0):
-            if self.is_leader:
-                self._sync_followers()  # a reassignment changes the replicas, not the state
             if state.version > self.state_version:
                 self.isr, self.state_version = state.isr, state.version
                 self.controller_epoch = state.controller_epoch
-                if self.is_leader:
-                    self._sync_followers()
-                    self.maybe_advance_hw()
+                self.maybe_advance_hw()  # only a leader's
             return None
+        continuing = self.is_leader and state.leader == me  # a new epoch, same leader (a reassignment completed)
         self.leader_id = state.leader
         self.leader_epoch = state.leader_epoch
         self.isr, self.state_version, self.controller_epoch = state.isr, state.version, state.controller_epoch
         self.isr_change_pending = False
         if state.leader == me:
-            self._become_leader()
+            self._become_leader(continuing=continuing)
         elif state.leader < 0:
             self.role = NONE
             self.followers = {}
@@ -142,11 +142,15 @@ class Partition:
         self.wake()
         return self.role
 
-    def _become_leader(self) -> None:
+    def _become_leader(self, *, continuing: bool) -> None:
+        """Lead in the current epoch. A leader that goes on leading under a new epoch keeps what it
+        knows of its followers, as Kafka does: its log did not change, so neither did their offsets."""
         self.role = LEADER
         self.needs_truncation = False
         self.log.assign_epoch(self.leader_epoch)
-        self.followers = {}
+        if not continuing:
+            self.leadership += 1
+            self.followers = {}
         self._sync_followers()
         self.maybe_advance_hw()
 
@@ -185,10 +189,18 @@ class Partition:
     # -- leader: followers, ISR and the high watermark -------------------------------------------
 
     def record_follower_fetch(self, replica_id: int, fetch_offset: int) -> bool:
-        """A follower fetched from ``fetch_offset`` (its log end). Returns True when it may join the ISR."""
+        """A follower fetched from ``fetch_offset`` (its log end). Returns True when it may join the ISR.
+
+        Only a broker in the replica list is a follower: a fetch from any other broker (one a
+        reassignment just removed, still fetching on an older view) is refused with
+        NOT_LEADER_OR_FOLLOWER and counts for nothing, neither the high watermark nor the ISR.
+        """
         follower = self.followers.get(replica_id)
-        if follower is None:
-            raise BrokerError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {replica_id} is not a replica of {self.tp}")
+        if follower is None or replica_id not in self.replicas or replica_id == self.broker_id:
+            raise BrokerError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"broker {replica_id} is not a follower of {self.tp} (replicas {list(self.replicas)})",
+            )
         now = self._clock()
         leo = self.log.log_end_offset
         if fetch_offset >= leo:
@@ -203,6 +215,10 @@ class Partition:
             return False
         epoch_start = self.log.end_offset_for_epoch(self.leader_epoch - 1)[1] if self.leader_epoch > 0 else 0
         return fetch_offset >= self.log.high_watermark and fetch_offset >= max(epoch_start, 0)
+
+    def isr_non_replicas(self) -> list[int]:
+        """ISR members that are not (any more) in the replica list: they must leave the ISR."""
+        return [r for r in self.isr if r != self.broker_id and r not in self.replicas]
 
     def lagging_followers(self, max_lag_ms: int) -> list[int]:
         """ISR members that have not caught up for ``max_lag_ms``."""
@@ -235,9 +251,9 @@ class Partition:
 
     async def wait_for_hw(self, offset: int, deadline: float) -> None:
         """Wait until the high watermark passes ``offset`` (acks=all); raise BrokerError otherwise."""
-        epoch = self.leader_epoch
+        leadership = self.leadership  # an epoch bump under the same leader keeps the batch: wait on
         while self.log.high_watermark <= offset:
-            if not self.is_leader or self.leader_epoch != epoch:
+            if not self.is_leader or self.leadership != leadership:
                 raise BrokerError(
                     ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{self.tp}: leadership moved before the write was replicated"
                 )

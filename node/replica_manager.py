@@ -10,10 +10,13 @@ divergent tail (KIP-101/KIP-279), never blindly to its high watermark.
 
 Leaders: a follower's fetch offset is its log end offset; the high watermark is the lowest
 log end offset over the ISR. A follower that has caught up joins the ISR, and an ISR member
-that has not caught up for ``replica.lag.time.max.ms`` leaves it. The leader writes each ISR
-change to the partition state in ZooKeeper with a compare-and-set on the znode version, and
-only then acts on it: a leader that lost a race (the controller moved leadership meanwhile)
-learns the new state instead of shrinking the ISR to itself.
+that has not caught up for ``replica.lag.time.max.ms`` leaves it, and so does a member that is
+no longer a replica. The leader writes each ISR change to the partition state in ZooKeeper
+and only then acts on it. The write is a compare-and-set on the version of the state the
+change was decided from, and on the version of the assignment whose replica list it was
+checked against (one transaction): a leader that lost a race (the controller moved leadership,
+or a reassignment completed, meanwhile) learns the new state instead of shrinking the ISR to
+itself or adding a broker that is no longer a replica.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 import trio
@@ -118,7 +122,10 @@ class ReplicaManager:
     # -- leader side ------------------------------------------------------------------------
 
     def follower_fetched(self, partition: Partition, replica_id: int, fetch_offset: int) -> None:
-        """Called by the Fetch handler for a follower's fetch; may start an ISR expansion."""
+        """Called by the Fetch handler for a follower's fetch; may start an ISR expansion.
+
+        Raises BrokerError(NOT_LEADER_OR_FOLLOWER) for a broker that is not a replica: its
+        fetch counts for nothing (see ``Partition.record_follower_fetch``)."""
         if partition.record_follower_fetch(replica_id, fetch_offset):
             new_isr = tuple(sorted({*partition.isr, replica_id}))
             self._start_isr_change(partition, new_isr, f"broker {replica_id} caught up")
@@ -130,30 +137,56 @@ class ReplicaManager:
             for partition in list(self.cluster.partitions.values()):
                 if not partition.is_leader or partition.log.is_offline:
                     continue
+                removed = partition.isr_non_replicas()
                 lagging = partition.lagging_followers(max_lag)
+                reasons = [f"brokers {removed} are no longer replicas"] if removed else []
                 if lagging:
-                    new_isr = tuple(r for r in partition.isr if r not in lagging)
-                    self._start_isr_change(
-                        partition,
-                        new_isr,
-                        f"brokers {lagging} did not catch up within replica.lag.time.max.ms={max_lag}",
-                    )
+                    reasons.append(f"brokers {lagging} did not catch up within replica.lag.time.max.ms={max_lag}")
+                if reasons:
+                    new_isr = tuple(r for r in partition.isr if r not in removed and r not in lagging)
+                    self._start_isr_change(partition, new_isr, "; ".join(reasons))
 
     def _start_isr_change(self, partition: Partition, new_isr: tuple[int, ...], why: str) -> None:
-        if partition.tp in self._isr_writes or self._nursery is None or new_isr == partition.isr:
-            return
-        self._isr_writes.add(partition.tp)
-        self._nursery.start_soon(self._change_isr, partition, new_isr, why)
+        """Decide an ISR change from the partition's current state; the write happens in a task.
 
-    async def _change_isr(self, partition: Partition, new_isr: tuple[int, ...], why: str) -> None:
+        The new ISR holds only this leader and brokers in the replica list. It is written
+        against the state version it was decided from, so a state that moved meanwhile (the
+        controller shrank the ISR, a reassignment completed) fails the write instead of being
+        overwritten."""
+        if partition.tp in self._isr_writes or self._nursery is None or not partition.is_leader:
+            return
+        new_isr = _only_replicas(new_isr, partition.replicas, self.broker_id)
+        if new_isr == partition.isr:
+            return
+        decided = PartitionState(
+            self.broker_id, partition.leader_epoch, new_isr, partition.controller_epoch, partition.state_version
+        )
+        self._isr_writes.add(partition.tp)
+        self._nursery.start_soon(self._change_isr, partition, decided, why)
+
+    async def _change_isr(self, partition: Partition, decided: PartitionState, why: str) -> None:
+        """Write ``decided`` (the ISR change and the state version it was decided from) if it
+        still holds: checked again, at write time, against the replica list of the assignment it
+        is written with, and compare-and-set on both znodes' versions."""
         tp = partition.tp
         try:
-            epoch = partition.leader_epoch
-            state = PartitionState(self.broker_id, epoch, new_isr, partition.controller_epoch, partition.state_version)
+            epoch = decided.leader_epoch
+            topic = self.cluster.topics.get(tp.topic)
+            replicas = topic.assignment.get(tp.partition) if topic is not None else None
+            if topic is None or replicas is None or topic.version < 0:
+                return  # the topic is being deleted
+            if not partition.is_leader or partition.leader_epoch != epoch or partition.state_version != decided.version:
+                return  # the state moved since the decision: the next fetch or shrink pass decides again
+            new_isr = _only_replicas(decided.isr, replicas, self.broker_id)
+            if new_isr == partition.isr:
+                return
+            state = replace(decided, isr=new_isr)
             try:
-                version = await self.zk.set_partition_state(tp.topic, tp.partition, state)
-            except StaleState:
-                log.info("%s: ISR change to %s lost a race; re-reading the partition state", tp, list(new_isr))
+                version = await self.zk.set_partition_state(
+                    tp.topic, tp.partition, state, assignment_version=topic.version
+                )
+            except StaleState as exc:
+                log.info("%s: ISR change to %s lost a race (%s); re-reading the state", tp, list(new_isr), exc)
                 await self.cluster.refresh()
                 return
             except CoordinationError as exc:
@@ -161,10 +194,7 @@ class ReplicaManager:
                 return
             if partition.is_leader and partition.leader_epoch == epoch:
                 log.info("%s: ISR %s -> %s (%s)", tp, list(partition.isr), list(new_isr), why)
-                partition.apply_state(
-                    PartitionState(self.broker_id, epoch, new_isr, partition.controller_epoch, version),
-                    partition.replicas,
-                )
+                partition.apply_state(replace(state, version=version), partition.replicas)
                 partition.maybe_advance_hw()
                 partition.wake()
         finally:
@@ -455,6 +485,12 @@ class ReplicaManager:
                 why,
                 plog.log_end_offset,
             )
+
+
+def _only_replicas(isr: tuple[int, ...], replicas: tuple[int, ...], leader: int) -> tuple[int, ...]:
+    """``isr`` without the brokers that are not in ``replicas``: a leader never puts a non-replica
+    in the ISR (and takes out one a reassignment removed)."""
+    return tuple(r for r in isr if r == leader or r in replicas)
 
 
 def _by_topic(partitions: list[Partition], entry: Any) -> list[dict[str, Any]]:

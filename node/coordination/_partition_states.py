@@ -11,6 +11,13 @@ deletion cannot resurrect the topic as an empty znode. The assignment znode
 ``/brokers/topics/<topic>`` is described in :mod:`._topics`; :func:`set_assignment` replaces
 its replica lists with compare-and-set too.
 
+The state and the assignment are two znodes, and a snapshot may read them a few milliseconds
+apart. Two writes therefore tie them together in one transaction: a leader's ISR change may
+require the assignment to be still at the version it read its replica list at
+(``assignment_version``), and completing a reassignment replaces the assignment together with
+the partition states it shrinks (``set_assignment(..., states=...)``). So no ISR ever lands
+naming a broker the assignment had already dropped.
+
 Blocking (kazoo calls): run each function in one worker thread (``ZkSession.run``).
 """
 
@@ -36,9 +43,11 @@ from ._layout import (
     topic_path,
     validate_assignment,
     validate_partition,
+    validate_states,
     validate_topic_name,
 )
 from ._reads import retried
+from ._transactions import failure
 
 
 def read(client: Any, topic: str, partition: int) -> PartitionState | None:
@@ -52,17 +61,34 @@ def read(client: Any, topic: str, partition: int) -> PartitionState | None:
     return decode_partition_state(topic, partition, data, stat.version)
 
 
-def write(client: Any, topic: str, partition: int, state: PartitionState) -> int:
+def write(client: Any, topic: str, partition: int, state: PartitionState, assignment_version: int | None = None) -> int:
     """Compare-and-set the partition state: create it when ``state.version`` is -1, else
     replace it only if the znode is still at ``state.version``. Returns the new version.
 
+    With ``assignment_version`` (an update only), the same transaction also requires the
+    topic's assignment znode to be still at that version: the writer's replica list is current.
+
     Raises:
-        StaleState: the znode exists (create) or moved past ``state.version`` (update).
+        StaleState: the znode exists (create) or moved past ``state.version`` (update), or the
+            assignment moved past ``assignment_version`` (the error names the path that moved).
         UnknownTopic: the topic does not exist.
+        ValueError: an ``assignment_version`` with a create, or negative.
     """
     validate_topic_name(topic)
     validate_partition(topic, partition)
     path, data = partition_state_path(topic, partition), encode_partition_state(state)
+    if assignment_version is not None:
+        if state.version == -1 or assignment_version < 0:
+            raise ValueError(
+                f"{topic}-{partition}: an assignment check (version {assignment_version}) needs an existing "
+                f"state and a version >= 0"
+            )
+        tx = client.transaction()
+        tx.check(topic_path(topic), assignment_version)
+        tx.set_data(path, data, version=state.version)
+        results = tx.commit()
+        _raise_failure(client, topic, results, [(topic_path(topic), assignment_version), (path, state.version)])
+        return int(results[1].version)
     if state.version != -1:
         try:
             return int(client.set(path, data, version=state.version).version)
@@ -100,24 +126,38 @@ def add_creates(tx: Any, topic: str, states: Mapping[int, PartitionState], *, pa
         tx.create(partition_state_path(topic, partition), encode_partition_state(state))
 
 
-def set_assignment(client: Any, topic: str, partitions: Mapping[int, tuple[int, ...]], version: int) -> int:
+def set_assignment(
+    client: Any,
+    topic: str,
+    partitions: Mapping[int, tuple[int, ...]],
+    version: int,
+    states: Mapping[int, PartitionState] | None = None,
+) -> int:
     """Replace the topic's replica assignment if its znode is still at ``version`` (the
     :attr:`TopicAssignment.version` it was read at); returns the new version.
 
     The topic id and unknown keys are kept; ``adding_replicas``/``removing_replicas`` are
     emptied (the new lists are the whole truth). The partitions must be exactly the topic's
-    (use ``add_partitions`` to add some).
+    (use ``add_partitions`` to add some). ``states`` replaces those partitions' states in the
+    same transaction, each compare-and-set on its own ``version``: all land or none does.
 
     Raises:
-        StaleState: the assignment changed since it was read at ``version``.
+        StaleState: the assignment changed since it was read at ``version``, or one of the
+            ``states`` since it was read (the error names the path).
         UnknownTopic: no such topic.
         ValueError: invalid name or version; partitions not numbered 0..n-1 or not the topic's;
-            a replica list empty, negative or with duplicates.
+            a replica list empty, negative or with duplicates; a state for a partition not in
+            ``partitions`` or without a version to compare with.
     """
     validate_topic_name(topic)
     validate_assignment(topic, partitions, first=0)
     if version < 0:
         raise ValueError(f"topic {topic!r}: assignment version {version} is negative")
+    states = dict(sorted((states or {}).items()))
+    validate_states(topic, states, partitions)
+    for p, state in states.items():
+        if state.version < 0:
+            raise ValueError(f"{topic}-{p}: a state replaced with the assignment needs its version, not -1")
     partitions = dict(partitions)
     path = topic_path(topic)
     try:
@@ -136,9 +176,27 @@ def set_assignment(client: Any, topic: str, partitions: Mapping[int, tuple[int, 
     kept = {k: v for k, v in raw.items() if k not in ("version", "topic_id", "partitions")}
     kept.update(adding_replicas={}, removing_replicas={})
     topic_id = current.topic_id or new_uuid()
-    try:
-        return int(client.set(path, encode_topic(topic_id, partitions, kept), version=version).version)
-    except BadVersionError:
-        raise StaleState(path, version) from None
-    except NoNodeError:
-        raise UnknownTopic(topic) from None
+    tx = client.transaction()
+    tx.set_data(path, encode_topic(topic_id, partitions, kept), version=version)
+    versions = [(path, version)]
+    for p, state in states.items():
+        state_path = partition_state_path(topic, p)
+        tx.set_data(state_path, encode_partition_state(state), version=state.version)
+        versions.append((state_path, state.version))
+    results = tx.commit()
+    _raise_failure(client, topic, results, versions)
+    return int(results[0].version)
+
+
+def _raise_failure(client: Any, topic: str, results: list[Any], versions: list[tuple[str, int]]) -> None:
+    """Raise what failed a transaction of versioned operations (``versions``: path and expected
+    version of each, in order); return if it committed."""
+    error = failure(results)
+    if error is None:
+        return
+    index, exc = error
+    if not isinstance(exc, (BadVersionError, NoNodeError)):
+        raise exc
+    if isinstance(exc, NoNodeError) and client.exists(topic_path(topic)) is None:
+        raise UnknownTopic(topic)
+    raise StaleState(*versions[index])

@@ -7,6 +7,7 @@ import pytest
 import trio
 
 from node.coordination import (
+    PartitionState,
     Reassignment,
     ReassignmentInProgress,
     StaleState,
@@ -54,6 +55,42 @@ def test_set_assignment_is_compare_and_set(zk_connect: str) -> None:
                 await a.set_assignment("t", {0: (1,), 1: (1,)}, -1)
             with pytest.raises(UnknownTopic, match="'nope'"):
                 await a.set_assignment("nope", {0: (1,)}, 0)
+
+    run(main)
+
+
+def test_set_assignment_replaces_partition_states_in_the_same_transaction(zk_connect: str) -> None:
+    async def main() -> None:
+        async with ZkState(zk_connect) as a, raw_session(zk_connect) as raw:
+            created = await a.create_topic(
+                "t",
+                {0: (1, 2, 3), 1: (3, 1)},
+                {},
+                {0: PartitionState(1, 4, (1, 2, 3), 1), 1: PartitionState(3, 0, (3, 1), 1)},
+            )
+            moved = PartitionState(2, 5, (2, 3), 1, version=0)
+            assert await a.set_assignment("t", {0: (2, 3), 1: (3, 1)}, created.version, states={0: moved}) == 1
+            assert await a.partition_state("t", 0) == PartitionState(2, 5, (2, 3), 1, version=1)
+            assert await a.partition_state("t", 1) == PartitionState(3, 0, (3, 1), 1, version=0)  # untouched
+            assert (await raw.json("/brokers/topics/t"))["partitions"] == {"0": [2, 3], "1": [3, 1]}
+
+            # A state that moved since it was read fails the whole transaction, assignment included.
+            with pytest.raises(
+                StaleState, match=r"partitions/0/state changed concurrently: expected it to be at version 0"
+            ):
+                await a.set_assignment("t", {0: (3, 2), 1: (3, 1)}, 1, states={0: moved})
+            topic = await a.topic("t")
+            assert topic is not None and topic.version == 1 and topic.partitions[0] == (2, 3)
+            with pytest.raises(
+                StaleState, match=r"/brokers/topics/t changed concurrently: expected it to be at version 0"
+            ):
+                await a.set_assignment("t", {0: (3, 2), 1: (3, 1)}, 0, states={0: PartitionState(2, 6, (2, 3), 1, 1)})
+            assert await a.partition_state("t", 0) == PartitionState(2, 5, (2, 3), 1, version=1)
+
+            with pytest.raises(ValueError, match="state for partition 2"):
+                await a.set_assignment("t", {0: (2, 3), 1: (3, 1)}, 1, states={2: moved})
+            with pytest.raises(ValueError, match="needs its version"):
+                await a.set_assignment("t", {0: (2, 3), 1: (3, 1)}, 1, states={0: PartitionState(2, 6, (2, 3), 1)})
 
     run(main)
 

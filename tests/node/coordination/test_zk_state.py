@@ -333,6 +333,35 @@ def test_partition_state_compare_and_set(zk_connect: str) -> None:
     run(main)
 
 
+def test_partition_state_write_can_require_the_assignment_it_was_checked_against(zk_connect: str) -> None:
+    """A leader's ISR change names only replicas of the assignment it read: with
+    ``assignment_version`` the write fails if that assignment moved meanwhile."""
+
+    async def main() -> None:
+        async with ZkState(zk_connect) as a:
+            created = await a.create_topic("t", {0: (1, 2, 3)}, {}, {0: PartitionState(1, 0, (1, 2), 1)})
+            grown = PartitionState(1, 0, (1, 2, 3), 1, version=0)
+            assert await a.set_partition_state("t", 0, grown, assignment_version=created.version) == 1
+            assert await a.set_assignment("t", {0: (1, 2)}, created.version) == 1  # 3 is dropped
+            shrunk = PartitionState(1, 0, (1, 2), 1, version=1)
+            with pytest.raises(
+                StaleState, match=r"/brokers/topics/t changed concurrently: expected it to be at version 0"
+            ):
+                await a.set_partition_state("t", 0, shrunk, assignment_version=created.version)
+            with pytest.raises(
+                StaleState, match=r"partitions/0/state changed concurrently: expected it to be at version 0"
+            ):
+                await a.set_partition_state("t", 0, grown, assignment_version=1)
+            assert await a.partition_state("t", 0) == PartitionState(1, 0, (1, 2, 3), 1, version=1)  # nothing landed
+            assert await a.set_partition_state("t", 0, shrunk, assignment_version=1) == 2
+            with pytest.raises(ValueError, match="needs an existing state"):
+                await a.set_partition_state("t", 1, STATE, assignment_version=1)
+            with pytest.raises(UnknownTopic, match="'nope'"):
+                await a.set_partition_state("nope", 0, shrunk, assignment_version=0)
+
+    run(main)
+
+
 # -- events -----------------------------------------------------------------------------------
 
 
