@@ -41,7 +41,7 @@ from node.coordination import (
 from node.errors import BrokerError
 from node.partition import Partition
 from node.protocol import ErrorCode
-from storage import LogConfig, LogManager, TopicPartition, wall_clock_ms
+from storage import LeaderEpoch, LogConfig, LogManager, TopicPartition, wall_clock_ms
 
 log = logging.getLogger("strait.node.cluster")
 
@@ -192,7 +192,7 @@ class ClusterState:
             plog,
             topic.policy,
             broker_id=self.broker_id,
-            leader_epoch=-1,
+            leader_epoch=LeaderEpoch(-1),
             producer_max_ids=self.config.producer_state_max_ids,
             clock=wall_clock_ms,
         )
@@ -347,7 +347,9 @@ class ClusterState:
     def initial_states(self, assignment: Mapping[int, tuple[int, ...]]) -> dict[int, PartitionState]:
         """Leader: the preferred (first) replica; ISR: all replicas (they are live and empty)."""
         epoch = self.controller[1] if self.controller is not None else 0
-        return {p: PartitionState(replicas[0], 0, tuple(replicas), epoch) for p, replicas in assignment.items()}
+        return {
+            p: PartitionState(replicas[0], LeaderEpoch(0), tuple(replicas), epoch) for p, replicas in assignment.items()
+        }
 
     async def create_topic(
         self, name: str, assignment: dict[int, tuple[int, ...]], configs: Mapping[str, str], *, validate_only: bool

@@ -35,6 +35,7 @@ import trio
 from node.cluster import ClusterState, TopicState
 from node.config import NodeConfig
 from node.coordination import CoordinationError, PartitionState, StaleState, ZkState
+from storage import LeaderEpoch
 
 log = logging.getLogger("strait.node.controller")
 
@@ -153,9 +154,9 @@ class Controller:
                 state.leader,
                 leader,
                 list(isr),
-                state.leader_epoch + 1,
+                LeaderEpoch(state.leader_epoch + 1),
             )
-            return PartitionState(leader, state.leader_epoch + 1, isr, epoch, state.version)
+            return PartitionState(leader, LeaderEpoch(state.leader_epoch + 1), isr, epoch, state.version)
         live = [b for b in replicas if self._usable(cluster, b, name, p)]
         if live and topic.policy.unclean_leader_election:
             log.warning(
@@ -166,7 +167,7 @@ class Controller:
                 list(state.isr),
                 live[0],
             )
-            return PartitionState(live[0], state.leader_epoch + 1, (live[0],), epoch, state.version)
+            return PartitionState(live[0], LeaderEpoch(state.leader_epoch + 1), (live[0],), epoch, state.version)
         if state.leader == -1:
             return None
         log.warning(
@@ -178,7 +179,7 @@ class Controller:
             list(state.isr),
         )
         # Keep the ISR: its members hold every committed record, so any of them may lead again.
-        return PartitionState(-1, state.leader_epoch + 1, state.isr, epoch, state.version)
+        return PartitionState(-1, LeaderEpoch(state.leader_epoch + 1), state.isr, epoch, state.version)
 
     async def _write(self, topic: str, p: int, state: PartitionState) -> None:
         try:
@@ -217,7 +218,7 @@ class Controller:
                         if not others:
                             remaining.append((topic.name, p))
                             continue
-                        new = PartitionState(others[0], state.leader_epoch + 1, isr, epoch, state.version)
+                        new = PartitionState(others[0], LeaderEpoch(state.leader_epoch + 1), isr, epoch, state.version)
                     else:
                         new = PartitionState(state.leader, state.leader_epoch, isr, epoch, state.version)
                     try:
@@ -272,7 +273,9 @@ class Controller:
                     state = topic.states[p]
                     if broker_id not in state.isr or not self._usable(cluster, broker_id, topic.name, p):
                         continue
-                    new = PartitionState(broker_id, state.leader_epoch + 1, state.isr, epoch, state.version)
+                    new = PartitionState(
+                        broker_id, LeaderEpoch(state.leader_epoch + 1), state.isr, epoch, state.version
+                    )
                     try:
                         await self.zk.set_partition_state(topic.name, p, new)
                         moved += 1
@@ -337,7 +340,7 @@ class Controller:
                 if not live:
                     continue
                 leader = live[0]
-            new = PartitionState(leader, state.leader_epoch + 1, isr, epoch, state.version)
+            new = PartitionState(leader, LeaderEpoch(state.leader_epoch + 1), isr, epoch, state.version)
             assignment = dict(topic.assignment)
             assignment[p] = tuple(target)
             try:

@@ -24,11 +24,12 @@ from node.coordination import PartitionState
 from node.errors import BrokerError, invalid_record
 from node.producer_state import ProducerStateError, ProducerStateManager
 from node.protocol import ErrorCode
-from storage import CorruptBatchError, PartitionLog, RecordTooLargeError, TopicPartition
-from storage.records import BatchHeader, check_batch, iter_batches
+from storage import CorruptBatchError, LeaderEpoch, Offset, PartitionLog, RecordTooLargeError, TopicPartition
+from storage.records import NO_OFFSET, BatchHeader, check_batch, iter_batches
 from storage.records._batch import CURRENT_MAGIC, HEADER_SIZE, MAGIC_POS
 
 LONG_MAX = 2**63 - 1
+FIRST_EPOCH = LeaderEpoch(0)
 ZSTD = 4
 
 
@@ -45,10 +46,10 @@ class ProduceResult:
 class FollowerState:
     """What the leader knows of one follower: its log end offset and when it was last caught up."""
 
-    leo: int = -1
+    leo: Offset = NO_OFFSET
     last_fetch_ms: int = 0
     last_caught_up_ms: int = 0
-    leader_leo_at_last_fetch: int = -1
+    leader_leo_at_last_fetch: Offset = NO_OFFSET
 
 
 LEADER = "leader"
@@ -73,7 +74,7 @@ class Partition:
         policy: TopicPolicy,
         *,
         broker_id: int = 0,
-        leader_epoch: int = 0,
+        leader_epoch: LeaderEpoch = FIRST_EPOCH,
         producer_max_ids: int = 10_000,
         clock: Callable[[], int],
     ) -> None:
@@ -188,7 +189,7 @@ class Partition:
 
     # -- leader: followers, ISR and the high watermark -------------------------------------------
 
-    def record_follower_fetch(self, replica_id: int, fetch_offset: int) -> bool:
+    def record_follower_fetch(self, replica_id: int, fetch_offset: Offset) -> bool:
         """A follower fetched from ``fetch_offset`` (its log end). Returns True when it may join the ISR.
 
         Only a broker in the replica list is a follower: a fetch from any other broker (one a
@@ -213,7 +214,9 @@ class Partition:
         self.maybe_advance_hw()
         if replica_id in self.isr:
             return False
-        epoch_start = self.log.end_offset_for_epoch(self.leader_epoch - 1)[1] if self.leader_epoch > 0 else 0
+        epoch_start = (
+            self.log.end_offset_for_epoch(LeaderEpoch(self.leader_epoch - 1))[1] if self.leader_epoch > 0 else 0
+        )
         return fetch_offset >= self.log.high_watermark and fetch_offset >= max(epoch_start, 0)
 
     def isr_non_replicas(self) -> list[int]:
@@ -310,7 +313,7 @@ class Partition:
                         self.producers.update(header, header.base_offset)
         return count
 
-    def truncate_to(self, offset: int) -> int:
+    def truncate_to(self, offset: Offset) -> int:
         """Remove the divergent tail from ``offset`` (whole batches); rebuild producer state."""
         if offset >= self.log.log_end_offset:
             return 0
@@ -386,7 +389,7 @@ class Partition:
         )
 
     def append_mirrored(
-        self, records: memoryview | bytes | None, expected_end_offset: int, start_offset: int = -1
+        self, records: memoryview | bytes | None, expected_end_offset: Offset, start_offset: Offset = NO_OFFSET
     ) -> int:
         """Append a mirror's batches at the offsets they carry (MirrorAppend); returns the last
         offset appended, or -1 when nothing was (a probe, or only a jump).

@@ -35,7 +35,7 @@ from node.config import NodeConfig
 from node.coordination import CoordinationError, PartitionState, StaleState, ZkState
 from node.partition import FOLLOWER, Partition
 from node.protocol import ApiKey, ErrorCode, ProtocolError
-from storage import InvalidOffsetError, LogDirOfflineError, StorageError, TopicPartition
+from storage import InvalidOffsetError, LeaderEpoch, LogDirOfflineError, Offset, StorageError, TopicPartition
 
 log = logging.getLogger("strait.node.replicas")
 
@@ -121,7 +121,7 @@ class ReplicaManager:
 
     # -- leader side ------------------------------------------------------------------------
 
-    def follower_fetched(self, partition: Partition, replica_id: int, fetch_offset: int) -> None:
+    def follower_fetched(self, partition: Partition, replica_id: int, fetch_offset: Offset) -> None:
         """Called by the Fetch handler for a follower's fetch; may start an ISR expansion.
 
         Raises BrokerError(NOT_LEADER_OR_FOLLOWER) for a broker that is not a replica: its
@@ -229,10 +229,16 @@ class ReplicaManager:
             ]
             if others:
                 isr = tuple(b for b in state.isr if b != self.broker_id)
-                new = PartitionState(others[0], state.leader_epoch + 1, isr, state.controller_epoch, state.version)
+                new = PartitionState(
+                    others[0], LeaderEpoch(state.leader_epoch + 1), isr, state.controller_epoch, state.version
+                )
             else:
                 new = PartitionState(
-                    self.broker_id, state.leader_epoch + 1, state.isr, state.controller_epoch, state.version
+                    self.broker_id,
+                    LeaderEpoch(state.leader_epoch + 1),
+                    state.isr,
+                    state.controller_epoch,
+                    state.version,
                 )
             try:
                 await self.zk.set_partition_state(tp.topic, tp.partition, new)
@@ -351,7 +357,7 @@ class ReplicaManager:
                 out.add(local.tp)
         return out
 
-    def _apply_fetch(self, body: Any, epochs: dict[TopicPartition, int], moving: set[TopicPartition]) -> None:
+    def _apply_fetch(self, body: Any, epochs: dict[TopicPartition, LeaderEpoch], moving: set[TopicPartition]) -> None:
         cluster = self.cluster
         for topic in body.responses:
             for part in topic.partitions:
@@ -390,7 +396,7 @@ class ReplicaManager:
                     log.error("%s: appending replicated data failed: %s", tp, exc)
                     partition.needs_truncation = True
 
-    def _out_of_range(self, partition: Partition, leader_start: int) -> None:
+    def _out_of_range(self, partition: Partition, leader_start: Offset) -> None:
         plog = partition.log
         if leader_start > plog.log_end_offset:
             # The leader deleted what we would fetch next (retention): start where it starts.
@@ -471,7 +477,7 @@ class ReplicaManager:
         for tp in asking:
             by_tp[tp].needs_truncation = True
 
-    def _truncate_one(self, partition: Partition, offset: int, why: str) -> None:
+    def _truncate_one(self, partition: Partition, offset: Offset, why: str) -> None:
         plog = partition.log
         end = plog.log_end_offset
         if offset < end:

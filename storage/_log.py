@@ -56,15 +56,7 @@ class AppendInfo:
 
 
 class PartitionLog:
-    """One partition's log. Offsets are ``Offset``s and epochs ``LeaderEpoch``s, with one exception for now.
-
-    node.partition and node.replica_manager still hand it plain ints (issue 13 types them
-    next), so what they pass stays ``int`` here and is wrapped on entry: the ``high_watermark``
-    setter, ``leader_epoch`` of ``append``/``append_batches``, ``assign_epoch``,
-    ``end_offset_for_epoch``, ``truncate_to``, ``truncate_fully_and_start_at`` and ``read``'s
-    ``max_offset``; and ``log_end_offset`` is an ``int`` because node.partition mixes it with
-    ints (this module uses the typed ``_log_end``).
-    """
+    """One partition's log: offsets are ``Offset``s and leader epochs ``LeaderEpoch``s."""
 
     def __init__(
         self,
@@ -101,18 +93,14 @@ class PartitionLog:
         self._unflushed_records = 0
         self._first_unflushed_ms: int | None = None
         self.log_start_offset = max(log_start_offset, segments[0].base_offset)
-        self.recovery_point = min(max(recovery_point, self.log_start_offset), self._log_end)
+        self.recovery_point = min(max(recovery_point, self.log_start_offset), self.log_end_offset)
         self._high_watermark = self.log_start_offset
         self.high_watermark = high_watermark
 
     # -- state -----------------------------------------------------------------------------
 
     @property
-    def log_end_offset(self) -> int:
-        return self._log_end
-
-    @property
-    def _log_end(self) -> Offset:
+    def log_end_offset(self) -> Offset:
         return self._segments[-1].next_offset
 
     @property
@@ -132,9 +120,9 @@ class PartitionLog:
         return self._high_watermark
 
     @high_watermark.setter
-    def high_watermark(self, offset: int) -> None:
+    def high_watermark(self, offset: Offset) -> None:
         """Set by the replica manager; clamped to ``[log_start_offset, log_end_offset]``."""
-        self._high_watermark = min(max(Offset(offset), self.log_start_offset), self._log_end)
+        self._high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
 
     @property
     def latest_epoch(self) -> LeaderEpoch:
@@ -176,7 +164,7 @@ class PartitionLog:
         self,
         batch: bytes | bytearray | memoryview,
         *,
-        leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+        leader_epoch: LeaderEpoch = NO_PARTITION_LEADER_EPOCH,
         assign_offsets: bool = True,
         validate: bool = True,
     ) -> AppendInfo:
@@ -200,8 +188,8 @@ class PartitionLog:
         with self._lock, self._io():
             now = self._clock()
             log_append_time = -1
-            leo = self._log_end
-            epoch = LeaderEpoch(leader_epoch)
+            leo = self.log_end_offset
+            epoch = leader_epoch
             if assign_offsets and self.config.message_timestamp_type == "LogAppendTime":
                 # The timestamp is under the CRC: this path must copy and re-checksum.
                 buf = bytearray(batch)
@@ -229,7 +217,7 @@ class PartitionLog:
             self._after_append(header.records_count, now)
             return AppendInfo(header.base_offset, header.last_offset, log_append_time, self.log_start_offset)
 
-    def append_batches(self, data: bytes | bytearray | memoryview, *, leader_epoch: int | None = None) -> int:
+    def append_batches(self, data: bytes | bytearray | memoryview, *, leader_epoch: LeaderEpoch | None = None) -> int:
         """Append fetched batches keeping their offsets (a follower or mirror); returns how many.
 
         ``data`` is record batches back to back, as a fetch response carries them. Each is
@@ -259,7 +247,7 @@ class PartitionLog:
                     break  # a partial last batch: the next fetch brings it whole
                 header = check_batch(view, pos, pos + size)
                 pos += size
-                if header.last_offset < self._log_end:
+                if header.last_offset < self.log_end_offset:
                     continue
                 self.append(view[pos - size : pos], leader_epoch=epoch, assign_offsets=False, validate=False)
                 appended += 1
@@ -282,7 +270,7 @@ class PartitionLog:
         self._faults.hit("roll")
         old = self._segments[-1]
         old.seal_time_index()
-        new = LogSegment.create(self.dir, self._log_end, self.config, self._faults, now)
+        new = LogSegment.create(self.dir, self.log_end_offset, self.config, self._faults, now)
         self._segments.append(new)
         # Kafka flushes a rolled segment in the background; we do it here, off the append
         # path of every other batch, so the recovery point moves to the new segment's base.
@@ -319,14 +307,14 @@ class PartitionLog:
         for segment in self._segments:
             if segment.next_offset >= self.recovery_point:  # >=: a segment truncated to it has unflushed index changes
                 segment.flush(indexes=indexes)
-        self.recovery_point = self._log_end
+        self.recovery_point = self.log_end_offset
         self._unflushed_records = 0
         self._first_unflushed_ms = None
 
     # -- reads -----------------------------------------------------------------------------
 
     def read(
-        self, offset: Offset, max_bytes: int, *, max_offset: int | None = None, min_one: bool = True
+        self, offset: Offset, max_bytes: int, *, max_offset: Offset | None = None, min_one: bool = True
     ) -> list[FileSlice]:
         """Whole batches from the one that contains ``offset``, up to ``max_bytes`` in all.
 
@@ -357,7 +345,7 @@ class PartitionLog:
                     break
             return slices
 
-    def read_bytes(self, offset: Offset, max_bytes: int, *, max_offset: int | None = None) -> bytes:
+    def read_bytes(self, offset: Offset, max_bytes: int, *, max_offset: Offset | None = None) -> bytes:
         """``read`` joined into one bytes object (tools and tests)."""
         return b"".join(s.read() for s in self.read(offset, max_bytes, max_offset=max_offset))
 
@@ -384,24 +372,24 @@ class PartitionLog:
 
     # -- leader epochs ---------------------------------------------------------------------
 
-    def assign_epoch(self, epoch: int) -> bool:
+    def assign_epoch(self, epoch: LeaderEpoch) -> bool:
         """A new leader starts ``epoch`` at the log end offset; returns whether it was recorded.
 
         An epoch not newer than the latest is ignored (an older one with a warning). Raises
         LogDirOfflineError when the checkpoint cannot be written.
         """
         with self._lock, self._io():
-            return self.epochs.assign(LeaderEpoch(epoch), self._log_end)
+            return self.epochs.assign(epoch, self.log_end_offset)
 
-    def end_offset_for_epoch(self, epoch: int) -> tuple[LeaderEpoch, Offset]:
+    def end_offset_for_epoch(self, epoch: LeaderEpoch) -> tuple[LeaderEpoch, Offset]:
         """``(epoch, end offset)`` for OffsetsForLeaderEpoch (``LeaderEpochCache.end_offset_for``)
         with the current log end offset; ``(-1, -1)`` when undefined. Raises LogDirOfflineError."""
         with self._lock, self._io():
-            return self.epochs.end_offset_for(LeaderEpoch(epoch), self._log_end)
+            return self.epochs.end_offset_for(epoch, self.log_end_offset)
 
     # -- truncation and deletion -----------------------------------------------------------
 
-    def truncate_to(self, offset: int) -> int:
+    def truncate_to(self, offset: Offset) -> int:
         """Remove every batch whose last offset is >= ``offset``; returns bytes removed.
 
         Truncation is by whole batches: an offset inside a batch removes that batch too, so
@@ -410,28 +398,27 @@ class PartitionLog:
         start offset never stays above the new log end offset.
         """
         with self._lock, self._io():
-            target = Offset(offset)
-            if target >= self._log_end:
+            if offset >= self.log_end_offset:
                 return 0
             self._faults.hit("truncate")
-            if target < self._segments[0].base_offset:
-                return self._truncate_fully_locked(target)
+            if offset < self._segments[0].base_offset:
+                return self._truncate_fully_locked(offset)
             removed = 0
-            while len(self._segments) > 1 and self._segments[-1].base_offset >= target:
+            while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
                 seg = self._segments.pop()
                 removed += seg.size
                 seg.delete_files()
-            removed += self._segments[-1].truncate_to(target)
+            removed += self._segments[-1].truncate_to(offset)
             self._after_truncate()
             # After the segments, so that a crash in between leaves entries that load drops.
-            self.epochs.truncate_from_end(self._log_end)
+            self.epochs.truncate_from_end(self.log_end_offset)
             return removed
 
-    def truncate_fully_and_start_at(self, offset: int) -> int:
+    def truncate_fully_and_start_at(self, offset: Offset) -> int:
         """Delete every segment and restart the empty log at ``offset``; returns bytes removed."""
         with self._lock, self._io():
             self._faults.hit("truncate")
-            return self._truncate_fully_locked(Offset(offset))
+            return self._truncate_fully_locked(offset)
 
     def _truncate_fully_locked(self, offset: Offset) -> int:
         removed = 0
@@ -446,7 +433,7 @@ class PartitionLog:
         return removed
 
     def _after_truncate(self) -> None:
-        leo = self._log_end
+        leo = self.log_end_offset
         self.recovery_point = min(self.recovery_point, leo)
         self._high_watermark = min(self._high_watermark, leo)
         self.log_start_offset = min(self.log_start_offset, leo)

@@ -222,7 +222,7 @@ class LogSegment:
         return None
 
     def read(
-        self, start_offset: Offset, max_bytes: int, max_offset: int | None = None, *, min_one: bool = True
+        self, start_offset: Offset, max_bytes: int, max_offset: Offset | None = None, *, min_one: bool = True
     ) -> FileSlice | None:
         """Whole batches from the one holding ``start_offset``, at most ``max_bytes`` of them.
 

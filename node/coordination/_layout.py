@@ -60,6 +60,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from node.ids import NodeId
+from storage.records import LeaderEpoch
 
 from ._errors import MalformedZnode
 
@@ -220,10 +221,9 @@ class PartitionState:
     write; ``-1`` means "the znode must not exist yet".
     """
 
-    # Plain ints for now: node.controller and node.replica_manager build states from untyped
-    # values. They become NodeId, LeaderEpoch and tuple[NodeId, ...] once those modules are typed.
+    # leader and isr become NodeId once replica lists (TopicAssignment, Reassignment) are NodeIds.
     leader: int
-    leader_epoch: int
+    leader_epoch: LeaderEpoch
     isr: tuple[int, ...]
     controller_epoch: int
     version: int = -1
@@ -401,7 +401,7 @@ def decode_partition_state(topic: str, partition: int, data: bytes | None, versi
     obj = _load(data, path)
     return PartitionState(
         leader=_int(obj, "leader", path),
-        leader_epoch=_int(obj, "leader_epoch", path),
+        leader_epoch=LeaderEpoch(_int(obj, "leader_epoch", path)),
         isr=_int_list(obj.get("isr"), "'isr'", path),
         controller_epoch=_int(obj, "controller_epoch", path),
         version=version,

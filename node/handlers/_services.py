@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from node.cluster import TopicState
     from node.coordination import BrokerRegistration
     from node.partition import Partition
+    from storage import Offset
 
 Assignment = dict[int, tuple[int, ...]]
 
@@ -116,7 +117,7 @@ class ControllerService(Protocol):
 class FollowerTracker(Protocol):
     """The leader side of replication: a follower's fetch tells where its log ends."""
 
-    def follower_fetched(self, partition: Partition, replica_id: int, fetch_offset: int) -> None: ...
+    def follower_fetched(self, partition: Partition, replica_id: int, fetch_offset: Offset) -> None: ...
 
 
 class ProducerIdSource(Protocol):
