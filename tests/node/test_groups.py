@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import threading
@@ -201,9 +202,14 @@ def test_kcat_balanced_consumer(node: NodeProcess) -> None:
     assert set(again.stdout.split()) == more
 
 
-def test_kafka_python_and_aiokafka_groups_commit_and_resume(node: NodeProcess) -> None:
+def test_kafka_python_and_aiokafka_groups_commit_and_resume(
+    node: NodeProcess, caplog: pytest.LogCaptureFixture
+) -> None:
     from kafka import KafkaConsumer
 
+    # Seen once under load: nothing consumed in 60 s, then LeaveGroup answered UNKNOWN_MEMBER_ID. Keep
+    # kafka-python's join/sync/leave story (INFO) and the node's log for the next time it fails.
+    caplog.set_level(logging.INFO, logger="kafka.coordinator")
     create_topic(node, "pyg", 2)
     sent = produce(node, "pyg", 40, partitions=2)
     consumer = KafkaConsumer(
@@ -222,7 +228,7 @@ def test_kafka_python_and_aiokafka_groups_commit_and_resume(node: NodeProcess) -
         consumer.commit()
     finally:
         consumer.close()
-    assert got == sent
+    assert got == sent, f"kafka-python consumed {len(got)} of {len(sent)}; the node's log:\n{node.log_tail(60)}"
 
     import asyncio
 
