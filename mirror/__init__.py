@@ -13,6 +13,7 @@ from ._config import NameFilter as NameFilter
 from ._config import SiteRef as SiteRef
 from ._config import TlsConfig as TlsConfig
 from ._config import load_links as load_links
+from ._config import parse_link as parse_link
 from ._config import parse_links as parse_links
 from ._copier import LATENCY_BUCKETS as LATENCY_BUCKETS
 from ._copier import LatencyHistogram as LatencyHistogram

@@ -9,15 +9,26 @@ Routes::
                                       "membership"); 404 naming an unknown or deleted link
     POST   /v1/links/{name}/pause     stop the link's copiers (persisted)          [token]
     POST   /v1/links/{name}/resume    restart them (persisted)                     [token]
-    DELETE /v1/links/{name}           stop the link and keep it stopped (persisted) [token]
+    POST   /v1/links/{name}/failover  stop everything, answer the cut, fence       [token, body]
+    POST   /v1/links/{name}/restore   undo a failover (persisted)                  [token]
+    POST   /v1/links/{name}/sync-groups  one group offset sync pass now           [token]
+    PUT    /v1/links/{name}           add a link at runtime (persisted)            [token, body]
+    DELETE /v1/links/{name}           stop the link and keep it stopped (persisted); a runtime
+                                      link is stopped and forgotten                [token]
     GET    /openapi.json              the OpenAPI 3.1 document of all of this
 
 Every response but ``/metrics`` is JSON; errors are ``{"error": <code>, "detail": <message>}``.
-The three state-changing routes require ``Authorization: Bearer <token>`` (compared in constant
-time); without it, or with another token, they answer 401 with a ``WWW-Authenticate`` header.
-The token check comes before the link lookup. No route takes a request body: one announced
-(``Content-Length`` above 0 or ``Transfer-Encoding``) gets 413 without being read, and
-hypercorn bounds request heads (``node.adminkit.serve_admin``).
+The state-changing routes require ``Authorization: Bearer <token>`` (compared in constant time);
+without it, or with another token, they answer 401 with a ``WWW-Authenticate`` header. The
+token check comes before the body is read and before the link lookup.
+
+Bodies: only ``failover`` and ``PUT`` take one, a JSON object of at most 64 KiB: a larger
+``Content-Length`` gets 413 before anything is read, a chunked body 413 as soon as it passes
+the limit; anything but a JSON object, an unknown key or a bad value gets 400 naming it. Every
+other route answers 413 to a request announcing a body, without reading it; hypercorn bounds
+request heads (``node.adminkit.serve_admin``). Other answers: 409 for a name the link file has
+(``PUT``) or a link that is not running (``sync-groups``), 503 when a failover could not read
+the cut from the target (the link stays failed over: call again).
 
 :class:`MirrorAdminClient` speaks this API from blocking code (the ``strait mirror`` commands,
 failover tooling); from trio, call it through ``trio.to_thread.run_sync``.
@@ -25,6 +36,7 @@ failover tooling); from trio, call it through ``trio.to_thread.run_sync``.
 
 from __future__ import annotations
 
+import difflib
 import hmac
 import json
 import re
@@ -39,15 +51,22 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from node import adminkit
-from node.adminkit import error_response, json_content, json_error, schema_ref
+from node.adminkit import RefuseBodies, json_error
 
-from ._config import MirrorError
+from ._config import ConfigError, MirrorError
+from ._failover import CutUnavailable
+from ._fencer import check_fence_text
 from ._metrics import MirrorMetrics
+from ._openapi import openapi_document
 
 __all__ = [
+    "MAX_BODY_BYTES",
     "AdminApiError",
+    "LinkConflict",
+    "LinkNotRunning",
     "MirrorAdminClient",
     "MirrorAdminView",
     "UnknownLink",
@@ -57,7 +76,10 @@ __all__ = [
 ]
 
 _REALM = 'Bearer realm="strait-mirror"'
-_HEALTH_STATUSES = ("ok", "starting", "degraded")
+MAX_BODY_BYTES = 64 * 1024
+# (method, path) of the routes that take a body; every other request announcing one gets 413 unread.
+_BODY_ROUTES = (("POST", re.compile(r"/v1/links/[^/]+/failover")), ("PUT", re.compile(r"/v1/links/[^/]+")))
+_FAILOVER_KEYS = ("fence", "auto_fence")
 _TOKEN = re.compile(r"[A-Za-z0-9._~+/=-]{16,1024}")  # RFC 6750's b64token, at least 16 characters
 
 
@@ -76,6 +98,30 @@ class UnknownLink(MirrorError):
     def __init__(self, name: str, detail: str) -> None:
         super().__init__(detail)
         self.name = name
+
+
+class LinkConflict(MirrorError):
+    """A link of that name exists with another definition, or in the link file (409)."""
+
+    def __init__(self, name: str, detail: str) -> None:
+        super().__init__(detail)
+        self.name = name
+
+
+class LinkNotRunning(MirrorError):
+    """The link's runner is not running, so it cannot do what was asked (409)."""
+
+    def __init__(self, name: str, detail: str) -> None:
+        super().__init__(detail)
+        self.name = name
+
+
+class _BadBody(Exception):
+    """The request body cannot be used: the answer to send instead."""
+
+    def __init__(self, response: Response) -> None:
+        super().__init__(response)
+        self.response = response
 
 
 class MirrorAdminView(Protocol):
@@ -110,7 +156,27 @@ class MirrorAdminView(Protocol):
         ...
 
     async def delete(self, name: str) -> dict[str, Any]:
-        """Stop the link, mark it deleted and persist; returns ``{"name", "state": "deleted"}``."""
+        """Stop the link, mark it deleted and persist (forget a runtime link); returns
+        ``{"name", "state": "deleted", "stopped"}``."""
+        ...
+
+    async def failover(self, name: str, fence: str | None, auto_fence: bool) -> dict[str, Any]:
+        """Fail over and persist; returns ``{"name", "state": "failed-over", "partitions", "stopped"}``.
+        Raises UnknownLink, CutUnavailable."""
+        ...
+
+    async def restore(self, name: str) -> dict[str, Any]:
+        """Undo a failover and persist; returns ``{"name", "state", "restored"}``. Raises UnknownLink."""
+        ...
+
+    async def sync_groups(self, name: str) -> dict[str, Any]:
+        """One group offset sync pass; returns ``{"name", "passes", "last_error", "groups"}``.
+        Raises UnknownLink, LinkNotRunning."""
+        ...
+
+    async def put_link(self, name: str, definition: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+        """Add a link at runtime; returns (created, ``{"name", "state", "created"}``). Raises
+        ConfigError (400) and LinkConflict (409)."""
         ...
 
 
@@ -141,23 +207,159 @@ def create_app(view: MirrorAdminView, token: str) -> Starlette:
     async def delete(request: Request) -> Response:
         return await _change(request, view.delete)
 
+    async def restore(request: Request) -> Response:
+        return await _change(request, view.restore)
+
+    async def sync_groups(request: Request) -> Response:
+        return await _change(request, view.sync_groups)
+
+    async def failover(request: Request) -> Response:
+        async def action(name: str) -> dict[str, Any]:
+            fence, auto_fence = _failover_request(await _json_body(request, required=False))
+            return await view.failover(name, fence, auto_fence)
+
+        return await _change(request, action)
+
+    async def put_link(request: Request) -> Response:
+        created = False
+
+        async def action(name: str) -> dict[str, Any]:
+            nonlocal created
+            created, answer = await view.put_link(name, await _json_body(request, required=True))
+            return answer
+
+        response = await _change(request, action)
+        if created:
+            response.status_code = HTTPStatus.CREATED
+        return response
+
     async def _change(request: Request, action: Callable[[str], Awaitable[dict[str, Any]]]) -> Response:
         refused = _refuse_unauthorized(request, expected)
         if refused is not None:
             return refused
         try:
             return JSONResponse(await action(request.path_params["name"]))
+        except _BadBody as exc:
+            return exc.response
         except UnknownLink as exc:
             return json_error(HTTPStatus.NOT_FOUND, "link_not_found", str(exc))
+        except ConfigError as exc:
+            return json_error(HTTPStatus.BAD_REQUEST, "bad_link_definition", str(exc))
+        except LinkConflict as exc:
+            return json_error(HTTPStatus.CONFLICT, "link_conflict", str(exc))
+        except LinkNotRunning as exc:
+            return json_error(HTTPStatus.CONFLICT, "link_not_running", str(exc))
+        except CutUnavailable as exc:
+            return json_error(HTTPStatus.SERVICE_UNAVAILABLE, "cut_unavailable", str(exc))
 
     routes = [
         Route("/v1/links", links, methods=["GET"]),
         Route("/v1/links/{name}", link, methods=["GET"]),
+        Route("/v1/links/{name}", put_link, methods=["PUT"]),
         Route("/v1/links/{name}", delete, methods=["DELETE"]),
         Route("/v1/links/{name}/pause", pause, methods=["POST"]),
         Route("/v1/links/{name}/resume", resume, methods=["POST"]),
+        Route("/v1/links/{name}/failover", failover, methods=["POST"]),
+        Route("/v1/links/{name}/restore", restore, methods=["POST"]),
+        Route("/v1/links/{name}/sync-groups", sync_groups, methods=["POST"]),
     ]
-    return adminkit.admin_app(routes, health=view.health, metrics=metrics, openapi=openapi_document)
+    app = adminkit.admin_app(routes, health=view.health, metrics=metrics, openapi=openapi_document, refuse_bodies_on=())
+    app.add_middleware(_BodyPolicy)  # in place of admin_app's RefuseBodies: two routes take a body
+    return app
+
+
+class _BodyPolicy:
+    """ASGI middleware: the routes of ``_BODY_ROUTES`` take a body of at most ``MAX_BODY_BYTES``
+    (a larger ``Content-Length`` gets 413 unread); every other request announcing a body gets
+    413 unread (``node.adminkit.RefuseBodies``)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self._app = app
+        self._refuse = RefuseBodies(app)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        if not any(scope["method"] == m and p.fullmatch(scope["path"]) for m, p in _BODY_ROUTES):
+            await self._refuse(scope, receive, send)
+            return
+        for key, value in scope["headers"]:
+            if key == b"content-length":
+                length = value.strip()
+                if not length.isdigit():
+                    response = json_error(
+                        HTTPStatus.BAD_REQUEST, "bad_content_length", f"Content-Length {value.decode('latin-1')!r}"
+                    )
+                elif int(length) > MAX_BODY_BYTES:
+                    response = _too_large(scope["method"], scope["path"], f"Content-Length: {int(length)}")
+                else:
+                    continue
+                await response(scope, receive, send)
+                return
+        await self._app(scope, receive, send)
+
+
+def _too_large(method: str, path: str, what: str) -> JSONResponse:
+    return json_error(
+        HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+        "body_too_large",
+        f"{method} {path!r} takes a JSON object of at most {MAX_BODY_BYTES} bytes; got {what}",
+        {"Connection": "close"},
+    )
+
+
+async def _json_body(request: Request, *, required: bool) -> dict[str, Any]:
+    """The request's JSON object body, read up to ``MAX_BODY_BYTES``; raises _BadBody (413, 400).
+    No body at all is ``{}`` unless ``required``."""
+    data = bytearray()
+    async for chunk in request.stream():
+        data += chunk
+        if len(data) > MAX_BODY_BYTES:
+            raise _BadBody(_too_large(request.method, request.url.path, f"more than {MAX_BODY_BYTES} bytes"))
+    where = f"{request.method} {request.url.path}"
+    if not data.strip():
+        if required:
+            raise _BadBody(json_error(HTTPStatus.BAD_REQUEST, "body_required", f"{where} needs a JSON object body"))
+        return {}
+    try:
+        value = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise _BadBody(
+            json_error(HTTPStatus.BAD_REQUEST, "bad_json", f"{where}: the body is not JSON: {exc}")
+        ) from None
+    if not isinstance(value, dict):
+        raise _BadBody(
+            json_error(
+                HTTPStatus.BAD_REQUEST,
+                "bad_json",
+                f"{where}: the body must be a JSON object, not {type(value).__name__}",
+            )
+        )
+    return value
+
+
+def _failover_request(body: dict[str, Any]) -> tuple[str | None, bool]:
+    """(fence text or None, auto_fence) from a failover body; raises _BadBody naming the bad key."""
+
+    def bad(detail: str) -> _BadBody:
+        return _BadBody(json_error(HTTPStatus.BAD_REQUEST, "bad_failover_request", f"failover: {detail}"))
+
+    for key in body:
+        if key not in _FAILOVER_KEYS:
+            close = difflib.get_close_matches(key, _FAILOVER_KEYS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else f" (known keys: {', '.join(_FAILOVER_KEYS)})"
+            raise bad(f"unknown key {key!r}{hint}")
+    auto_fence = body.get("auto_fence", True)
+    if not isinstance(auto_fence, bool):
+        raise bad(f"auto_fence: must be true or false, not {auto_fence!r}")
+    fence = body.get("fence")
+    if fence is not None:
+        try:
+            check_fence_text(fence)
+        except MirrorError as exc:
+            raise bad(str(exc)) from None
+    return fence, auto_fence
 
 
 def _refuse_unauthorized(request: Request, expected: bytes) -> Response | None:
@@ -197,9 +399,10 @@ class AdminApiError(MirrorError):
 class MirrorAdminClient:
     """Blocking client of one mirror process's admin API at ``url`` (``http://host:port``).
 
-    ``token`` is needed for pause, resume and delete. The constructor raises AdminApiError for a
-    bad URL and MirrorError for a malformed token; every method raises AdminApiError whose
-    message names the URL and, for an error answer, the server's detail.
+    ``token`` is needed for the state-changing verbs (pause, resume, delete, failover, restore,
+    sync_groups, put_link). The constructor raises AdminApiError for a bad URL and MirrorError for
+    a malformed token; every method raises AdminApiError whose message names the URL and, for an
+    error answer, the server's detail.
     """
 
     def __init__(self, url: str, *, token: str | None = None, timeout: float = 10.0) -> None:
@@ -232,13 +435,49 @@ class MirrorAdminClient:
     def delete(self, name: str) -> dict[str, Any]:
         return self._json("DELETE", f"/v1/links/{_quote(name)}", auth=True)
 
+    def failover(self, name: str, *, fence: str | None = None, auto_fence: bool = True) -> dict[str, Any]:
+        """Fail ``name`` over; answers the cut (``{"name", "state", "partitions", "stopped"}``).
+        ``fence`` None: the text given before, or one the mirror makes up naming both sites.
+        Waits at least 60 s (stopping the copiers and reading the cut are bounded by the mirror)."""
+        body: dict[str, Any] = {"auto_fence": auto_fence}
+        if fence is not None:
+            body["fence"] = fence
+        return self._json(
+            "POST", f"/v1/links/{_quote(name)}/failover", auth=True, payload=body, timeout=max(self.timeout, 60.0)
+        )
+
+    def restore(self, name: str) -> dict[str, Any]:
+        return self._json("POST", f"/v1/links/{_quote(name)}/restore", auth=True)
+
+    def sync_groups(self, name: str) -> dict[str, Any]:
+        """One group offset sync pass now: ``{"name", "passes", "last_error", "groups": [...]}``."""
+        return self._json("POST", f"/v1/links/{_quote(name)}/sync-groups", auth=True, timeout=max(self.timeout, 60.0))
+
+    def put_link(self, name: str, definition: dict[str, Any]) -> dict[str, Any]:
+        """Add link ``name`` (the keys of a ``[[link]]`` table) at runtime; ``created`` says
+        whether it is new (False: the same definition ran already)."""
+        return self._json(
+            "PUT",
+            f"/v1/links/{_quote(name)}",
+            auth=True,
+            payload=definition,
+            accept=(HTTPStatus.OK, HTTPStatus.CREATED),
+        )
+
     def metrics(self) -> str:
         return self._request("GET", "/metrics")[1].decode()
 
     def _json(
-        self, method: str, path: str, *, auth: bool = False, accept: tuple[int, ...] = (HTTPStatus.OK,)
+        self,
+        method: str,
+        path: str,
+        *,
+        auth: bool = False,
+        accept: tuple[int, ...] = (HTTPStatus.OK,),
+        payload: dict[str, Any] | None = None,
+        timeout: float | None = None,
     ) -> dict[str, Any]:
-        _, body = self._request(method, path, auth=auth, accept=accept)
+        _, body = self._request(method, path, auth=auth, accept=accept, payload=payload, timeout=timeout)
         try:
             data = json.loads(body)
         except ValueError:
@@ -248,16 +487,27 @@ class MirrorAdminClient:
         return data
 
     def _request(
-        self, method: str, path: str, *, auth: bool = False, accept: tuple[int, ...] = (HTTPStatus.OK,)
+        self,
+        method: str,
+        path: str,
+        *,
+        auth: bool = False,
+        accept: tuple[int, ...] = (HTTPStatus.OK,),
+        payload: dict[str, Any] | None = None,
+        timeout: float | None = None,
     ) -> tuple[int, bytes]:
         headers = {"Accept": "application/json"}
         if auth:
             if not self.token:
                 raise AdminApiError(f"{method} {path} changes state and needs the mirror's admin token")
             headers["Authorization"] = f"Bearer {self.token}"
-        request = urllib.request.Request(f"{self.url}{path}", method=method, headers=headers)
+        data = None
+        if payload is not None:
+            data = json.dumps(payload).encode()
+            headers["Content-Type"] = "application/json"
+        request = urllib.request.Request(f"{self.url}{path}", method=method, headers=headers, data=data)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            with urllib.request.urlopen(request, timeout=timeout or self.timeout) as response:
                 return response.status, response.read()
         except urllib.error.HTTPError as exc:
             body = exc.read()
@@ -284,175 +534,3 @@ def _error_of(body: bytes) -> tuple[str | None, str | None]:
     if isinstance(data, dict):
         return data.get("error"), data.get("detail")
     return None, None
-
-
-# -- the OpenAPI document -----------------------------------------------------------------------
-
-
-def openapi_document() -> dict[str, object]:
-    """The OpenAPI 3.1 description of every route ``create_app`` serves (a fresh dict each call)."""
-    error = error_response()
-    name_param = [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}]
-    count = {"type": "integer", "minimum": 0}
-    offset = {"type": "integer", "description": "-1 while not known."}
-    partition = {
-        "type": "object",
-        "required": [
-            "partition",
-            "state",
-            "mirrored_offset",
-            "source_high_watermark",
-            "source_log_start",
-            "lag_records",
-            "lag_bytes",
-            "lag_seconds",
-            "records_copied",
-            "bytes_copied",
-            "gaps",
-            "gap_records",
-            "errors",
-            "last_error",
-        ],
-        "properties": {
-            "partition": count,
-            "state": {
-                "type": "string",
-                "description": "unassigned (another process owns it), starting, copying, paused, stopped, "
-                "diverged, failed",
-            },
-            "mirrored_offset": offset | {"description": "The target's log end offset; -1 while not known."},
-            "source_high_watermark": offset,
-            "source_log_start": offset,
-            "lag_records": offset,
-            "lag_bytes": offset | {"description": "Estimated from the mean record size copied; -1 unknown."},
-            "lag_seconds": {"type": "number", "description": "Age of the oldest unmirrored record; -1 unknown."},
-            "records_copied": count,
-            "bytes_copied": count,
-            "gaps": {"type": "array", "items": {"type": "array", "items": {"type": "integer"}}},
-            "gap_records": count,
-            "errors": count,
-            "last_error": {"type": ["string", "null"]},
-        },
-    }
-    schemas: dict[str, object] = {
-        "Error": adminkit.error_schema("link_not_found"),
-        "Health": {
-            "type": "object",
-            "required": ["status", "member_id", "links"],
-            "properties": {
-                "status": {"enum": list(_HEALTH_STATUSES), "description": "Only ok answers 200."},
-                "member_id": {"type": "string"},
-                "links": {"type": "object", "additionalProperties": {"type": "string"}},
-            },
-        },
-        "Partition": partition,
-        "LinkStatus": {
-            "type": "object",
-            "required": ["name", "state", "paused", "link", "topics", "totals", "latency", "membership"],
-            "properties": {
-                "name": {"type": "string"},
-                "state": {"enum": ["starting", "running", "paused", "stopped", "failed"]},
-                "paused": {"type": "boolean"},
-                "error": {"type": ["string", "null"], "description": "Why the link failed to run (state failed)."},
-                "link": {"type": "object", "description": "The link's configuration."},
-                "syncs": count,
-                "last_sync_ms": {"type": ["integer", "null"]},
-                "last_sync_error": {"type": ["string", "null"]},
-                "topics": {
-                    "type": "object",
-                    "additionalProperties": {
-                        "type": "object",
-                        "properties": {
-                            "source_partitions": count,
-                            "target_partitions": count,
-                            "problem": {"type": ["string", "null"]},
-                            "partitions": {"type": "array", "items": schema_ref("Partition")},
-                        },
-                    },
-                },
-                "conflicts": {"type": "array", "items": {"type": "object"}},
-                "totals": {"type": "object"},
-                "latency": {
-                    "type": "object",
-                    "description": "Replication latency histogram: cumulative [upper bound s, count] buckets.",
-                },
-                "membership": {
-                    "type": "object",
-                    "description": "kind sole (this process owns every partition) or zookeeper (member_id, "
-                    "members, leader, claimed partitions).",
-                },
-            },
-            "additionalProperties": True,
-        },
-        "Links": {
-            "type": "object",
-            "required": ["links", "deleted", "member_id"],
-            "properties": {
-                "links": {"type": "array", "items": schema_ref("LinkStatus")},
-                "deleted": {"type": "array", "items": {"type": "string"}},
-                "member_id": {"type": "string"},
-            },
-        },
-        "Action": {
-            "type": "object",
-            "required": ["name", "state"],
-            "properties": {"name": {"type": "string"}, "state": {"type": "string"}},
-        },
-    }
-    secured: list[dict[str, list[str]]] = [{"bearer": []}]
-    unauthorized = json_content(schema_ref("Error"), "No token, or not this mirror's token.")
-    not_found = json_content(
-        schema_ref("Error"), "No link of that name runs here (or it was deleted); the detail names it."
-    )
-
-    def change(summary: str, operation: str) -> dict[str, object]:
-        return {
-            "summary": summary,
-            "operationId": operation,
-            "parameters": name_param,
-            "security": secured,
-            "responses": {
-                "200": json_content(schema_ref("Action"), "Done, and persisted in the state dir."),
-                "401": unauthorized,
-                "404": not_found,
-                "default": error,
-            },
-        }
-
-    paths: dict[str, object] = {
-        "/health": adminkit.health_path("Process health", "Starting, or a link failed to run."),
-        "/metrics": adminkit.metrics_path("Prometheus text exposition format; names start with strait_mirror_."),
-        "/v1/links": {
-            "get": {
-                "summary": "Every link of this process with its status",
-                "operationId": "listLinks",
-                "responses": {"200": json_content(schema_ref("Links"), "All links."), "default": error},
-            }
-        },
-        "/v1/links/{name}": {
-            "get": {
-                "summary": "One link's status, per partition",
-                "operationId": "getLink",
-                "parameters": name_param,
-                "responses": {
-                    "200": json_content(schema_ref("LinkStatus"), "The link."),
-                    "404": not_found,
-                    "default": error,
-                },
-            },
-            "delete": change("Stop the link and keep it stopped across restarts", "deleteLink"),
-        },
-        "/v1/links/{name}/pause": {"post": change("Pause the link's copiers (persisted)", "pauseLink")},
-        "/v1/links/{name}/resume": {"post": change("Resume the link's copiers (persisted)", "resumeLink")},
-        "/openapi.json": adminkit.openapi_path(),
-    }
-    return adminkit.openapi_document(
-        title="strait mirror admin API",
-        description=(
-            "Health, metrics and link status of one strait mirror process, and pause / resume / delete of "
-            "its links. State-changing routes require 'Authorization: Bearer <token>'."
-        ),
-        paths=paths,
-        schemas=schemas,
-        security_schemes={"bearer": {"type": "http", "scheme": "bearer"}},
-    )

@@ -180,6 +180,17 @@ def parse_links(data: Mapping[str, Any], *, origin: str = "<links>") -> list[Lin
     return links
 
 
+def parse_link(table: Any, *, origin: str) -> LinkConfig:
+    """One link definition given outside a file (the admin API's ``PUT /v1/links/{name}``), as a
+    table with a ``[[link]]``'s keys; checked exactly like a file's link, with the same messages
+    (``origin`` in place of the file's name). Raises ConfigError."""
+    if not isinstance(table, dict):
+        raise ConfigError(
+            f"{origin}: a link must be a table (a JSON object) with the keys of a [[link]], not {table!r}"
+        )
+    return _parse_link(table, origin, 1)
+
+
 def _parse_link(table: Mapping[str, Any], origin: str, index: int) -> LinkConfig:
     name = table.get("name")
     where = f"{origin}: link {name!r}" if isinstance(name, str) and name else f"{origin}: link #{index}"

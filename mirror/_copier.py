@@ -13,6 +13,12 @@ the target to restart the partition at the source's log start, and reports the g
 
 Every error ends in a reconnect with backoff; leadership moves on either side are followed
 through fresh metadata.
+
+A failover stops a copier with :meth:`PartitionCopier.request_stop` rather than by cancelling
+it outright: a fetch in flight is interrupted (it changes nothing), an append in flight is let
+finish, and no new one starts. Once :attr:`PartitionCopier.idle` is set, the target's end
+offset cannot move because of this copier any more, so the end read afterwards is the cut.
+(Cancelling mid-append could let the target take the append after the end was read.)
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import bisect
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import trio
 
@@ -126,6 +133,8 @@ class PartitionProgress:
     # fetch that returned data past the mirror's end; -1 when none is known.
     oldest_unmirrored_ms: int = -1
     latency: LatencyHistogram = field(default_factory=LatencyHistogram)
+    # Wall-clock time (ms) of the last fetch the source answered without an error; None before any.
+    last_fetch_ms: int | None = None
 
     @property
     def lag_records(self) -> int:
@@ -143,6 +152,26 @@ class PartitionProgress:
             return -1
         return round(lag * self.bytes_copied / self.records_copied)
 
+    def to_dict(self, now_ms: int) -> dict[str, Any]:
+        """The partition's entry in a link's status (docs/mirror.md)."""
+        return {
+            "partition": self.partition,
+            "state": self.state,
+            "mirrored_offset": self.mirrored_offset,
+            "source_high_watermark": self.source_high_watermark,
+            "source_log_start": self.source_log_start,
+            "lag_records": self.lag_records,
+            "lag_bytes": self.lag_bytes,
+            "lag_seconds": self.lag_seconds(now_ms),
+            "records_copied": self.records_copied,
+            "bytes_copied": self.bytes_copied,
+            "gaps": [[start, end] for start, end in self.gaps],
+            "gap_records": sum(end - start for start, end in self.gaps),
+            "errors": self.errors,
+            "last_error": self.last_error,
+            "last_fetch_ms": self.last_fetch_ms,
+        }
+
     def lag_seconds(self, now_ms: int | None = None) -> float:
         """Age of the oldest record not yet mirrored: 0 when caught up, -1 when unknown."""
         lag = self.lag_records
@@ -152,6 +181,36 @@ class PartitionProgress:
             return -1.0
         now = int(time.time() * 1000) if now_ms is None else now_ms
         return max(0.0, (now - self.oldest_unmirrored_ms) / 1000)
+
+
+class Copier(Protocol):
+    """A partition copier as a link runner runs it (``PartitionCopier``, ``MM2PartitionCopier``)."""
+
+    progress: PartitionProgress
+
+    async def run(self) -> None: ...
+
+
+@dataclass
+class RunningCopy:
+    """One running copier and the cancel scope that stops it."""
+
+    copier: Copier
+    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    finished: bool = False  # run() returned: cancelled, or failed on a bug (restarted next pass)
+    done: trio.Event = field(default_factory=trio.Event)  # set when finished
+
+
+@dataclass
+class MirrorTopic:
+    """A link runner's view of one mirrored topic: partition counts, its copiers and their progress."""
+
+    name: str
+    source_partitions: int = 0
+    target_partitions: int = 0
+    problem: str | None = None  # the last sync error for this topic, cleared by a good pass
+    copies: dict[int, RunningCopy] = field(default_factory=dict)
+    progress: dict[int, PartitionProgress] = field(default_factory=dict)  # kept across pause/resume
 
 
 class PartitionCopier:
@@ -178,6 +237,27 @@ class PartitionCopier:
         self.backoff_s = backoff_s
         self._src: NodeConnection | None = None
         self._tgt: NodeConnection | None = None
+        self._stop_requested = False
+        self._appending = False
+        self._fetching: trio.CancelScope | None = None
+        #: Set once ``request_stop`` was called and no append is in flight: none will start again.
+        self.idle = trio.Event()
+
+    def request_stop(self) -> None:
+        """Stop without interrupting an append: a fetch in flight is cancelled, an append in flight
+        finishes, no new append starts; ``idle`` is set from then on. The caller cancels ``run``
+        afterwards. Does not block; idempotent."""
+        self._stop_requested = True
+        if self._fetching is not None:
+            self._fetching.cancel()
+        if not self._appending:
+            self.idle.set()
+
+    async def _park_if_stopping(self) -> None:
+        """Wait here for the caller's cancellation once a stop was requested."""
+        if self._stop_requested:
+            self.idle.set()
+            await trio.sleep_forever()
 
     async def run(self) -> None:
         p = self.progress
@@ -198,18 +278,26 @@ class PartitionCopier:
     ) -> bool:
         """MirrorAppend at the known end; True when the target took it (progress updated)."""
         p = self.progress
+        await self._park_if_stopping()
         if self._tgt is None:
             self._tgt = await self.target.open_leader(p.topic, p.partition)
-        result = await mirror_append(
-            self._tgt,
-            self.link,
-            p.topic,
-            p.partition,
-            target_of(p.mirrored_offset),
-            records,
-            start_offset=start_offset,
-            timeout=self.append_timeout_ms / 1000,
-        )
+        await self._park_if_stopping()
+        self._appending = True
+        try:
+            result = await mirror_append(
+                self._tgt,
+                self.link,
+                p.topic,
+                p.partition,
+                target_of(p.mirrored_offset),
+                records,
+                start_offset=start_offset,
+                timeout=self.append_timeout_ms / 1000,
+            )
+        finally:
+            self._appending = False
+            if self._stop_requested:
+                self.idle.set()
         end = target_offset(result.log_end_offset)
         if result.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and end >= 0:
             p.mirrored_offset = source_of(end)  # resume from what the target holds
@@ -228,18 +316,24 @@ class PartitionCopier:
         if p.mirrored_offset < 0:
             await self._append(None)  # a probe: where does the mirror end?
             p.state = "copying"
-        if self._src is None:
-            self._src = await self.source.open_leader(p.topic, p.partition)
-        part = await fetch_partition(
-            self._src,
-            p.topic,
-            p.partition,
-            p.mirrored_offset,
-            isolation_level=READ_UNCOMMITTED,
-            max_wait_ms=self.fetch_max_wait_ms,
-            max_bytes=self.fetch_max_bytes,
-            timeout=self.source.timeout,
-        )
+        await self._park_if_stopping()
+        with trio.CancelScope() as self._fetching:  # a stop request cancels it: a fetch changes nothing
+            if self._src is None:
+                self._src = await self.source.open_leader(p.topic, p.partition)
+            part = await fetch_partition(
+                self._src,
+                p.topic,
+                p.partition,
+                p.mirrored_offset,
+                isolation_level=READ_UNCOMMITTED,
+                max_wait_ms=self.fetch_max_wait_ms,
+                max_bytes=self.fetch_max_bytes,
+                timeout=self.source.timeout,
+            )
+        self._fetching = None
+        if self._stop_requested:
+            await self._reset()  # the cancelled fetch may have left its connection mid-answer
+            await self._park_if_stopping()
         log_start, high_watermark = source_offset(part.log_start_offset), source_offset(part.high_watermark)
         if log_start >= 0:
             p.source_log_start = log_start
@@ -251,6 +345,7 @@ class PartitionCopier:
             return
         if code:
             raise ClientError.from_code(code, f"fetch {p.topic}-{p.partition} from site {self.source.name}")
+        p.last_fetch_ms = int(time.time() * 1000)
         if not part.records:
             return
         kept = self._from_end(part.records)

@@ -22,6 +22,12 @@ Every ``sync_interval_s`` the runner makes one pass:
 
 A pass that fails (a site unreachable) is logged and shown in ``status()``; the next pass
 tries again. Copiers handle their own outages (reconnect with backoff).
+
+``fail_over`` stops all of it (copiers, topic sync, group sync) until ``restore``; the cut
+is then measured with ``measure_cut`` (``mirror._failover``) and, when the failover asks for
+it, a ``Fencer`` (``mirror._fencer``) fences the source's selected topics. Every answer the
+source gives (a sync pass, a copier's fetch, the fencer) is noted: ``status()`` shows
+``source_reachable`` and ``last_source_contact_ms``.
 """
 
 from __future__ import annotations
@@ -30,7 +36,6 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import trio
@@ -39,8 +44,10 @@ from node.client import AdminClient, ClientError, SiteClient, TopicMeta
 from node.protocol import ErrorCode
 
 from ._config import MM2, OFFSET_PRESERVING, LinkConfig, MirrorError
-from ._copier import LatencyHistogram, PartitionCopier, PartitionProgress
+from ._copier import LatencyHistogram, MirrorTopic, PartitionCopier, RunningCopy
+from ._fencer import FENCE_KEY
 from ._groups import GroupSync
+from ._link_failover import FAILED_OVER, LINK_KEY, LinkFailover
 from ._mm2 import (
     MM2PartitionCopier,
     OffsetSyncStore,
@@ -55,10 +62,14 @@ from ._offsets import NO_SOURCE_OFFSET, SourceOffset, TargetOffset
 
 log = logging.getLogger("strait.mirror.link")
 
-LINK_KEY = "strait.mirror.link"
 HEARTBEAT_INTERVAL_S = 1.0  # MirrorMaker 2's emit.heartbeats.interval.seconds default
 # Overrides that name the source site's brokers: meaningless (or harmful) on the target.
 SITE_SPECIFIC_CONFIGS = frozenset({"leader.replication.throttled.replicas", "follower.replication.throttled.replicas"})
+# Overrides that belong to one site's topic and are neither copied to the target nor removed
+# there: a fence (``strait.fenced``) is set and lifted by the failover tooling on each site.
+SITE_LOCAL_CONFIGS = frozenset({FENCE_KEY})
+
+__all__ = ["FAILED_OVER", "LINK_KEY", "LinkRunner", "Membership", "SoleMember"]
 
 
 class Membership(Protocol):
@@ -86,30 +97,11 @@ class SoleMember:
         yield
 
 
-@dataclass
-class _Copy:
-    """One running copier and the cancel scope that stops it."""
-
-    copier: PartitionCopier | MM2PartitionCopier
-    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
-    finished: bool = False  # run() returned: cancelled, or failed on a bug (restarted next pass)
-
-
-@dataclass
-class _MirrorTopic:
-    name: str
-    source_partitions: int = 0
-    target_partitions: int = 0
-    problem: str | None = None  # the last sync error for this topic, cleared by a good pass
-    copies: dict[int, _Copy] = field(default_factory=dict)
-    progress: dict[int, PartitionProgress] = field(default_factory=dict)  # kept across pause/resume
-
-
-class LinkRunner:
+class LinkRunner(LinkFailover):
     """Runs one link: topic discovery, topic/partition/config sync and the partition copiers.
 
-    ``run`` serves until cancelled; ``pause``, ``resume`` and ``status`` are called from the
-    same trio run (they do not block).
+    ``run`` serves until cancelled; ``pause``, ``resume``, ``fail_over``, ``restore``,
+    ``sync_groups`` and ``status`` are called from the same trio run (the sync ones do not block).
     """
 
     def __init__(
@@ -124,9 +116,10 @@ class LinkRunner:
         self.membership: Membership = membership if membership is not None else SoleMember()
         self.fetch_max_wait_ms = fetch_max_wait_ms
         self.request_timeout_s = request_timeout_s
-        self.state = "stopped"  # stopped, starting, running, paused
+        self.state = "stopped"  # stopped, starting, running, paused, failed-over
         self._paused = False
-        self._topics: dict[str, _MirrorTopic] = {}
+        self._init_failover()
+        self._topics: dict[str, MirrorTopic] = {}
         self._conflicts: dict[str, str] = {}  # topic -> why the link leaves it alone
         self._source: SiteClient | None = None
         self._target: SiteClient | None = None
@@ -153,17 +146,7 @@ class LinkRunner:
             raise MirrorError(f"link {cfg.name!r}: unknown mode {cfg.mode!r}")
         if self._nursery is not None:
             raise MirrorError(f"link {cfg.name!r} is already running")
-        client_id = f"strait-mirror-{cfg.name}"
-        source, target = (
-            SiteClient(
-                site.name,
-                site.bootstrap,
-                client_id=client_id,
-                timeout=self.request_timeout_s,
-                ssl_context=site.tls.context() if site.tls is not None else None,
-            )
-            for site in (cfg.source, cfg.target)
-        )
+        source, target = self._site_client(cfg.source), self._site_client(cfg.target)
         self._source, self._target = source, target
         if self.mm2:
             self._offset_syncs = OffsetSyncStore(source, offset_syncs_topic(cfg.target.name))
@@ -171,32 +154,40 @@ class LinkRunner:
                 cfg,
                 source,
                 target,
-                lambda topic: topic in self._topics,
+                self._mirrors,
                 translate=self._mm2_translate,
                 prepare=self._offset_syncs.load,
                 checkpoint=self._mm2_checkpoint,
             )
         else:
-            self._groups = GroupSync(cfg, source, target, lambda topic: topic in self._topics)
+            self._groups = GroupSync(cfg, source, target, self._mirrors)
         self.state = "starting"
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 log.info("link %s: mirroring %s -> %s", cfg.name, cfg.source.name, cfg.target.name)
                 next_pass = trio.current_time()
-                await self._sync_pass()
-                self.state = "paused" if self._paused else "running"
-                nursery.start_soon(self._groups.run, lambda: self.membership.leader and not self._paused)
+                if self._failover is None:
+                    await self._sync_pass()
+                self.state = self._active_state()
+                nursery.start_soon(self._group_sync_loop)
                 if self.mm2:
                     nursery.start_soon(self._heartbeats)
+                self._update_fencer()
                 task_status.started()
                 while True:
                     next_pass += cfg.sync_interval_s
-                    await trio.sleep_until(max(next_pass, trio.current_time()))
+                    with trio.move_on_at(max(next_pass, trio.current_time())):
+                        await self._wake.wait()
+                    self._wake = trio.Event()
                     next_pass = trio.current_time()
-                    await self._sync_pass()
+                    if self._failover is None:
+                        await self._sync_pass()
+                    elif self._fencer is None:
+                        await self._probe_source()  # keeps source_reachable current
         finally:
             self._nursery = None
+            self._fencer = self._fencer_scope = None
             self.state = "stopped"
             for topic in self._topics.values():
                 self._stop_copies(topic, "stopped")
@@ -209,19 +200,18 @@ class LinkRunner:
         if self._paused:
             return
         self._paused = True
-        if self.state == "running":
-            self.state = "paused"
-        for topic in self._topics.values():
-            self._stop_copies(topic, "paused")
+        self._set_active_state()
+        if self._failover is None:
+            for topic in self._topics.values():
+                self._stop_copies(topic, "paused")
         log.info("link %s: paused", self.config.name)
 
     def resume(self) -> None:
-        """Restart the copiers; each resumes from the target's end offset."""
+        """Restart the copiers (not while failed over); each resumes from the target's end offset."""
         if not self._paused:
             return
         self._paused = False
-        if self.state == "paused":
-            self.state = "running"
+        self._set_active_state()
         for topic in self._topics.values():
             self._start_copies(topic)
         log.info("link %s: resumed", self.config.name)
@@ -229,6 +219,9 @@ class LinkRunner:
     @property
     def paused(self) -> bool:
         return self._paused
+
+    def _is_leader(self) -> bool:
+        return self.membership.leader
 
     # -- modes -----------------------------------------------------------------------------------
 
@@ -269,7 +262,7 @@ class LinkRunner:
         """MM2 mode: a heartbeat into the target's ``heartbeats`` topic every second (leader only)."""
         assert self._target is not None
         while True:
-            if self.membership.leader and not self._paused:
+            if self.membership.leader and not self._paused and self._failover is None:
                 try:
                     await emit_heartbeat(self._target, self.config.source.name, self.config.target.name)
                     self._heartbeats_sent += 1
@@ -286,7 +279,11 @@ class LinkRunner:
 
     async def _sync_pass(self) -> None:
         try:
-            await self._sync()
+            with trio.CancelScope() as self._sync_scope:
+                await self._sync()
+            self._sync_scope = None
+            if self._failover is not None:
+                return  # a failover cancelled this pass: it stops syncing
         except (ClientError, OSError) as exc:
             self._last_sync_error = str(exc)
             log.warning(
@@ -305,7 +302,12 @@ class LinkRunner:
     async def _sync(self) -> None:
         assert self._source is not None and self._target is not None
         cfg = self.config
-        source_topics = await self._source.refresh()
+        try:
+            source_topics = await self._source.refresh()
+        except (ClientError, OSError):
+            self._note_contact(False)
+            raise
+        self._note_contact(True)
         selected = {
             name: meta
             for name, meta in source_topics.items()
@@ -338,7 +340,7 @@ class LinkRunner:
                     target_configs.get(target_name),
                 )
             except ClientError as exc:
-                self._set_problem(self._topics.setdefault(name, _MirrorTopic(name)), str(exc))
+                self._set_problem(self._topics.setdefault(name, MirrorTopic(name)), str(exc))
 
     async def _sync_topic(
         self,
@@ -354,7 +356,11 @@ class LinkRunner:
             raise source_configs
         if source_configs is None:
             raise ClientError(f"site {self.config.source.name} did not describe the configs of {name!r}")
-        wanted = {k: v for k, v in source_configs.items() if k not in SITE_SPECIFIC_CONFIGS and k != LINK_KEY}
+        wanted = {
+            k: v
+            for k, v in source_configs.items()
+            if k not in SITE_SPECIFIC_CONFIGS and k not in SITE_LOCAL_CONFIGS and k != LINK_KEY
+        }
         if not self.mm2:
             wanted[LINK_KEY] = link  # read-only, and marked as this link's
         partitions = len(source_meta.partitions)
@@ -376,7 +382,7 @@ class LinkRunner:
                 "the site's default" if replication == -1 else replication,
                 wanted,
             )
-            topic = self._topics.setdefault(name, _MirrorTopic(name))
+            topic = self._topics.setdefault(name, MirrorTopic(name))
             topic.source_partitions = topic.target_partitions = partitions
             self._set_problem(topic, None)
             self._start_copies(topic)
@@ -391,7 +397,7 @@ class LinkRunner:
             self._conflict(name, owner)
             return
         self._conflicts.pop(name, None)
-        topic = self._topics.setdefault(name, _MirrorTopic(name))
+        topic = self._topics.setdefault(name, MirrorTopic(name))
         problem = None
         target_partitions = len(target_meta.partitions)
         if partitions > target_partitions:
@@ -415,7 +421,7 @@ class LinkRunner:
         topic.target_partitions = target_partitions
 
         to_set = {k: v for k, v in wanted.items() if target_configs.get(k) != v}
-        to_delete = [k for k in target_configs if k not in wanted]
+        to_delete = [k for k in target_configs if k not in wanted and k not in SITE_LOCAL_CONFIGS]
         if to_set or to_delete:
             await AdminClient(self._target).alter_topic_configs(target_name, to_set, to_delete)
             log.info(
@@ -429,7 +435,7 @@ class LinkRunner:
         self._set_problem(topic, problem)
         self._start_copies(topic)
 
-    def _set_problem(self, topic: _MirrorTopic, problem: str | None) -> None:
+    def _set_problem(self, topic: MirrorTopic, problem: str | None) -> None:
         """Record a topic's sync problem (None: all well), logging only changes."""
         if problem != topic.problem:
             if problem is not None:
@@ -455,9 +461,10 @@ class LinkRunner:
 
     # -- copiers -------------------------------------------------------------------------------
 
-    def _start_copies(self, topic: _MirrorTopic) -> None:
-        """Start a copier for each partition both sides have that has none running (not when paused)."""
-        if self._paused or self._nursery is None:
+    def _start_copies(self, topic: MirrorTopic) -> None:
+        """Start a copier for each partition both sides have that has none running (not when paused
+        or failed over)."""
+        if self._paused or self._failover is not None or self._nursery is None:
             return
         assert self._source is not None and self._target is not None
         for partition in range(min(topic.source_partitions, topic.target_partitions)):
@@ -494,11 +501,11 @@ class LinkRunner:
                 progress.mirrored_offset = NO_SOURCE_OFFSET
                 progress.state = "starting"
                 copier.progress = progress
-            copy = _Copy(copier)
+            copy = RunningCopy(copier)
             topic.copies[partition] = copy
             self._nursery.start_soon(self._run_copy, copy, name=f"mirror {topic.name}-{partition}")
 
-    async def _run_copy(self, copy: _Copy) -> None:
+    async def _run_copy(self, copy: RunningCopy) -> None:
         progress = copy.copier.progress
         with copy.scope:
             try:
@@ -515,9 +522,11 @@ class LinkRunner:
                 log.exception("link %s: copier of %s-%d failed", self.config.name, progress.topic, progress.partition)
                 progress.state = "failed"
                 progress.last_error = f"{type(exc).__name__}: {exc}"
-        copy.finished = True
+            finally:
+                copy.finished = True
+                copy.done.set()
 
-    def _stop_copies(self, topic: _MirrorTopic, state: str) -> None:
+    def _stop_copies(self, topic: MirrorTopic, state: str) -> None:
         for partition, copy in list(topic.copies.items()):
             copy.scope.cancel()
             copy.copier.progress.state = state
@@ -539,12 +548,13 @@ class LinkRunner:
         }
         latency = LatencyHistogram()
         now_ms = int(time.time() * 1000)
+        last_fetch_ms: int | None = None
         for name in sorted(self._topics):
             topic = self._topics[name]
             parts = []
             for partition in sorted(topic.progress):
                 progress = topic.progress[partition]
-                entry = _progress_dict(progress, now_ms)
+                entry = progress.to_dict(now_ms)
                 parts.append(entry)
                 latency.merge(progress.latency)
                 totals["partitions"] += 1
@@ -554,6 +564,8 @@ class LinkRunner:
                 totals["records_copied"] += entry["records_copied"]
                 totals["bytes_copied"] += entry["bytes_copied"]
                 totals["gap_records"] += entry["gap_records"]
+                if progress.last_fetch_ms is not None:
+                    last_fetch_ms = max(last_fetch_ms or 0, progress.last_fetch_ms)
             topics[name] = {
                 "target_topic": self.target_topic(name),
                 "source_partitions": topic.source_partitions,
@@ -564,6 +576,7 @@ class LinkRunner:
         return {
             "link": self.config.to_dict(),
             "state": self.state,
+            **self._failover_status(last_fetch_ms),
             "syncs": self._syncs,
             "last_sync_ms": self._last_sync_ms,
             "last_sync_error": self._last_sync_error,
@@ -576,22 +589,3 @@ class LinkRunner:
             if self.mm2
             else None,
         }
-
-
-def _progress_dict(p: PartitionProgress, now_ms: int) -> dict[str, Any]:
-    return {
-        "partition": p.partition,
-        "state": p.state,
-        "mirrored_offset": p.mirrored_offset,
-        "source_high_watermark": p.source_high_watermark,
-        "source_log_start": p.source_log_start,
-        "lag_records": p.lag_records,
-        "lag_bytes": p.lag_bytes,
-        "lag_seconds": p.lag_seconds(now_ms),
-        "records_copied": p.records_copied,
-        "bytes_copied": p.bytes_copied,
-        "gaps": [[start, end] for start, end in p.gaps],
-        "gap_records": sum(end - start for start, end in p.gaps),
-        "errors": p.errors,
-        "last_error": p.last_error,
-    }

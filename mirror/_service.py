@@ -1,24 +1,29 @@
 """The mirror process: the links of a link file, run together in one trio run, with an admin API.
 
-:class:`MirrorService` runs one ``LinkRunner`` per link of the file, serves the admin API
-(``mirror._admin``) and keeps what operators changed through it in a state dir::
+:class:`MirrorService` runs one ``LinkRunner`` per link of the file (and per link added at
+runtime), serves the admin API (``mirror._admin``) and keeps what operators changed through it
+in a state dir::
 
-    <state-dir>/state.json     {"version": 1, "member_id": "<generated id>",
-                                "links": {"<link>": {"paused": true} | {"deleted": true}}}
+    <state-dir>/state.json     paused, deleted and failed-over links, links added at runtime and
+                               the member id (``mirror._state`` gives the format)
     <state-dir>/admin.token    the admin token generated at start (mode 0600), unless
                                --admin-token-file names one
     <state-dir>/mirror.lock    held (flock) while the process runs: one process per state dir
 
-Pause, resume and delete are written to ``state.json`` (atomically) before they take effect,
-so a restarted process keeps them:
+Every change is written to ``state.json`` (atomically) before it takes effect, so a restarted
+process keeps it:
 
 - a **paused** link runs its topic sync but copies nothing until resumed;
 - a **deleted** link is stopped and stays stopped while the link file still names it; the
   target's mirror topics and their data are left as they are. Removing the link from the file
-  (and restarting) forgets the deletion; adding it back later starts it afresh.
+  (and restarting) forgets the deletion; adding it back later starts it afresh;
+- a **failed-over** link copies and syncs nothing until restored; its fencer (``auto_fence``)
+  runs again after a restart, and its cut, once measured, is answered again as it was;
+- a link **added at runtime** (``PUT``) runs again after a restart; deleting it forgets it.
 
-State entries of links the file no longer names are dropped at start. The state is this
-process's: with several processes sharing a link (scale-out), send pause/resume/delete to each.
+State entries of links neither the file nor the runtime links name are dropped at start, and a
+runtime link the file now names gives way to the file's. The state is this process's: with
+several processes sharing a link (scale-out), send every change to each.
 
 Links whose target names a ``zookeeper`` share their partitions with the other processes
 running the same link (``mirror._members.ZkMembership``, keyed by ``--member-id``); the others
@@ -45,18 +50,22 @@ import trio
 from node.adminkit import serve_admin
 from node.proc import atomic_write
 
-from ._admin import UnknownLink, check_token, create_app
-from ._config import LinkConfig, MirrorError
-from ._link import LinkRunner, SoleMember
+from ._admin import LinkConflict, LinkNotRunning, UnknownLink, check_token, create_app
+from ._config import ConfigError, LinkConfig, MirrorError, parse_link
+from ._failover import CutUnavailable, FailoverRecord
+from ._fencer import default_fence_text
+from ._link import FAILED_OVER, LinkRunner, SoleMember
 from ._members import DEFAULT_SESSION_TIMEOUT_S, ZkMembership, check_member_id
+from ._state import MirrorState, load_state, save_state
 
 log = logging.getLogger("strait.mirror.service")
 
 STATE_FILE = "state.json"
 TOKEN_FILE = "admin.token"
 LOCK_FILE = "mirror.lock"
-STATE_VERSION = 1
 DELETE_WAIT_S = 10.0  # DELETE answers once the link stopped, or after this long
+FAILOVER_STOP_S = 10.0  # a failover waits this long for its copiers to stop between appends
+CUT_TIMEOUT_S = 30.0  # and this long for the target to tell where its mirror partitions end
 
 
 @dataclass(frozen=True)
@@ -93,6 +102,7 @@ class _Link:
     config: LinkConfig
     runner: LinkRunner
     membership: ZkMembership | None
+    runtime: bool = False  # added through the admin API (PUT), not by the link file
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     stopped: trio.Event = field(default_factory=trio.Event)
     error: str | None = None  # why the runner refused to run (state "failed")
@@ -133,13 +143,14 @@ class MirrorService:
         self.zk_session_timeout_s = zk_session_timeout_s
         self.fetch_max_wait_ms = fetch_max_wait_ms
         self.request_timeout_s = request_timeout_s
-        self._state: dict[str, dict[str, bool]] = {}
-        self._stored_member_id: str | None = None
+        self._state = MirrorState()
         self._links: dict[str, _Link] = {}
         self._deleted: set[str] = set()
         self._state_lock = trio.Lock()
         self._lock_file: IO[str] | None = None
         self._started = False
+        self._nursery: trio.Nursery | None = None  # runs the links, once run() started them
+        self._admin_url = ""
 
     @property
     def state_file(self) -> Path:
@@ -164,16 +175,17 @@ class MirrorService:
                 app = create_app(self, token)
                 port = await nursery.start(serve_admin, app, self.admin_host, self.admin_port)
                 host = f"[{self.admin_host}]" if ":" in self.admin_host else self.admin_host
-                url = f"http://{host}:{port}"
-                member_id = self.member_id or self._stored_member_id or ""
+                url = self._admin_url = f"http://{host}:{port}"
+                self._nursery = nursery
                 for config in self.configs:
-                    if self._state.get(config.name, {}).get("deleted"):
+                    if self._state.link(config.name).deleted:
                         self._deleted.add(config.name)
                         log.info("link %s: deleted through the admin API earlier; not running it", config.name)
                         continue
-                    link = self._build(config, member_id, url)
-                    self._links[config.name] = link
-                    nursery.start_soon(self._run_link, link, name=f"link {config.name}")
+                    self._start(self._build(config))
+                for config in self._state.runtime_links.values():
+                    self._start(self._build(config, runtime=True))
+                member_id = self._member_id()
                 ready = ServiceReady(url, token_file, member_id, os.getpid())
                 log.info(
                     "mirror %s: %d link(s) running, %d deleted; admin API at %s",
@@ -184,19 +196,28 @@ class MirrorService:
                 )
                 task_status.started(ready)
         finally:
+            self._nursery = None
             if self._lock_file is not None:
                 self._lock_file.close()  # releases the flock
                 self._lock_file = None
 
-    def _build(self, config: LinkConfig, member_id: str, admin_url: str) -> _Link:
+    def _member_id(self) -> str:
+        return self.member_id or self._state.member_id or ""
+
+    def _start(self, link: _Link) -> None:
+        assert self._nursery is not None
+        self._links[link.config.name] = link
+        self._nursery.start_soon(self._run_link, link, name=f"link {link.config.name}")
+
+    def _build(self, config: LinkConfig, *, runtime: bool = False) -> _Link:
         membership: ZkMembership | None = None
         if config.target.zookeeper is not None:
             membership = ZkMembership(
                 config.target.zookeeper,
                 config.name,
-                member_id,
+                self._member_id(),
                 session_timeout_s=self.zk_session_timeout_s,
-                info={"admin": admin_url},
+                info={"admin": self._admin_url},
             )
         runner = LinkRunner(
             config,
@@ -204,10 +225,19 @@ class MirrorService:
             request_timeout_s=self.request_timeout_s,
             membership=membership if membership is not None else SoleMember(),
         )
-        if self._state.get(config.name, {}).get("paused"):
+        saved = self._state.link(config.name)
+        if saved.paused:
             runner.pause()
             log.info("link %s: paused through the admin API earlier; starting paused", config.name)
-        return _Link(config, runner, membership)
+        if saved.failed_over is not None:
+            runner.start_failed_over(saved.failed_over)
+            log.warning(
+                "link %s: failed over through the admin API earlier; starting failed over (nothing is copied "
+                "until a restore%s)",
+                config.name,
+                "; the fencer runs" if saved.failed_over.auto_fence else "",
+            )
+        return _Link(config, runner, membership, runtime)
 
     async def _run_link(self, link: _Link) -> None:
         try:
@@ -233,15 +263,20 @@ class MirrorService:
         except OSError as exc:
             raise MirrorError(f"cannot create the state dir {self.state_dir}: {exc.strerror or exc}") from None
         self._lock()
-        self._load_state()
-        configured = {c.name for c in self.configs}
-        for name in sorted(set(self._state) - configured):
-            log.info("link %s: no longer in the link file; forgetting its saved state %s", name, self._state[name])
-            del self._state[name]
-        if self.member_id is None and self._stored_member_id is None:
+        state = load_state(self.state_file)
+        in_file = {c.name for c in self.configs}
+        for name in sorted(set(state.runtime_links) & in_file):
+            log.warning("link %s: now in the link file; forgetting the definition added through the admin API", name)
+            del state.runtime_links[name]
+        configured = in_file | set(state.runtime_links)
+        for name in sorted(set(state.links) - configured):
+            log.info("link %s: no longer in the link file; forgetting its saved state %s", name, state.links[name])
+            del state.links[name]
+        if self.member_id is None and state.member_id is None:
             host = re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname())[:100] or "mirror"
-            self._stored_member_id = f"{host}-{secrets.token_hex(3)}"
-        self._save_state(self._state)
+            state.member_id = f"{host}-{secrets.token_hex(3)}"
+        save_state(self.state_file, state)
+        self._state = state
         if self.admin_token_file is not None:
             return self._read_token(self.admin_token_file), self.admin_token_file
         token = secrets.token_urlsafe(32)
@@ -268,38 +303,6 @@ class MirrorService:
         handle.flush()
         self._lock_file = handle
 
-    def _load_state(self) -> None:
-        path = self.state_file
-        try:
-            data = json.loads(path.read_text())
-        except FileNotFoundError:
-            return
-        except (OSError, ValueError) as exc:
-            raise MirrorError(f"{path}: cannot read the mirror's state: {exc}") from None
-        links = data.get("links") if isinstance(data, dict) else None
-        if not isinstance(links, dict) or data.get("version") != STATE_VERSION:
-            raise MirrorError(f"{path}: not a version {STATE_VERSION} mirror state file")
-        for name, entry in links.items():
-            if not isinstance(entry, dict) or not all(isinstance(v, bool) for v in entry.values()):
-                raise MirrorError(f"{path}: links.{name}: expected {{'paused': bool}} or {{'deleted': bool}}")
-            self._state[str(name)] = {k: v for k, v in entry.items() if k in ("paused", "deleted") and v}
-        member_id = data.get("member_id")
-        if isinstance(member_id, str):
-            self._stored_member_id = check_member_id(member_id)
-
-    def _save_state(self, state: dict[str, dict[str, bool]]) -> None:
-        """Worker thread: write ``state`` atomically (a crash leaves the old or the new file)."""
-        body: dict[str, Any] = {
-            "version": STATE_VERSION,
-            "member_id": self._stored_member_id,
-            "links": {name: entry for name, entry in sorted(state.items()) if entry},
-            "updated_ms": int(time.time() * 1000),
-        }
-        try:
-            atomic_write(self.state_file, json.dumps(body, indent=2) + "\n")
-        except OSError as exc:
-            raise MirrorError(f"cannot save the mirror's state to {self.state_file}: {exc.strerror or exc}") from None
-
     @staticmethod
     def _read_token(path: Path) -> str:
         try:
@@ -314,16 +317,13 @@ class MirrorService:
             )
         return token
 
-    async def _persist(self, name: str, **flags: bool) -> None:
-        """Write the link's new flags, then keep them (nothing changes when the write fails)."""
-        state = {k: dict(v) for k, v in self._state.items()}
-        entry = state.setdefault(name, {})
-        for key, value in flags.items():
-            if value:
-                entry[key] = True
-            else:
-                entry.pop(key, None)
-        await trio.to_thread.run_sync(self._save_state, state)
+    async def _persist(self, name: str, **changes: Any) -> None:
+        """Write the link's changed state (``LinkState`` fields), then keep it (nothing changes
+        when the write fails: MirrorError)."""
+        await self._save(self._state.changed(name, **changes))
+
+    async def _save(self, state: MirrorState) -> None:
+        await trio.to_thread.run_sync(save_state, self.state_file, state)
         self._state = state
 
     # -- what the admin API calls (MirrorAdminView) -------------------------------------------------
@@ -346,9 +346,10 @@ class MirrorService:
         if link.membership is not None:
             membership = link.membership.status()
         else:
-            membership = {"kind": "sole", "member_id": self.member_id or self._stored_member_id, "leader": True}
+            membership = {"kind": "sole", "member_id": self.member_id or self._state.member_id, "leader": True}
         out: dict[str, Any] = {"name": link.config.name, **status}
         out["paused"] = link.runner.paused
+        out["runtime"] = link.runtime
         out["error"] = link.error
         out["membership"] = membership
         if link.error is not None:
@@ -362,7 +363,7 @@ class MirrorService:
             status = "starting"
         if any(s == "failed" for s in states.values()):
             status = "degraded"
-        return {"status": status, "member_id": self.member_id or self._stored_member_id, "links": states}
+        return {"status": status, "member_id": self.member_id or self._state.member_id, "links": states}
 
     def statuses(self) -> list[dict[str, Any]]:
         return [self._status(link) for name, link in sorted(self._links.items()) if name not in self._deleted]
@@ -371,7 +372,7 @@ class MirrorService:
         return {
             "links": self.statuses(),
             "deleted": sorted(self._deleted),
-            "member_id": self.member_id or self._stored_member_id,
+            "member_id": self.member_id or self._state.member_id,
         }
 
     def link(self, name: str) -> dict[str, Any]:
@@ -394,10 +395,115 @@ class MirrorService:
     async def delete(self, name: str) -> dict[str, Any]:
         async with self._state_lock:
             link = self._link(name)
-            await self._persist(name, deleted=True, paused=False)
-            self._deleted.add(name)
+            if link.runtime:
+                state = self._state.changed(name, paused=False, deleted=False, failed_over=None)
+                del state.runtime_links[name]
+                await self._save(state)
+                del self._links[name]
+            else:
+                await self._persist(name, deleted=True, paused=False)
+                self._deleted.add(name)
             link.scope.cancel()
-        log.info("link %s: deleted through the admin API; stopping it", name)
+        log.info(
+            "link %s: deleted through the admin API%s; stopping it", name, " and forgotten" if link.runtime else ""
+        )
         with trio.move_on_after(DELETE_WAIT_S):
             await link.stopped.wait()
-        return {"name": name, "state": "deleted", "stopped": link.stopped.is_set()}
+        out = {"name": name, "state": "deleted", "stopped": link.stopped.is_set()}
+        if link.runtime:
+            out["forgotten"] = True
+        return out
+
+    async def failover(self, name: str, fence: str | None, auto_fence: bool) -> dict[str, Any]:
+        """Fail the link over (persisted first): stop everything, measure and keep the cut, fence
+        when ``auto_fence`` (``fence`` None: the text given before, or a generated one).
+
+        Idempotent: a repeated call answers the same cut and takes the new fence settings.
+        Raises UnknownLink, and CutUnavailable when the target cannot tell where its mirror
+        partitions end (the link stays failed over: call again).
+        """
+        async with self._state_lock:
+            link = self._link(name)
+            runner = link.runner
+            before = runner.failed_over
+            now_ms = int(time.time() * 1000)
+            text = fence or (before.fence if before is not None else default_fence_text(link.config, now_ms))
+            record = FailoverRecord(
+                text,
+                auto_fence,
+                before.at_ms if before is not None else now_ms,
+                before.cut if before is not None else None,
+            )
+            if record != before:
+                await self._persist(name, failed_over=record)
+            stopped = await runner.fail_over(record, stop_timeout_s=FAILOVER_STOP_S)
+            if record.cut is None:
+                with trio.move_on_after(CUT_TIMEOUT_S):
+                    record = record.with_cut(await runner.measure_cut(timeout=self.request_timeout_s))
+                if record.cut is None:
+                    raise CutUnavailable(
+                        f"link {name!r} is failed over, but the target did not tell where its mirror partitions "
+                        f"end within {CUT_TIMEOUT_S:g} s; call failover again"
+                    )
+                await self._persist(name, failed_over=record)
+                await runner.fail_over(record, stop_timeout_s=FAILOVER_STOP_S)  # now with the cut
+        assert record.cut is not None
+        log.warning("link %s: failed over; cut %s", name, [c.to_json() for c in record.cut])
+        return {
+            "name": name,
+            "state": FAILED_OVER,
+            "partitions": [c.to_json() for c in record.cut],
+            "stopped": stopped,
+        }
+
+    async def restore(self, name: str) -> dict[str, Any]:
+        """Undo a failover (persisted first); a link not failed over is left as it is."""
+        async with self._state_lock:
+            link = self._link(name)
+            restored = link.runner.failed_over is not None
+            if restored:
+                await self._persist(name, failed_over=None)
+                link.runner.restore()
+        return {"name": name, "state": self._status(link)["state"], "restored": restored}
+
+    async def sync_groups(self, name: str) -> dict[str, Any]:
+        """One group offset sync pass of the link now; raises UnknownLink, LinkNotRunning."""
+        link = self._link(name)
+        try:
+            result = await link.runner.sync_groups()
+        except MirrorError as exc:
+            raise LinkNotRunning(name, str(exc)) from None
+        return {"name": name, **result}
+
+    async def put_link(self, name: str, definition: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+        """Add a link at runtime (persisted first) and start it; returns (created, answer).
+
+        The same definition again changes nothing (created False). Raises ConfigError for a bad
+        definition (the messages of a link file's), LinkConflict when the name is the link file's
+        or a runtime link's with another definition.
+        """
+        origin = f"PUT /v1/links/{name}"
+        given = definition.get("name", name)
+        if given != name:
+            raise ConfigError(f"{origin}: name: {given!r} in the body is not the path's {name!r}")
+        config = parse_link({**definition, "name": name}, origin=origin)
+        async with self._state_lock:
+            if any(c.name == name for c in self.configs):
+                raise LinkConflict(
+                    name, f"link {name!r} is defined in the link file; change it there (and restart the mirror)"
+                )
+            existing = self._state.runtime_links.get(name)
+            if existing is not None and existing.to_dict() == config.to_dict():
+                return False, {"name": name, "state": self._status(self._links[name])["state"], "created": False}
+            if existing is not None:
+                raise LinkConflict(
+                    name,
+                    f"link {name!r} was added with another definition; DELETE /v1/links/{name} first to replace it",
+                )
+            state = self._state.changed(name, paused=False, deleted=False, failed_over=None)
+            state.runtime_links[name] = config
+            await self._save(state)
+            link = self._build(config, runtime=True)
+            self._start(link)
+        log.info("link %s: added through the admin API: %s", name, config.to_dict())
+        return True, {"name": name, "state": self._status(link)["state"], "created": True}

@@ -94,6 +94,9 @@ def test_the_admin_api_refuses_what_it_does_not_serve_and_describes_what_it_does
             "/v1/links/{name}",
             "/v1/links/{name}/pause",
             "/v1/links/{name}/resume",
+            "/v1/links/{name}/failover",
+            "/v1/links/{name}/restore",
+            "/v1/links/{name}/sync-groups",
             "/openapi.json",
         }
         secured = {
@@ -103,9 +106,13 @@ def test_the_admin_api_refuses_what_it_does_not_serve_and_describes_what_it_does
             if operation.get("security")
         }
         assert secured == {
+            ("/v1/links/{name}", "put"),
             ("/v1/links/{name}", "delete"),
             ("/v1/links/{name}/pause", "post"),
             ("/v1/links/{name}/resume", "post"),
+            ("/v1/links/{name}/failover", "post"),
+            ("/v1/links/{name}/restore", "post"),
+            ("/v1/links/{name}/sync-groups", "post"),
         }
 
     serve(service, check)
@@ -126,7 +133,7 @@ def test_one_process_per_state_dir_and_a_bad_state_file_is_named(tmp_path: Path)
     serve(MirrorService([], state), lambda ready: None)  # the lock went with the first process
     assert json.loads((state / "state.json").read_text())["member_id"] == member_id  # kept across restarts
     (state / "state.json").write_text('{"links": []}')
-    with pytest.raises(MirrorError, match=r"state\.json: not a version 1 mirror state file"):
+    with pytest.raises(MirrorError, match=r"state\.json: not a version 1 or 2 mirror state file"):
         trio.run(MirrorService([], state).run)
 
 
