@@ -36,6 +36,7 @@ failover tooling); from trio, call it through ``trio.to_thread.run_sync``.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import hmac
 import json
@@ -313,10 +314,11 @@ async def _json_body(request: Request, *, required: bool) -> dict[str, Any]:
     """The request's JSON object body, read up to ``MAX_BODY_BYTES``; raises _BadBody (413, 400).
     No body at all is ``{}`` unless ``required``."""
     data = bytearray()
-    async for chunk in request.stream():
-        data += chunk
-        if len(data) > MAX_BODY_BYTES:
-            raise _BadBody(_too_large(request.method, request.url.path, f"more than {MAX_BODY_BYTES} bytes"))
+    async with contextlib.aclosing(request.stream()) as chunks:
+        async for chunk in chunks:
+            data += chunk
+            if len(data) > MAX_BODY_BYTES:
+                raise _BadBody(_too_large(request.method, request.url.path, f"more than {MAX_BODY_BYTES} bytes"))
     where = f"{request.method} {request.url.path}"
     if not data.strip():
         if required:

@@ -41,7 +41,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 __all__ = ["LINK_STATES", "MirrorMetrics"]
 
 #: The link states exported as ``strait_mirror_link_state`` (a state outside these still gets its series).
-LINK_STATES = ("starting", "running", "paused", "stopped", "failed")
+LINK_STATES = ("starting", "running", "paused", "stopped", "failed", "failed-over")
 
 _PARTITION = ["link", "topic", "partition"]
 UNASSIGNED = "unassigned"  # a partition's state while another process of a shared link owns it
