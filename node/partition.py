@@ -92,7 +92,6 @@ class Partition:
         self.followers: dict[int, FollowerState] = {}  # leader: one per replica but itself
         self.leadership = 0  # counts this broker's uninterrupted leaderships (across epoch bumps)
         self.needs_truncation = False  # a follower that must ask the leader where its log diverges
-        self.isr_change_pending = False
         # Mirror topics: [from, to) ranges the log jumped over because the source deleted them unmirrored.
         self.mirror_gaps: list[tuple[int, int]] = []
         self._clock = clock
@@ -130,7 +129,6 @@ class Partition:
         self.leader_id = state.leader
         self.leader_epoch = state.leader_epoch
         self.isr, self.state_version, self.controller_epoch = state.isr, state.version, state.controller_epoch
-        self.isr_change_pending = False
         if state.leader == me:
             self._become_leader(continuing=continuing)
         elif state.leader < 0:
