@@ -29,8 +29,9 @@ from typing import Any
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError  # type: ignore[import-untyped]
 
 from node.ids import NodeId
+from node.zkkit import session_of
 
-from ._ephemeral import remove, session_of
+from ._ephemeral import remove
 from ._errors import CoordinationError
 from ._layout import (
     CONTROLLER,
