@@ -7,13 +7,14 @@ import json
 import statistics
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import confluent_kafka
 
 from ._clients import VALUE_BYTES
 from ._mirror_lag import DRAIN_LIMIT_S, GROWTH_LIMIT_MS, OBSERVE_TIMEOUT_S, SAMPLES_PER_S
 from ._mirror_topology import PARTITIONS, PROPERTIES, WEST_POLL_S
+from ._mirror_types import Fill, LagRun, ProcessProfile, Results, Settings
 from ._procs import StraitSite
 from ._profile import functions_table, main_thread_text, py_spy_version
 from ._report import (
@@ -38,9 +39,6 @@ from ._report import (
     write_json,
     write_markdown,
 )
-
-if TYPE_CHECKING:
-    from .mirror_bench import Fill, LagRun, ProcessProfile, Results, Settings
 
 GOAL_KEEP_UP_FRACTION = 0.8  # the mirror keeps up with a producer at this fraction of the site's max
 GOAL_P99_FRACTION = 0.5
@@ -119,6 +117,11 @@ def verdicts(results: Results) -> list[Verdict]:
             )
         )
     return out
+
+
+def goals_missed(results: Results) -> bool:
+    """True unless every goal was met (a goal not tested counts as missed)."""
+    return not all(v.met is True for v in verdicts(results))
 
 
 def drain_text(seconds: float | None) -> str:

@@ -40,13 +40,12 @@ import contextlib
 import datetime
 import gc
 import os
-import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -60,15 +59,13 @@ from ._clients import PRODUCER_SETTINGS, VALUE_BYTES, open_producer, timed_produ
 from ._mirror_lag import (
     SAMPLES_PER_S,
     WARM_UP_SEQ,
-    LagFigures,
     WestObserver,
-    kept_up,
     lag_figures,
     paced_sampled_produce,
     spot_check,
     value_of,
 )
-from ._mirror_report import GOAL_KEEP_UP_FRACTION, drain_text, machine, print_tables, verdicts, write_report
+from ._mirror_report import GOAL_KEEP_UP_FRACTION, drain_text, goals_missed, machine, print_tables, write_report
 from ._mirror_topology import (
     PARTITIONS,
     PROPERTIES,
@@ -81,6 +78,7 @@ from ._mirror_topology import (
     partitions_copying,
     wan_proxies,
 )
+from ._mirror_types import CLIENT_ID, ON_RATE, Appends, Fill, LagRun, ProcessProfile, Results, Settings
 from ._procs import (
     BenchError,
     RunningSite,
@@ -92,45 +90,10 @@ from ._procs import (
 from ._profile import PY_SPY_FLAGS, py_spy_path, summarise_stacks
 from ._site import REPLICATED, create_topic, metric_totals, wait_in_sync
 
-CLIENT_ID = "strait-mirror-bench"
 FRACTIONS = (0.5, 0.8)  # of the site's median records/s, for the lag runs
-ON_RATE = 0.95  # a lag run whose producer sent less than this share of its target rate tests a lower rate
 SPOT_CHECKS = 40  # sampled records of each lag run read back from west at their east partition and offset
 FULL = {"records": 2_000_000, "runs": 3, "lag_seconds": 30.0}
 QUICK = {"records": 300_000, "runs": 1, "lag_seconds": 5.0}
-
-
-@dataclass(frozen=True)
-class Settings:
-    nodes: int
-    records: int
-    runs: int
-    lag_seconds: float
-    wan_rtt_ms: int
-    wan_jitter_ms: int
-    linger_ms: int
-    batch_bytes: int
-    profile: str  # auto, always, never
-    profile_rate: int
-    timeout_s: float
-    out: Path | None
-    base_dir: Path
-    zk_port: int
-    zookeeper: str | None
-    strait: Path
-    note: str | None
-    quick: bool
-    argv: tuple[str, ...]
-
-    def producer_config(self, bootstrap: str) -> dict[str, Any]:
-        return PRODUCER_SETTINGS | {
-            "client.id": CLIENT_ID,
-            "bootstrap.servers": bootstrap,
-            "acks": REPLICATED.acks,
-            "enable.idempotence": REPLICATED.idempotent,
-            "linger.ms": self.linger_ms,
-            "batch.size": self.batch_bytes,
-        }
 
 
 @dataclass
@@ -191,84 +154,6 @@ def cores(cpu: dict[str, float], seconds: float) -> dict[str, float]:
 # -- measurements --------------------------------------------------------------------------
 
 
-@dataclass
-class Fill:
-    """One side-by-side run: the site producing ``records`` records, then the mirror copying them."""
-
-    run: int
-    produced: int  # timed records the site took
-    records: int  # in the topic: those and the warm-up records, all copied by the mirror
-    site_seconds: float
-    mirror_seconds: float  # resume -> west's high watermarks equal east's
-    first_record_s: float  # resume -> the first record readable on west
-    site_cores: dict[str, float]  # while producing
-    mirror_cores: dict[str, float]  # while copying
-    mirror_cpu_s: float
-    mirror_errors: int
-    bytes_copied: int
-    appends: Appends  # west's MirrorAppend answers while copying
-    profiled: bool = False
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def site_rate(self) -> float:
-        return self.produced / self.site_seconds
-
-    @property
-    def mirror_rate(self) -> float:
-        return self.records / self.mirror_seconds
-
-    @property
-    def ratio(self) -> float:
-        return self.mirror_rate / self.site_rate
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self) | {"site_rate": self.site_rate, "mirror_rate": self.mirror_rate, "ratio": self.ratio}
-
-
-@dataclass
-class LagRun:
-    run: int
-    fraction: float
-    target_rate: float
-    sent_rate: float
-    records: int
-    every: int  # one record in ``every`` sampled
-    figures: LagFigures
-    drain_s: float | None  # the producer's last acknowledgement -> west holds everything; None: not in time
-    cores: dict[str, float]
-    mirror_cpu_s: float
-    mirror_errors: int
-    mirror_latency_ms: dict[str, float | None]  # the mirror's own histogram (bucket upper bounds)
-    appends: Appends  # west's MirrorAppend answers while the producer ran
-    profiled: bool = False
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def kept_up(self) -> bool:
-        return kept_up(self.figures, self.drain_s)
-
-    @property
-    def on_rate(self) -> bool:
-        """East took (nearly) the rate asked for: the run tests the mirror at that rate."""
-        return self.sent_rate >= ON_RATE * self.target_rate
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self) | {"kept_up": self.kept_up, "on_rate": self.on_rate, "growth_ms": self.figures.growth_ms}
-
-
-@dataclass
-class ProcessProfile:
-    phase: str  # "catch-up copy" or "80 % lag run"
-    process: str  # "mirror" or "proxy"
-    cpu_pct: float
-    samples: int
-    idle_pct: float
-    other_busy_pct: float
-    places: list[dict[str, Any]]
-    functions: list[dict[str, Any]]
-
-
 def end_offsets(bootstrap: str, topic: str, partitions: int, timeout: float) -> list[int]:
     """Each partition's high watermark, asked of its leader (ListOffsets); raises ``BenchError``."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": CLIENT_ID, "client.id": CLIENT_ID})
@@ -306,27 +191,6 @@ APPEND_SERIES = {
 def append_counters(site: RunningSite, timeout: float) -> dict[str, float]:
     """``APPEND_SERIES`` summed over the site's nodes; raises ``BenchError`` naming a node that cannot be read."""
     return metric_totals(site, APPEND_SERIES, timeout)
-
-
-@dataclass(frozen=True)
-class Appends:
-    """West's MirrorAppend answers over a span: how many, their mean time, how many were slow."""
-
-    count: int
-    mean_ms: float
-    over_100ms: int
-    over_500ms: int
-
-    @staticmethod
-    def between(before: dict[str, float], after: dict[str, float]) -> Appends:
-        d = {k: after[k] - before[k] for k in after}
-        count = round(d["appends"])
-        return Appends(
-            count,
-            1e3 * d["seconds"] / count if count else 0.0,
-            round(d["appends"] - d["within_100ms"]),
-            round(d["appends"] - d["within_500ms"]),
-        )
 
 
 def _check_routes(status: dict[str, Any], topology: Topology) -> None:
@@ -556,24 +420,6 @@ def lag_run(
 # -- runs ----------------------------------------------------------------------------------
 
 
-@dataclass
-class Results:
-    fills: list[Fill] = field(default_factory=list)
-    lags: list[LagRun] = field(default_factory=list)
-    profile_fill: Fill | None = None
-    profile_lag: LagRun | None = None
-    profiles: list[ProcessProfile] = field(default_factory=list)
-    loadavg_start: tuple[float, float, float] = (0.0, 0.0, 0.0)
-    loadavg_end: tuple[float, float, float] = (0.0, 0.0, 0.0)
-
-    def site_rate(self) -> float:
-        return statistics.median(f.site_rate for f in self.fills)
-
-    def goals_missed(self) -> bool:
-        """True unless every goal was met (a goal not tested counts as missed)."""
-        return not all(v.met is True for v in verdicts(self))
-
-
 def _profile_summaries(phase: str, outputs: dict[str, Path], used_cores: dict[str, float]) -> list[ProcessProfile]:
     found = []
     for role, path in outputs.items():
@@ -648,7 +494,7 @@ def run(settings: Settings, step: Callable[[str], None]) -> tuple[Results, dict[
                     + ("kept up" if lag.kept_up else "did NOT keep up")
                 )
                 results.lags.append(lag)
-        if settings.profile == "always" or (settings.profile == "auto" and results.goals_missed()):
+        if settings.profile == "always" or (settings.profile == "auto" and goals_missed(results)):
             step("profiling the mirror and proxy processes (py-spy): one catch-up copy and one 80 % run")
             outputs = {role: workdir / f"py-spy-fill-{role}.txt" for role in ("mirror", "proxy")}
             fill = fill_run(settings, topology, 0, value, profile=outputs)

@@ -47,17 +47,16 @@ import logging
 import os
 import re
 import socket
-import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from typing import Any, TypeVar, TypeVarTuple, Unpack
 
 import trio
-from kazoo.client import KazooClient  # type: ignore[import-untyped]
-from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError  # type: ignore[import-untyped]
+from kazoo.exceptions import KazooException, NoNodeError  # type: ignore[import-untyped]
 from kazoo.protocol.states import KazooState  # type: ignore[import-untyped]
-from kazoo.retry import KazooRetry  # type: ignore[import-untyped]
+
+from node.zkkit import create_or_find, kazoo_client, session_of, split_connect, stop_quietly, wall_clock_ms
 
 from ._config import MirrorError
 
@@ -71,6 +70,7 @@ DEFAULT_SESSION_TIMEOUT_S = 10.0
 DEFAULT_RECHECK_S = 5.0  # waits re-read ZooKeeper at least this often, in case a watch was lost
 _CLOSE_TIMEOUT_S = 5.0  # closing the session at shutdown
 _ZK_THREADS = 4  # worker threads one membership may hold (calls block while ZooKeeper is unreachable)
+_COMMAND_TRIES = 3  # kazoo tries each call this often; a call that fails is tried again on the next pass
 _HELD_WARNING_EVERY_S = 30.0
 _MEMBER_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
 
@@ -94,22 +94,6 @@ def owner_of(members: tuple[str, ...] | list[str], topic: str, partition: int) -
 def _score(member: str, topic: str, partition: int) -> int:
     digest = hashlib.blake2b(f"{member}\0{topic}\0{partition}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big")
-
-
-def _split_connect(connect: str) -> tuple[str, str]:
-    """``host:port,...[/chroot]`` -> (hosts, chroot without a trailing slash, "" when none)."""
-    hosts, _, chroot = connect.partition("/")
-    if not hosts or not all(h.strip() for h in hosts.split(",")):
-        raise MirrorError(f"zookeeper {connect!r} names no host (expected host:port[,host:port][/chroot])")
-    chroot = chroot.strip("/")
-    if chroot and any(not part for part in chroot.split("/")):
-        raise MirrorError(f"zookeeper {connect!r} has an empty path segment in its chroot")
-    return hosts, f"/{chroot}" if chroot else ""
-
-
-def _session_of(client: Any) -> int | None:
-    client_id = client.client_id
-    return int(client_id[0]) if client_id else None
 
 
 @dataclass
@@ -138,9 +122,16 @@ class ZkMembership:
         session_timeout_s: float = DEFAULT_SESSION_TIMEOUT_S,
         recheck_s: float = DEFAULT_RECHECK_S,
         info: dict[str, object] | None = None,
+        clock_ms: Callable[[], int] = wall_clock_ms,
     ) -> None:
-        """Nothing connects until ``run``. Raises MirrorError naming a bad ``connect`` or ``member_id``."""
-        self._hosts, chroot = _split_connect(connect)
+        """Nothing connects until ``run``. Raises MirrorError naming a bad ``connect`` or ``member_id``.
+
+        ``clock_ms`` gives the ``registered_ms`` written into the member znode.
+        """
+        try:
+            self._hosts, chroot = split_connect(connect, "zookeeper")
+        except ValueError as exc:
+            raise MirrorError(str(exc)) from exc
         self.connect = connect
         self.link = link
         self.member_id = check_member_id(member_id)
@@ -160,6 +151,7 @@ class ZkMembership:
             "pid": os.getpid(),
             **(info or {}),
         }
+        self._clock_ms = clock_ms
         self._client: Any = None
         self._token: trio.lowlevel.TrioToken | None = None
         self._limiter = trio.CapacityLimiter(_ZK_THREADS)
@@ -215,12 +207,7 @@ class ZkMembership:
         if self._client is not None or self._closed:
             raise MirrorError(f"membership of {self.member_id!r} in link {self.link!r} was run before")
         self._token = trio.lowlevel.current_trio_token()
-        client = KazooClient(
-            hosts=self._hosts,
-            timeout=self.session_timeout_s,
-            connection_retry=KazooRetry(max_tries=-1, delay=0.05, backoff=2, max_delay=1.0),
-            command_retry=KazooRetry(max_tries=3, delay=0.05, backoff=2, max_delay=1.0),
-        )
+        client = kazoo_client(self._hosts, self.session_timeout_s, command_tries=_COMMAND_TRIES)
         client.add_listener(self._on_state)
         self._client = client
         started = False
@@ -261,12 +248,12 @@ class ZkMembership:
             for claim in self._claims.values():
                 claim.scope.cancel()
             with trio.CancelScope(shield=True), trio.move_on_after(_CLOSE_TIMEOUT_S):
-                await trio.to_thread.run_sync(_stop_quietly, client, abandon_on_cancel=True)
+                await trio.to_thread.run_sync(stop_quietly, client, abandon_on_cancel=True)
 
     async def _register(self) -> int | None:
         """Make sure our member znode exists in the current session; returns the other session holding it."""
         client = self._client
-        session = _session_of(client)
+        session = session_of(client)
         if session is None or session == self._session:
             return None
         try:
@@ -290,20 +277,14 @@ class ZkMembership:
     def _register_sync(self, session: int) -> int | None:
         """Create our member znode; None when ``session`` holds it, else the session that does."""
         client = self._client
-        data = json.dumps(self._info | {"registered_ms": int(time.time() * 1000)}).encode()
+        data = json.dumps(self._info | {"registered_ms": self._clock_ms()}).encode()
         while True:
-            try:
-                client.create(self._member_path, data, ephemeral=True, makepath=True)
-                return None
-            except NodeExistsError:
-                pass
-            try:
-                _, stat = client.get(self._member_path, watch=self._on_watch)
-            except NoNodeError:
+            found = create_or_find(client, self._member_path, data, makepath=True, watch=self._on_watch)
+            if found is False:
                 continue  # its session ended between the two calls: create it now
-            if stat.ephemeralOwner == session:
+            if found is True or found.owner == session:
                 return None
-            return int(stat.ephemeralOwner)
+            return found.owner
 
     async def _read_members(self) -> None:
         try:
@@ -411,20 +392,14 @@ class ZkMembership:
         """Create the owner znode in ``session``: True when we hold it, False to try again at once,
         else the member id written in the znode held by someone else (watched: its deletion wakes us)."""
         client = self._client
-        if _session_of(client) != session:
+        if session_of(client) != session:
             return ""  # the session changed under us: wait for run() to register again
-        try:
-            client.create(path, self.member_id.encode(), ephemeral=True, makepath=True)
+        found = create_or_find(client, path, self.member_id.encode(), makepath=True, watch=self._on_watch)
+        if isinstance(found, bool):
+            return found  # True: created now; False: it vanished meanwhile
+        if found.owner == session:
             return True
-        except NodeExistsError:
-            pass
-        try:
-            data, stat = client.get(path, watch=self._on_watch)
-        except NoNodeError:
-            return False
-        if stat.ephemeralOwner == session:
-            return True
-        return bytes(data).decode(errors="replace")
+        return found.data.decode(errors="replace")
 
     def _reevaluate(self) -> None:
         """Cancel the bodies of claims this process should not hold any more."""
@@ -475,15 +450,3 @@ class ZkMembership:
         elif state == KazooState.SUSPENDED:
             log.warning("link %s: connection to ZooKeeper %s lost; reconnecting", self.link, self.connect)
         self._notify()
-
-
-def _stop_quietly(client: Any) -> None:
-    """Close the session (its ephemeral znodes vanish) and the client; never raises."""
-    try:
-        client.stop()
-    except Exception as exc:
-        log.warning("stopping the ZooKeeper client failed: %r", exc)
-    try:
-        client.close()
-    except Exception as exc:
-        log.warning("closing the ZooKeeper client failed: %r", exc)

@@ -31,6 +31,7 @@ from typing import Protocol
 from node.cluster import ClusterState, TopicState
 from node.config import NodeConfig
 from node.groups import GroupSnapshot
+from node.ids import NodeId
 from node.partition import LEADER, Partition
 from storage import LogDirOfflineError, TopicPartition, wall_clock_ms
 
@@ -43,10 +44,10 @@ class _Replication:
 
     topic: str
     partition: int
-    leader: int
+    leader: NodeId
     leader_epoch: int
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
+    replicas: tuple[NodeId, ...]
+    isr: tuple[NodeId, ...]
     offline: bool
     local: Partition | None
 
@@ -127,7 +128,7 @@ class BrokerView:
 
     def cluster(self) -> dict[str, object]:
         controller: dict[str, object] | None = None
-        live: list[int] = []
+        live: list[NodeId] = []
         partitions = leaders = under_replicated = under_replicated_led = offline = 0
         if self._cluster is not None:
             cluster = self._cluster

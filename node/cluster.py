@@ -39,6 +39,7 @@ from node.coordination import (
     ZkState,
 )
 from node.errors import BrokerError
+from node.ids import NO_NODE, NodeId
 from node.partition import Partition
 from node.protocol import ErrorCode
 from storage import LeaderEpoch, LogConfig, LogManager, TopicPartition, wall_clock_ms
@@ -71,7 +72,7 @@ def check_topic_name(name: str | None) -> str:
 class TopicState:
     name: str
     topic_id: str
-    assignment: dict[int, tuple[int, ...]]
+    assignment: dict[int, tuple[NodeId, ...]]
     overrides: dict[str, str]
     log_config: LogConfig
     policy: TopicPolicy
@@ -86,12 +87,12 @@ class ClusterState:
         self.zk = zk
         self.logs = logs
         self.topics: dict[str, TopicState] = {}
-        self.brokers: dict[int, BrokerRegistration] = {}
+        self.brokers: dict[NodeId, BrokerRegistration] = {}
         self.partitions: dict[TopicPartition, Partition] = {}
         self._refresh_lock = trio.Lock()
-        self.controller: tuple[int, int] | None = None  # (broker id, controller epoch)
+        self.controller: tuple[NodeId, int] | None = None  # (broker id, controller epoch)
         self.reassignment: Reassignment | None = None
-        self.offline_replicas: dict[int, frozenset[tuple[str, int]]] = {}
+        self.offline_replicas: dict[NodeId, frozenset[tuple[str, int]]] = {}
         self.on_refresh: list[Callable[[], None]] = []  # called after every reconciliation
         self.on_roles_changed: list[Callable[[list[Partition]], None]] = []
         self.registered = False  # roles are taken only once this broker is registered
@@ -228,17 +229,17 @@ class ClusterState:
             )
         raise BrokerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"this server does not host {topic}-{index}")
 
-    def leader_of(self, topic: TopicState, index: int) -> int:
+    def leader_of(self, topic: TopicState, index: int) -> NodeId:
         state = topic.states.get(index)
-        return state.leader if state is not None else -1
+        return state.leader if state is not None else NO_NODE
 
-    def live_broker_ids(self) -> list[int]:
+    def live_broker_ids(self) -> list[NodeId]:
         ids = set(self.brokers) | {self.broker_id}
         return sorted(ids)
 
     # -- admin ----------------------------------------------------------------------------
 
-    async def ensure_live(self, count: int = 0, broker_ids: tuple[int, ...] = ()) -> None:
+    async def ensure_live(self, count: int = 0, broker_ids: tuple[NodeId, ...] = ()) -> None:
         """Re-read ZooKeeper when fewer than ``count`` brokers (or not all of ``broker_ids``) look live:
         a broker that just registered may not have reached this node's view yet."""
         live = set(self.live_broker_ids())
@@ -247,14 +248,14 @@ class ClusterState:
 
     async def plan(
         self, partitions: int, replication_factor: int, *, first_partition: int = 0
-    ) -> dict[int, tuple[int, ...]]:
+    ) -> dict[int, tuple[NodeId, ...]]:
         """``plan_assignment`` over the live brokers, re-reading ZooKeeper first if too few look live."""
         await self.ensure_live(replication_factor)
         return self.plan_assignment(partitions, replication_factor, first_partition=first_partition)
 
     def plan_assignment(
         self, partitions: int, replication_factor: int, *, first_partition: int = 0, start: int | None = None
-    ) -> dict[int, tuple[int, ...]]:
+    ) -> dict[int, tuple[NodeId, ...]]:
         """Spread replicas over the live brokers, rack-aware as Kafka does.
 
         Brokers are ordered alternating between racks (rack-less brokers form one rack), leaders
@@ -274,7 +275,7 @@ class ClusterState:
         n = len(brokers)
         first = random.randrange(n) if start is None else start % n
         shift = random.randrange(n) if start is None else 0
-        plan: dict[int, tuple[int, ...]] = {}
+        plan: dict[int, tuple[NodeId, ...]] = {}
         for i in range(partitions):
             p = first_partition + i
             leader = (first + p) % n
@@ -300,19 +301,19 @@ class ClusterState:
             plan[p] = tuple(chosen)
         return plan
 
-    def _rack(self, broker_id: int) -> str:
+    def _rack(self, broker_id: NodeId) -> str:
         reg = self.brokers.get(broker_id)
         if reg is not None:
             return reg.rack or ""
         return self.config.broker_rack or "" if broker_id == self.broker_id else ""
 
-    def _rack_alternated(self, brokers: list[int]) -> list[int]:
-        by_rack: dict[str, list[int]] = {}
+    def _rack_alternated(self, brokers: list[NodeId]) -> list[NodeId]:
+        by_rack: dict[str, list[NodeId]] = {}
         for b in sorted(brokers):
             by_rack.setdefault(self._rack(b), []).append(b)
         if len(by_rack) <= 1:
             return sorted(brokers)
-        ordered: list[int] = []
+        ordered: list[NodeId] = []
         queues = [by_rack[r] for r in sorted(by_rack)]
         while any(queues):
             for q in queues:
@@ -320,7 +321,7 @@ class ClusterState:
                     ordered.append(q.pop(0))
         return ordered
 
-    def check_assignment(self, assignment: Mapping[int, tuple[int, ...]]) -> None:
+    def check_assignment(self, assignment: Mapping[int, tuple[NodeId, ...]]) -> None:
         live = set(self.live_broker_ids())
         for p, replicas in assignment.items():
             if not replicas:
@@ -344,7 +345,7 @@ class ClusterState:
             raise BrokerError(ErrorCode.INVALID_CONFIG, str(exc)) from None
         return checked
 
-    def initial_states(self, assignment: Mapping[int, tuple[int, ...]]) -> dict[int, PartitionState]:
+    def initial_states(self, assignment: Mapping[int, tuple[NodeId, ...]]) -> dict[int, PartitionState]:
         """Leader: the preferred (first) replica; ISR: all replicas (they are live and empty)."""
         epoch = self.controller[1] if self.controller is not None else 0
         return {
@@ -352,7 +353,7 @@ class ClusterState:
         }
 
     async def create_topic(
-        self, name: str, assignment: dict[int, tuple[int, ...]], configs: Mapping[str, str], *, validate_only: bool
+        self, name: str, assignment: dict[int, tuple[NodeId, ...]], configs: Mapping[str, str], *, validate_only: bool
     ) -> TopicAssignment | None:
         check_topic_name(name)
         if name in self.topics:
@@ -380,7 +381,7 @@ class ClusterState:
         await self.refresh()
 
     async def add_partitions(
-        self, name: str, count: int, assignments: list[tuple[int, ...]] | None, *, validate_only: bool
+        self, name: str, count: int, assignments: list[tuple[NodeId, ...]] | None, *, validate_only: bool
     ) -> None:
         topic = self.topics.get(name)
         if topic is None:

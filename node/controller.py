@@ -35,6 +35,7 @@ import trio
 from node.cluster import ClusterState, TopicState
 from node.config import NodeConfig
 from node.coordination import CoordinationError, PartitionState, StaleState, ZkState
+from node.ids import NO_NODE, NodeId
 from storage import LeaderEpoch
 
 log = logging.getLogger("strait.node.controller")
@@ -47,7 +48,7 @@ class Controller:
         self.zk = zk
         self.broker_id = config.broker_id
         self.epoch: int | None = None  # set while this broker is the active controller
-        self.shutting_down: set[int] = set()
+        self.shutting_down: set[NodeId] = set()
         self._poked = trio.Event()
         self._lock = trio.Lock()
 
@@ -111,7 +112,7 @@ class Controller:
 
     # -- elections -------------------------------------------------------------------------
 
-    def _usable(self, cluster: ClusterState, broker_id: int, topic: str, partition: int) -> bool:
+    def _usable(self, cluster: ClusterState, broker_id: NodeId, topic: str, partition: int) -> bool:
         return (
             broker_id in cluster.brokers
             and broker_id not in self.shutting_down
@@ -132,7 +133,7 @@ class Controller:
             await cluster.refresh()
 
     def _decide(
-        self, cluster: ClusterState, topic: TopicState, p: int, replicas: tuple[int, ...], epoch: int
+        self, cluster: ClusterState, topic: TopicState, p: int, replicas: tuple[NodeId, ...], epoch: int
     ) -> PartitionState | None:
         name = topic.name
         state = topic.states.get(p)
@@ -168,7 +169,7 @@ class Controller:
                 live[0],
             )
             return PartitionState(live[0], LeaderEpoch(state.leader_epoch + 1), (live[0],), epoch, state.version)
-        if state.leader == -1:
+        if state.leader == NO_NODE:
             return None
         log.warning(
             "%s-%d: leader %d is gone and no other ISR member of %s is alive: the partition is offline until one "
@@ -179,7 +180,7 @@ class Controller:
             list(state.isr),
         )
         # Keep the ISR: its members hold every committed record, so any of them may lead again.
-        return PartitionState(-1, LeaderEpoch(state.leader_epoch + 1), state.isr, epoch, state.version)
+        return PartitionState(NO_NODE, LeaderEpoch(state.leader_epoch + 1), state.isr, epoch, state.version)
 
     async def _write(self, topic: str, p: int, state: PartitionState) -> None:
         try:
@@ -189,7 +190,7 @@ class Controller:
 
     # -- controlled shutdown ---------------------------------------------------------------------
 
-    async def controlled_shutdown(self, broker_id: int) -> list[tuple[str, int]]:
+    async def controlled_shutdown(self, broker_id: NodeId) -> list[tuple[str, int]]:
         """Move ``broker_id``'s leaderships to other ISR members and drop it from every ISR.
 
         Returns the partitions it still leads (no other ISR member is alive).
@@ -258,7 +259,7 @@ class Controller:
         moved = 0
         async with self._lock:
             cluster = self.cluster
-            preferred: dict[int, list[tuple[TopicState, int]]] = {}
+            preferred: dict[NodeId, list[tuple[TopicState, int]]] = {}
             for topic in cluster.topics.values():
                 for p, replicas in topic.assignment.items():
                     if replicas:

@@ -22,6 +22,7 @@ import trio
 from node.config import TopicPolicy
 from node.coordination import PartitionState
 from node.errors import BrokerError, invalid_record
+from node.ids import NO_NODE, NodeId
 from node.producer_state import ProducerStateError, ProducerStateManager
 from node.protocol import ErrorCode
 from storage import CorruptBatchError, LeaderEpoch, Offset, PartitionLog, RecordTooLargeError, TopicPartition
@@ -73,7 +74,7 @@ class Partition:
         log: PartitionLog,
         policy: TopicPolicy,
         *,
-        broker_id: int = 0,
+        broker_id: NodeId,
         leader_epoch: LeaderEpoch = FIRST_EPOCH,
         producer_max_ids: int = 10_000,
         clock: Callable[[], int],
@@ -83,16 +84,15 @@ class Partition:
         self.policy = policy
         self.broker_id = broker_id
         self.role = NONE
-        self.leader_id = -1
+        self.leader_id = NO_NODE
         self.leader_epoch = leader_epoch
-        self.isr: tuple[int, ...] = ()
-        self.replicas: tuple[int, ...] = ()
+        self.isr: tuple[NodeId, ...] = ()
+        self.replicas: tuple[NodeId, ...] = ()
         self.state_version = -1
         self.controller_epoch = 0
-        self.followers: dict[int, FollowerState] = {}  # leader: one per replica but itself
+        self.followers: dict[NodeId, FollowerState] = {}  # leader: one per replica but itself
         self.leadership = 0  # counts this broker's uninterrupted leaderships (across epoch bumps)
         self.needs_truncation = False  # a follower that must ask the leader where its log diverges
-        self.isr_change_pending = False
         # Mirror topics: [from, to) ranges the log jumped over because the source deleted them unmirrored.
         self.mirror_gaps: list[tuple[int, int]] = []
         self._clock = clock
@@ -111,7 +111,7 @@ class Partition:
     def is_leader(self) -> bool:
         return self.role == LEADER
 
-    def apply_state(self, state: PartitionState, replicas: tuple[int, ...]) -> str | None:
+    def apply_state(self, state: PartitionState, replicas: tuple[NodeId, ...]) -> str | None:
         """Take the leader/ISR ZooKeeper holds; returns the new role when it changed (or the epoch did)."""
         me = self.broker_id
         self.replicas = replicas
@@ -130,7 +130,6 @@ class Partition:
         self.leader_id = state.leader
         self.leader_epoch = state.leader_epoch
         self.isr, self.state_version, self.controller_epoch = state.isr, state.version, state.controller_epoch
-        self.isr_change_pending = False
         if state.leader == me:
             self._become_leader(continuing=continuing)
         elif state.leader < 0:
@@ -189,7 +188,7 @@ class Partition:
 
     # -- leader: followers, ISR and the high watermark -------------------------------------------
 
-    def record_follower_fetch(self, replica_id: int, fetch_offset: Offset) -> bool:
+    def record_follower_fetch(self, replica_id: NodeId, fetch_offset: Offset) -> bool:
         """A follower fetched from ``fetch_offset`` (its log end). Returns True when it may join the ISR.
 
         Only a broker in the replica list is a follower: a fetch from any other broker (one a
@@ -219,11 +218,11 @@ class Partition:
         )
         return fetch_offset >= self.log.high_watermark and fetch_offset >= max(epoch_start, 0)
 
-    def isr_non_replicas(self) -> list[int]:
+    def isr_non_replicas(self) -> list[NodeId]:
         """ISR members that are not (any more) in the replica list: they must leave the ISR."""
         return [r for r in self.isr if r != self.broker_id and r not in self.replicas]
 
-    def lagging_followers(self, max_lag_ms: int) -> list[int]:
+    def lagging_followers(self, max_lag_ms: int) -> list[NodeId]:
         """ISR members that have not caught up for ``max_lag_ms``."""
         now = self._clock()
         return [

@@ -12,13 +12,15 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
+from node.ids import NodeId
+
 BLOCK_SIZE = 1000
 
-ClaimBlock = Callable[[int, int], Awaitable[tuple[int, int]]]  # (broker_id, size) -> (first, last)
+ClaimBlock = Callable[[NodeId, int], Awaitable[tuple[int, int]]]  # (broker_id, size) -> (first, last)
 
 
 class ProducerIdAllocator:
-    def __init__(self, broker_id: int, claim_block: ClaimBlock, *, block_size: int = BLOCK_SIZE) -> None:
+    def __init__(self, broker_id: NodeId, claim_block: ClaimBlock, *, block_size: int = BLOCK_SIZE) -> None:
         self.broker_id = broker_id
         self._claim = claim_block
         self._block_size = block_size

@@ -33,6 +33,7 @@ from node.client import ClientError, NodeConnection
 from node.cluster import ClusterState
 from node.config import NodeConfig
 from node.coordination import CoordinationError, PartitionState, StaleState, ZkState
+from node.ids import NodeId
 from node.partition import FOLLOWER, Partition
 from node.protocol import ApiKey, ErrorCode, ProtocolError
 from storage import InvalidOffsetError, LeaderEpoch, LogDirOfflineError, Offset, StorageError, TopicPartition
@@ -77,7 +78,7 @@ class ReplicaManager:
         self.cluster = cluster
         self.zk = zk
         self._nursery: trio.Nursery | None = None
-        self._fetchers: dict[int, trio.CancelScope] = {}
+        self._fetchers: dict[NodeId, trio.CancelScope] = {}
         self._isr_writes: set[TopicPartition] = set()
         self.throttle = TokenBucket()
         self.fetch_errors = 0
@@ -121,7 +122,7 @@ class ReplicaManager:
 
     # -- leader side ------------------------------------------------------------------------
 
-    def follower_fetched(self, partition: Partition, replica_id: int, fetch_offset: Offset) -> None:
+    def follower_fetched(self, partition: Partition, replica_id: NodeId, fetch_offset: Offset) -> None:
         """Called by the Fetch handler for a follower's fetch; may start an ISR expansion.
 
         Raises BrokerError(NOT_LEADER_OR_FOLLOWER) for a broker that is not a replica: its
@@ -146,7 +147,7 @@ class ReplicaManager:
                     new_isr = tuple(r for r in partition.isr if r not in removed and r not in lagging)
                     self._start_isr_change(partition, new_isr, "; ".join(reasons))
 
-    def _start_isr_change(self, partition: Partition, new_isr: tuple[int, ...], why: str) -> None:
+    def _start_isr_change(self, partition: Partition, new_isr: tuple[NodeId, ...], why: str) -> None:
         """Decide an ISR change from the partition's current state; the write happens in a task.
 
         The new ISR holds only this leader and brokers in the replica list. It is written
@@ -255,14 +256,14 @@ class ReplicaManager:
 
     # -- follower side ----------------------------------------------------------------------
 
-    def _followed(self, leader_id: int) -> list[Partition]:
+    def _followed(self, leader_id: NodeId) -> list[Partition]:
         return [
             p
             for p in self.cluster.partitions.values()
             if p.role == FOLLOWER and p.leader_id == leader_id and not p.log.is_offline
         ]
 
-    async def _fetcher(self, leader_id: int, scope: trio.CancelScope) -> None:
+    async def _fetcher(self, leader_id: NodeId, scope: trio.CancelScope) -> None:
         backoff = self.config.replica_fetch_backoff_ms / 1000
         try:
             with scope:
@@ -297,7 +298,7 @@ class ReplicaManager:
                 # Not shutting down: a partition may have moved to this leader while we were stopping.
                 self.roles_changed([])
 
-    async def _fetch_loop(self, conn: NodeConnection, leader_id: int) -> None:
+    async def _fetch_loop(self, conn: NodeConnection, leader_id: NodeId) -> None:
         timeout = self.config.replica_socket_timeout_ms / 1000
         while True:
             partitions = self._followed(leader_id)
@@ -493,7 +494,7 @@ class ReplicaManager:
             )
 
 
-def _only_replicas(isr: tuple[int, ...], replicas: tuple[int, ...], leader: int) -> tuple[int, ...]:
+def _only_replicas(isr: tuple[NodeId, ...], replicas: tuple[NodeId, ...], leader: NodeId) -> tuple[NodeId, ...]:
     """``isr`` without the brokers that are not in ``replicas``: a leader never puts a non-replica
     in the ISR (and takes out one a reassignment removed)."""
     return tuple(r for r in isr if r == leader or r in replicas)

@@ -16,6 +16,7 @@ import click
 
 if TYPE_CHECKING:
     from node.coordination import PartitionState, Reassignment, TopicAssignment, ZkState
+    from node.ids import NodeId
 
     from ._reassignment_plan import Partitions
 
@@ -131,7 +132,7 @@ async def _read_topics(zk: ZkState, names: set[str]) -> dict[str, TopicAssignmen
     return {name: await zk.topic(name) for name in sorted(names)}
 
 
-async def _live_brokers(zk: ZkState) -> list[int]:
+async def _live_brokers(zk: ZkState) -> list[NodeId]:
     from ._reassignment_plan import PlanError
 
     brokers = sorted(await zk.brokers())
@@ -179,7 +180,7 @@ async def _verify(zk: ZkState, plan: Partitions) -> bool:
     return done == len(report)
 
 
-async def _generate(zk: ZkState, names: tuple[str, ...], brokers: tuple[int, ...]) -> None:
+async def _generate(zk: ZkState, names: tuple[str, ...], brokers: tuple[NodeId, ...]) -> None:
     from ._reassignment_plan import PlanError, encode_plan, propose
 
     found = await _read_topics(zk, set(names))

@@ -14,10 +14,11 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from node.coordination import PartitionState, Reassignment, TopicAssignment, validate_topic_name
+from node.ids import NodeId
 
 PLAN_VERSION = 1
 
-Partitions = dict[tuple[str, int], tuple[int, ...]]
+Partitions = dict[tuple[str, int], tuple[NodeId, ...]]
 
 
 class PlanError(ValueError):
@@ -68,7 +69,7 @@ def parse_plan(text: str, source: str) -> Partitions:
     return plan
 
 
-def parse_broker_list(text: str) -> tuple[int, ...]:
+def parse_broker_list(text: str) -> tuple[NodeId, ...]:
     """``"1,2,3"`` as broker ids. Raises PlanError naming a bad or repeated id."""
     ids = tuple(_broker_id(item.strip(), text) for item in text.split(","))
     return _distinct(ids, f"--brokers {text!r}")
@@ -95,7 +96,7 @@ def encode_plan(plan: Mapping[tuple[str, int], Sequence[int]]) -> str:
 
 
 def check_against_site(
-    plan: Partitions, topics: Mapping[str, TopicAssignment | None], brokers: Collection[int]
+    plan: Partitions, topics: Mapping[str, TopicAssignment | None], brokers: Collection[NodeId]
 ) -> None:
     """Every topic and partition exists and every target replica is a live broker.
 
@@ -130,7 +131,7 @@ def current_assignment(plan: Partitions, topics: Mapping[str, TopicAssignment | 
     return current
 
 
-def propose(topics: Mapping[str, TopicAssignment], brokers: Sequence[int]) -> Partitions:
+def propose(topics: Mapping[str, TopicAssignment], brokers: Sequence[NodeId]) -> Partitions:
     """A plan that spreads every partition of ``topics`` over ``brokers`` round-robin, keeping
     each partition's replication factor: successive partitions (across topics, in order) start
     at successive brokers, so preferred leaders are spread evenly too.
@@ -187,7 +188,7 @@ def progress(
 # -- helpers ------------------------------------------------------------------------------------
 
 
-def _replicas(value: Any, where: str) -> tuple[int, ...]:
+def _replicas(value: Any, where: str) -> tuple[NodeId, ...]:
     if not isinstance(value, list):
         raise PlanError(f"{where}: 'replicas' must be a list of broker ids, got {_short(value)}")
     if not value:
@@ -195,7 +196,7 @@ def _replicas(value: Any, where: str) -> tuple[int, ...]:
     for broker in value:
         if not _is_int(broker) or broker < 0:
             raise PlanError(f"{where}: replica {_short(broker)} in {_short(value)} is not a broker id")
-    return _distinct(tuple(value), where)
+    return _distinct(tuple(NodeId(broker) for broker in value), where)
 
 
 def _check_log_dirs(value: Any, count: int, where: str) -> None:
@@ -208,8 +209,8 @@ def _check_log_dirs(value: Any, count: int, where: str) -> None:
         )
 
 
-def _distinct(ids: tuple[int, ...], where: str) -> tuple[int, ...]:
-    seen: set[int] = set()
+def _distinct(ids: tuple[NodeId, ...], where: str) -> tuple[NodeId, ...]:
+    seen: set[NodeId] = set()
     for broker in ids:
         if broker in seen:
             raise PlanError(f"{where}: broker {broker} appears more than once in {list(ids)}")
@@ -217,10 +218,10 @@ def _distinct(ids: tuple[int, ...], where: str) -> tuple[int, ...]:
     return ids
 
 
-def _broker_id(item: str, text: str) -> int:
+def _broker_id(item: str, text: str) -> NodeId:
     if not item.isdigit():
         raise PlanError(f"--brokers {text!r}: {item!r} is not a broker id (a non-negative integer)")
-    return int(item)
+    return NodeId(int(item))
 
 
 def _is_int(value: Any) -> bool:

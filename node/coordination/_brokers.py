@@ -51,7 +51,7 @@ def register(client: Any, kept: KeptEphemerals, clock_ms: Callable[[], int], reg
     kept.keep(client, registration, one_broker_per_session)
 
 
-def live(client: Any) -> dict[int, BrokerRegistration]:
+def live(client: Any) -> dict[NodeId, BrokerRegistration]:
     """The live brokers, by broker id (ascending)."""
     ids = sorted(NodeId(int(c)) for c in retried(client.get_children, BROKER_IDS) if c.isdigit())
     found = read_many(client, ((broker_id, broker_path(broker_id)) for broker_id in ids))

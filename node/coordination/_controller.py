@@ -29,8 +29,9 @@ from typing import Any
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError  # type: ignore[import-untyped]
 
 from node.ids import NodeId
+from node.zkkit import session_of
 
-from ._ephemeral import remove, session_of
+from ._ephemeral import remove
 from ._errors import CoordinationError
 from ._layout import (
     CONTROLLER,
@@ -45,7 +46,7 @@ from ._transactions import failure
 _ATTEMPTS = 50  # the epoch only moves under us when a controller comes and goes meanwhile
 
 
-def elect(client: Any, broker_id: int, timestamp_ms: int) -> int | None:
+def elect(client: Any, broker_id: NodeId, timestamp_ms: int) -> int | None:
     """Try to become controller: create the ephemeral ``/controller`` and bump
     ``/controller_epoch`` in one transaction. Returns the new controller epoch, or None when
     another broker holds ``/controller``.
@@ -84,7 +85,7 @@ def elect(client: Any, broker_id: int, timestamp_ms: int) -> int | None:
     raise CoordinationError(f"could not elect broker {broker_id} controller: {CONTROLLER_EPOCH} kept changing")
 
 
-def _epoch_if_ours(client: Any, broker_id: int) -> int | None:
+def _epoch_if_ours(client: Any, broker_id: NodeId) -> int | None:
     """After losing the create: the current epoch if ``/controller`` is this session's for ``broker_id``."""
     current = read(client)
     if current is None:
@@ -127,7 +128,7 @@ def current(client: Any) -> tuple[NodeId, int] | None:
     return None if controller is None else controller[:2]
 
 
-def resign(client: Any, broker_id: int) -> bool:
+def resign(client: Any, broker_id: NodeId) -> bool:
     """Delete ``/controller`` if this session holds it as ``broker_id``; True if it did.
 
     Anyone else's ``/controller`` is left alone (returns False).
@@ -140,6 +141,6 @@ def resign(client: Any, broker_id: int) -> bool:
     return remove(client, CONTROLLER, None, what, only_if=lambda data: decode_controller(data) == broker_id)
 
 
-def _check_broker_id(broker_id: int) -> None:
+def _check_broker_id(broker_id: NodeId) -> None:
     if broker_id < 0:
         raise ValueError(f"broker id {broker_id} is negative")

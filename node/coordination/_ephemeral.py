@@ -3,11 +3,12 @@
 An ephemeral znode belongs to the ZooKeeper session that created it (``stat.ephemeralOwner``)
 and vanishes when that session ends. Every ephemeral of a broker goes through this module:
 
-- :func:`put` creates one, or rewrites it when this session already holds it; another
-  session's znode is never touched (the caller's ``in_use`` error names its owner);
+- :func:`put` creates one (:func:`node.zkkit.create_or_find`), or rewrites it when this
+  session already holds it; another session's znode is never touched (the caller's ``in_use``
+  error names its owner);
 - :func:`remove` deletes one only if this session holds it;
-- :func:`session_of` / :func:`held_here` say whose it is (``/controller``, created inside the
-  election's transaction, checks its ownership with them);
+- :func:`held_here` (and :func:`node.zkkit.session_of`) say whose it is (``/controller``,
+  created inside the election's transaction, checks its ownership with them);
 - :class:`KeptEphemerals` remembers the znodes that must outlive a session expiry (the broker
   registration ``/brokers/ids/<id>`` and ``/strait/offline_replicas/<id>``) and re-creates
   them in the new session (:meth:`KeptEphemerals.restore`). ``/controller`` is not kept: a new
@@ -26,7 +27,9 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
-from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError  # type: ignore[import-untyped]
+from kazoo.exceptions import BadVersionError, KazooException, NoNodeError  # type: ignore[import-untyped]
+
+from node.zkkit import create_or_find, session_of
 
 from ._errors import BrokerIdInUse, CoordinationError
 
@@ -36,12 +39,6 @@ InUse = Callable[[int], CoordinationError]  # owner session -> the error naming 
 
 _ATTEMPTS = 5  # the znode may vanish or change between our create and our read
 _CLOSE_LOCK_TIMEOUT = 5.0  # close() waits this long for a re-creation in flight
-
-
-def session_of(client: Any) -> int | None:
-    """The id of the client's current ZooKeeper session, None while it has none."""
-    client_id = client.client_id
-    return int(client_id[0]) if client_id else None
 
 
 def held_here(client: Any, stat: Any) -> bool:
@@ -61,16 +58,15 @@ def put(client: Any, path: str, data: bytes, in_use: InUse, what: str, *, makepa
     """
     for _ in range(_ATTEMPTS):
         session = session_of(client)
-        try:
-            client.create(path, data, ephemeral=True, makepath=makepath)
+        found = create_or_find(client, path, data, makepath=makepath)
+        if found is True:
             return session
-        except NodeExistsError:
-            pass
+        if found is False:
+            continue  # vanished between our create and our read
+        if found.owner != session:
+            raise in_use(found.owner)
         try:
-            _, stat = client.get(path)
-            if stat.ephemeralOwner != session:
-                raise in_use(stat.ephemeralOwner)
-            client.set(path, data, version=stat.version)
+            client.set(path, data, version=found.version)
             return session
         except (NoNodeError, BadVersionError):
             continue

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from node.ids import NodeId
+
 
 class CoordinationError(Exception):
     """Base of every error raised by ``node.coordination`` (ZooKeeper state and the embedded server)."""
@@ -14,7 +16,7 @@ class ZooKeeperError(CoordinationError):
 class BrokerIdInUse(CoordinationError):
     """``/brokers/ids/<broker_id>`` is held by another ZooKeeper session (another live broker)."""
 
-    def __init__(self, broker_id: int, owner_session: int) -> None:
+    def __init__(self, broker_id: NodeId, owner_session: int) -> None:
         super().__init__(
             f"broker id {broker_id} is already registered by ZooKeeper session {owner_session:#x}; "
             f"another broker with broker.id={broker_id} is running (or its session has not expired yet)"

@@ -115,7 +115,7 @@ _ENDPOINT = re.compile(r"^(?P<listener>[A-Za-z0-9_]+)://(?P<host>\[[^\]]*\]|[^:/
 _TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
 
-def broker_path(broker_id: int) -> str:
+def broker_path(broker_id: NodeId) -> str:
     return f"{BROKER_IDS}/{broker_id}"
 
 
@@ -143,7 +143,7 @@ def delete_topic_path(topic: str) -> str:
     return f"{DELETE_TOPICS}/{topic}"
 
 
-def offline_replicas_path(broker_id: int) -> str:
+def offline_replicas_path(broker_id: NodeId) -> str:
     return f"{OFFLINE_REPLICAS}/{broker_id}"
 
 
@@ -209,7 +209,7 @@ class TopicAssignment:
 
     name: str
     topic_id: str
-    partitions: dict[int, tuple[int, ...]]
+    partitions: dict[int, tuple[NodeId, ...]]
     version: int
 
 
@@ -217,14 +217,14 @@ class TopicAssignment:
 class PartitionState:
     """Leader and ISR of one partition (``.../partitions/<p>/state``).
 
-    ``version`` is the znode version it was read at: pass it back unchanged to a compare-and-set
-    write; ``-1`` means "the znode must not exist yet".
+    ``leader`` is ``NO_NODE`` (-1) while the partition has none. ``version`` is the znode version
+    it was read at: pass it back unchanged to a compare-and-set write; ``-1`` means "the znode
+    must not exist yet".
     """
 
-    # leader and isr become NodeId once replica lists (TopicAssignment, Reassignment) are NodeIds.
-    leader: int
+    leader: NodeId
     leader_epoch: LeaderEpoch
-    isr: tuple[int, ...]
+    isr: tuple[NodeId, ...]
     controller_epoch: int
     version: int = -1
 
@@ -238,7 +238,7 @@ class Reassignment:
     ``throttle_bytes_per_s`` caps the replication traffic the reassignment may use (None: no cap).
     """
 
-    partitions: dict[tuple[str, int], tuple[int, ...]]
+    partitions: dict[tuple[str, int], tuple[NodeId, ...]]
     throttle_bytes_per_s: int | None
     version: int
 
@@ -269,10 +269,11 @@ def _int(obj: Mapping[str, Any], key: str, path: str) -> int:
     return value
 
 
-def _int_list(value: Any, what: str, path: str) -> tuple[int, ...]:
+def _node_ids(value: Any, what: str, path: str) -> tuple[NodeId, ...]:
+    """A JSON list of broker ids (a replica list, an ISR)."""
     if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         raise MalformedZnode(path, f"{what} must be a list of integers, got {value!r}")
-    return tuple(value)
+    return tuple(NodeId(v) for v in value)
 
 
 # -- /cluster/id ------------------------------------------------------------------------------
@@ -346,7 +347,7 @@ def decode_broker(broker_id: NodeId, data: bytes | None) -> BrokerRegistration:
 
 
 def encode_topic(
-    topic_id: str, partitions: Mapping[int, tuple[int, ...]], extra: Mapping[str, Any] | None = None
+    topic_id: str, partitions: Mapping[int, tuple[NodeId, ...]], extra: Mapping[str, Any] | None = None
 ) -> bytes:
     """Version 3 assignment. ``extra`` carries keys read from an existing znode that we keep as they
     were (``adding_replicas``/``removing_replicas`` of an ongoing reassignment)."""
@@ -370,11 +371,11 @@ def decode_topic(topic: str, data: bytes | None, version: int) -> TopicAssignmen
     raw_partitions = obj.get("partitions", {})
     if not isinstance(raw_partitions, dict):
         raise MalformedZnode(path, f"'partitions' must be an object, got {raw_partitions!r}")
-    partitions: dict[int, tuple[int, ...]] = {}
+    partitions: dict[int, tuple[NodeId, ...]] = {}
     for key, replicas in raw_partitions.items():
         if not key.isdigit():
             raise MalformedZnode(path, f"partition id {key!r} is not a non-negative integer")
-        partitions[int(key)] = _int_list(replicas, f"replicas of partition {key}", path)
+        partitions[int(key)] = _node_ids(replicas, f"replicas of partition {key}", path)
     topic_id = obj.get("topic_id", "")
     if not isinstance(topic_id, str):
         raise MalformedZnode(path, f"'topic_id' must be a string, got {topic_id!r}")
@@ -400,9 +401,9 @@ def decode_partition_state(topic: str, partition: int, data: bytes | None, versi
     path = partition_state_path(topic, partition)
     obj = _load(data, path)
     return PartitionState(
-        leader=_int(obj, "leader", path),
+        leader=NodeId(_int(obj, "leader", path)),
         leader_epoch=LeaderEpoch(_int(obj, "leader_epoch", path)),
-        isr=_int_list(obj.get("isr"), "'isr'", path),
+        isr=_node_ids(obj.get("isr"), "'isr'", path),
         controller_epoch=_int(obj, "controller_epoch", path),
         version=version,
     )
@@ -433,7 +434,7 @@ def encode_config_change(topic: str) -> bytes:
 # -- /latest_producer_id_block ----------------------------------------------------------------
 
 
-def encode_producer_id_block(broker_id: int, first: int, last: int) -> bytes:
+def encode_producer_id_block(broker_id: NodeId, first: int, last: int) -> bytes:
     """Kafka writes the block bounds as strings (they are 64-bit)."""
     return _dump(
         {"version": PRODUCER_ID_BLOCK_VERSION, "broker": broker_id, "block_start": str(first), "block_end": str(last)}
@@ -453,7 +454,7 @@ def decode_producer_id_block_end(data: bytes | None) -> int | None:
 # -- /controller and /controller_epoch ------------------------------------------------------
 
 
-def encode_controller(broker_id: int, timestamp_ms: int) -> bytes:
+def encode_controller(broker_id: NodeId, timestamp_ms: int) -> bytes:
     return _dump({"version": CONTROLLER_VERSION, "brokerid": broker_id, "timestamp": str(timestamp_ms)})
 
 
@@ -481,7 +482,7 @@ def decode_controller_epoch(data: bytes | None) -> int:
 
 
 def encode_reassignment(
-    partitions: Mapping[tuple[str, int], tuple[int, ...]], throttle_bytes_per_s: int | None
+    partitions: Mapping[tuple[str, int], tuple[NodeId, ...]], throttle_bytes_per_s: int | None
 ) -> bytes:
     entries = [
         {"topic": topic, "partition": partition, "replicas": list(replicas)}
@@ -497,12 +498,12 @@ def decode_reassignment(data: bytes | None, version: int) -> Reassignment:
     entries = obj.get("partitions")
     if not isinstance(entries, list):
         raise MalformedZnode(path, f"'partitions' must be a list, got {entries!r}")
-    partitions: dict[tuple[str, int], tuple[int, ...]] = {}
+    partitions: dict[tuple[str, int], tuple[NodeId, ...]] = {}
     for entry in entries:
         if not isinstance(entry, dict) or not isinstance(entry.get("topic"), str):
             raise MalformedZnode(path, f"entry {entry!r} has no 'topic' string")
         partition = _int(entry, "partition", path)
-        partitions[entry["topic"], partition] = _int_list(
+        partitions[entry["topic"], partition] = _node_ids(
             entry.get("replicas"), f"replicas of {entry['topic']}-{partition}", path
         )
     throttle = obj.get("throttle_bytes_per_s")
@@ -518,7 +519,7 @@ def encode_offline_replicas(partitions: Iterable[tuple[str, int]]) -> bytes:
     return _dump({"version": OFFLINE_REPLICAS_VERSION, "partitions": [[t, p] for t, p in sorted(set(partitions))]})
 
 
-def decode_offline_replicas(broker_id: int, data: bytes | None) -> frozenset[tuple[str, int]]:
+def decode_offline_replicas(broker_id: NodeId, data: bytes | None) -> frozenset[tuple[str, int]]:
     path = offline_replicas_path(broker_id)
     entries = _load(data, path).get("partitions")
     if not isinstance(entries, list):
@@ -545,7 +546,7 @@ def validate_partition(topic: str, partition: int) -> None:
         raise ValueError(f"topic {topic!r}: partition {partition} is negative")
 
 
-def validate_assignment(topic: str, partitions: Mapping[int, tuple[int, ...]], *, first: int) -> None:
+def validate_assignment(topic: str, partitions: Mapping[int, tuple[NodeId, ...]], *, first: int) -> None:
     expected = list(range(first, first + len(partitions)))
     if not partitions or sorted(partitions) != expected:
         raise ValueError(
@@ -561,7 +562,7 @@ def validate_assignment(topic: str, partitions: Mapping[int, tuple[int, ...]], *
 
 
 def validate_states(
-    topic: str, states: Mapping[int, PartitionState], partitions: Mapping[int, tuple[int, ...]]
+    topic: str, states: Mapping[int, PartitionState], partitions: Mapping[int, tuple[NodeId, ...]]
 ) -> None:
     for partition in states:
         if partition not in partitions:
@@ -575,7 +576,7 @@ def validate_config(topic: str, config: Mapping[str, str]) -> None:
 
 
 def validate_reassignment(
-    partitions: Mapping[tuple[str, int], tuple[int, ...]], throttle_bytes_per_s: int | None
+    partitions: Mapping[tuple[str, int], tuple[NodeId, ...]], throttle_bytes_per_s: int | None
 ) -> None:
     """Shape only (names, numbers, replica lists); the worker checks the topics and partitions exist."""
     if not partitions:

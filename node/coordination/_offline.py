@@ -14,12 +14,14 @@ import functools
 from collections.abc import Iterable
 from typing import Any
 
+from node.ids import NodeId
+
 from ._ephemeral import Ephemeral, KeptEphemerals
 from ._errors import BrokerIdInUse
 from ._layout import encode_offline_replicas, offline_replicas_path, validate_partition, validate_topic_name
 
 
-def publish(client: Any, kept: KeptEphemerals, broker_id: int, partitions: Iterable[tuple[str, int]]) -> None:
+def publish(client: Any, kept: KeptEphemerals, broker_id: NodeId, partitions: Iterable[tuple[str, int]]) -> None:
     """Publish the replicas of ``broker_id`` on failed log dirs, replacing what was published, and
     keep the znode across session expiry; an empty ``partitions`` deletes it.
 

@@ -28,6 +28,8 @@ from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError  # type: ignore[import-untyped]
 
+from node.ids import NodeId
+
 from ._errors import StaleState, UnknownTopic
 from ._layout import (
     PartitionState,
@@ -129,7 +131,7 @@ def add_creates(tx: Any, topic: str, states: Mapping[int, PartitionState], *, pa
 def set_assignment(
     client: Any,
     topic: str,
-    partitions: Mapping[int, tuple[int, ...]],
+    partitions: Mapping[int, tuple[NodeId, ...]],
     version: int,
     states: Mapping[int, PartitionState] | None = None,
 ) -> int:

@@ -13,6 +13,8 @@ from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError  # type: ignore[import-untyped]
 
+from node.ids import NodeId
+
 from ._errors import CoordinationError
 from ._layout import PRODUCER_ID_BLOCK, decode_producer_id_block_end, encode_producer_id_block
 from ._reads import retried
@@ -21,7 +23,7 @@ _CLAIM_ATTEMPTS = 50  # every broker claims from the same znode
 _MAX_PRODUCER_ID = 2**63 - 1
 
 
-def claim_block(client: Any, broker_id: int, size: int) -> tuple[int, int]:
+def claim_block(client: Any, broker_id: NodeId, size: int) -> tuple[int, int]:
     """Claim the next ``size`` producer ids for ``broker_id``; returns ``(first, last)``, inclusive.
 
     Raises:

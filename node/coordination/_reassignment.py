@@ -15,6 +15,8 @@ from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError  # type: ignore[import-untyped]
 
+from node.ids import NodeId
+
 from ._errors import CoordinationError, ReassignmentInProgress, UnknownTopic
 from ._layout import (
     ADMIN,
@@ -44,7 +46,7 @@ def read(client: Any) -> Reassignment | None:
 
 
 def start(
-    client: Any, partitions: Mapping[tuple[str, int], Iterable[int]], throttle_bytes_per_s: int | None = None
+    client: Any, partitions: Mapping[tuple[str, int], Iterable[NodeId]], throttle_bytes_per_s: int | None = None
 ) -> Reassignment:
     """Create ``/admin/reassign_partitions``: move each ``(topic, partition)`` to its new
     replica list (preferred leader first). Returns what was written.

@@ -38,63 +38,29 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-import logging
 import threading
-import time
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, Concatenate, Generic, ParamSpec, Self, TypeVar, overload
 
 import trio
-from kazoo.client import KazooClient  # type: ignore[import-untyped]
 from kazoo.exceptions import KazooException  # type: ignore[import-untyped]
 from kazoo.protocol.states import KazooState  # type: ignore[import-untyped]
-from kazoo.retry import KazooRetry  # type: ignore[import-untyped]
 
-from ._ephemeral import KeptEphemerals, session_of
+from node.zkkit import kazoo_client, session_of, split_connect, stop_quietly, wall_clock_ms
+
+from ._ephemeral import KeptEphemerals
 from ._errors import CoordinationError
 from ._hints import Hints
 from ._layout import PERSISTENT_PATHS, STRAIT_PATHS
 from ._reads import retried
 from ._watches import ChangeWatches
 
-logger = logging.getLogger(__name__)
-
 P = ParamSpec("P")
 T = TypeVar("T")
 
 Describe = str | Callable[[], str]  # what an operation does, for errors ("create topic 'orders'")
 NewClient = Callable[[str, float], Any]  # (hosts[/chroot], session timeout in s) -> an unstarted kazoo client
-
-
-def wall_clock_ms() -> int:
-    """Milliseconds since the epoch: the default ``clock_ms`` of a :class:`ZkSession`."""
-    return time.time_ns() // 1_000_000
-
-
-def split_connect(connect: str) -> tuple[str, str]:
-    """Split ``host:port[,host:port...][/chroot]`` into hosts and chroot (``""`` when none).
-
-    Raises:
-        ValueError: naming ``connect`` when it has no hosts or an empty chroot segment.
-    """
-    hosts, slash, chroot = connect.partition("/")
-    if not hosts.strip() or any(not h.strip() for h in hosts.split(",")):
-        raise ValueError(f"zookeeper.connect {connect!r} names no host (expected host:port[,host:port][/chroot])")
-    chroot = chroot.rstrip("/")
-    if slash and chroot and any(not part for part in chroot.split("/")):
-        raise ValueError(f"zookeeper.connect {connect!r} has an empty path segment in its chroot")
-    return hosts, f"/{chroot}" if chroot else ""
-
-
-def kazoo_client(hosts: str, session_timeout_s: float) -> Any:
-    """The kazoo client every session uses: reconnects forever, retries commands a few times."""
-    return KazooClient(
-        hosts=hosts,
-        timeout=session_timeout_s,
-        connection_retry=KazooRetry(max_tries=-1, delay=0.05, backoff=2, max_delay=1.0),
-        command_retry=KazooRetry(max_tries=5, delay=0.05, backoff=2, max_delay=1.0),
-    )
 
 
 class ZkSession:
@@ -352,18 +318,6 @@ class Operation(Generic[P, T]):
         method.__qualname__ = self._name
         method.__doc__ = self.__doc__
         return method
-
-
-def stop_quietly(client: Any) -> None:
-    """End the client's session (its ephemerals vanish) and close the client; never raises."""
-    try:
-        client.stop()
-    except Exception as exc:  # stopping must not mask the error that got us here
-        logger.warning("stopping the ZooKeeper client failed: %r", exc)
-    try:
-        client.close()
-    except Exception as exc:
-        logger.warning("closing the ZooKeeper client failed: %r", exc)
 
 
 def _retrying(fn: Callable[..., T], client: Any, *args: Any, **kwargs: Any) -> T:

@@ -70,13 +70,13 @@ class ClusterSnapshot:
       failed log dir (brokers without any are absent).
     """
 
-    brokers: dict[int, BrokerRegistration]
+    brokers: dict[NodeId, BrokerRegistration]
     topics: dict[str, TopicAssignment]
     configs: dict[str, dict[str, str]]
     states: dict[tuple[str, int], PartitionState]
     controller: tuple[NodeId, int] | None
     reassignment: Reassignment | None
-    offline_replicas: dict[int, frozenset[tuple[str, int]]]
+    offline_replicas: dict[NodeId, frozenset[tuple[str, int]]]
 
 
 def read_snapshot(client: Any) -> ClusterSnapshot:
@@ -101,12 +101,12 @@ def read_snapshot(client: Any) -> ClusterSnapshot:
     if stat is not None:
         reassignment = decode_reassignment(data, stat.version)
 
-    brokers: dict[int, BrokerRegistration] = {}
+    brokers: dict[NodeId, BrokerRegistration] = {}
     for broker_id, result in brokers_read:
         data, stat = _data(result)
         if stat is not None:
             brokers[broker_id] = decode_broker(broker_id, data)
-    offline: dict[int, frozenset[tuple[str, int]]] = {}
+    offline: dict[NodeId, frozenset[tuple[str, int]]] = {}
     for broker_id, result in offline_read:
         data, stat = _data(result)
         if stat is not None:

@@ -30,6 +30,8 @@ from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError  # type: ignore[import-untyped]
 
+from node.ids import NodeId
+
 from . import _partition_states
 from ._errors import CoordinationError, StaleState, TopicExists, UnknownTopic
 from ._layout import (
@@ -67,7 +69,7 @@ _DELETE_ATTEMPTS = 5  # a leader may write a partition state while the topic is 
 def create(
     client: Any,
     name: str,
-    partitions: Mapping[int, tuple[int, ...]],
+    partitions: Mapping[int, tuple[NodeId, ...]],
     config: Mapping[str, str],
     states: Mapping[int, PartitionState] | None = None,
 ) -> TopicAssignment:
@@ -130,7 +132,7 @@ def read(client: Any, name: str) -> TopicAssignment | None:
 def add_partitions(
     client: Any,
     name: str,
-    added: Mapping[int, tuple[int, ...]],
+    added: Mapping[int, tuple[NodeId, ...]],
     states: Mapping[int, PartitionState] | None = None,
 ) -> TopicAssignment:
     """Append partitions (numbered on from the current count) with a versioned write.

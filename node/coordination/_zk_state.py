@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from node.ids import NodeId
+
 from . import _brokers, _cluster_id, _controller, _offline, _partition_states, _producer_ids, _reassignment, _topics
 from ._layout import BrokerRegistration
 from ._session import Operation, ZkSession
@@ -63,7 +65,7 @@ class ZkState(ZkSession):
 
     # -- controller -----------------------------------------------------------------------------
 
-    async def elect_controller(self, broker_id: int) -> int | None:
+    async def elect_controller(self, broker_id: NodeId) -> int | None:
         """:func:`._controller.elect` as ``broker_id``, timestamped now by the injected clock."""
         return await self.run(f"elect broker {broker_id} controller", _controller.elect, broker_id, self.clock_ms())
 
@@ -84,7 +86,7 @@ class ZkState(ZkSession):
 
     # -- offline replicas -----------------------------------------------------------------------
 
-    async def set_offline_replicas(self, broker_id: int, partitions: Iterable[tuple[str, int]]) -> None:
+    async def set_offline_replicas(self, broker_id: NodeId, partitions: Iterable[tuple[str, int]]) -> None:
         """:func:`._offline.publish`: kept across session expiry; an empty ``partitions`` deletes it."""
         await self.run(
             f"publish offline replicas of broker {broker_id}", _offline.publish, self.ephemerals, broker_id, partitions

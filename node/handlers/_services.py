@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from node.ids import NodeId
 from node.protocol import Struct
 
 if TYPE_CHECKING:
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from node.partition import Partition
     from storage import Offset
 
-Assignment = dict[int, tuple[int, ...]]
+Assignment = dict[int, tuple[NodeId, ...]]
 
 
 class PartitionSource(Protocol):
@@ -36,23 +37,23 @@ class MetadataView(Protocol):
     """The site as this node last read it from ZooKeeper."""
 
     @property
-    def broker_id(self) -> int: ...
+    def broker_id(self) -> NodeId: ...
 
     @property
     def topics(self) -> Mapping[str, TopicState]: ...
 
     @property
-    def brokers(self) -> Mapping[int, BrokerRegistration]: ...
+    def brokers(self) -> Mapping[NodeId, BrokerRegistration]: ...
 
     @property
-    def controller(self) -> tuple[int, int] | None:
+    def controller(self) -> tuple[NodeId, int] | None:
         """(broker id, controller epoch) of the active controller, None while there is none."""
         ...
 
     @property
-    def offline_replicas(self) -> Mapping[int, frozenset[tuple[str, int]]]: ...
+    def offline_replicas(self) -> Mapping[NodeId, frozenset[tuple[str, int]]]: ...
 
-    def leader_of(self, topic: TopicState, index: int) -> int: ...
+    def leader_of(self, topic: TopicState, index: int) -> NodeId: ...
 
 
 class TopicAdmin(Protocol):
@@ -71,7 +72,7 @@ class TopicAdmin(Protocol):
     async def delete_topic(self, name: str) -> None: ...
 
     async def add_partitions(
-        self, name: str, count: int, assignments: list[tuple[int, ...]] | None, *, validate_only: bool
+        self, name: str, count: int, assignments: list[tuple[NodeId, ...]] | None, *, validate_only: bool
     ) -> None: ...
 
     async def set_topic_config(self, name: str, overrides: Mapping[str, str], *, validate_only: bool) -> None: ...
@@ -111,13 +112,13 @@ class ControllerService(Protocol):
     @property
     def active(self) -> bool: ...
 
-    async def controlled_shutdown(self, broker_id: int) -> list[tuple[str, int]]: ...
+    async def controlled_shutdown(self, broker_id: NodeId) -> list[tuple[str, int]]: ...
 
 
 class FollowerTracker(Protocol):
     """The leader side of replication: a follower's fetch tells where its log ends."""
 
-    def follower_fetched(self, partition: Partition, replica_id: int, fetch_offset: Offset) -> None: ...
+    def follower_fetched(self, partition: Partition, replica_id: NodeId, fetch_offset: Offset) -> None: ...
 
 
 class ProducerIdSource(Protocol):

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from node.coordination import CoordinationError
+from node.ids import NodeId
 from node.protocol import ErrorCode
 from node.request import Request
 
@@ -19,14 +20,14 @@ class ControllerServices:
 
 
 async def handle_controlled_shutdown(services: ControllerServices, request: Request) -> dict[str, Any]:
-    req = request.body
+    broker_id = NodeId(request.body.broker_id)
     controller = services.controller
     if not controller.active:
         return {"error_code": ErrorCode.NOT_CONTROLLER, "remaining_partitions": []}
-    if req.broker_id not in services.metadata.brokers:
+    if broker_id not in services.metadata.brokers:
         return {"error_code": ErrorCode.BROKER_NOT_AVAILABLE, "remaining_partitions": []}
     try:
-        remaining = await controller.controlled_shutdown(req.broker_id)
+        remaining = await controller.controlled_shutdown(broker_id)
     except CoordinationError:
         return {"error_code": ErrorCode.NOT_CONTROLLER, "remaining_partitions": []}
     return {

@@ -21,6 +21,7 @@ from typing import Any
 import trio
 
 from node.errors import answer_errors
+from node.ids import NodeId
 from node.partition import Partition
 from node.protocol import ErrorCode, Struct
 from node.request import Request
@@ -61,7 +62,7 @@ def _read_once(
     pass, tells the leader where the follower's log ends; a consumer reads up to the high
     watermark.
     """
-    replica_id = req.replica_id
+    replica_id = NodeId(req.replica_id)  # < 0: a consumer, not a replica
     responses = []
     budget = max_bytes
     total = 0

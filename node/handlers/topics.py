@@ -10,6 +10,7 @@ from typing import Any
 from node.cluster import check_topic_name
 from node.config import NodeConfig
 from node.errors import BrokerError
+from node.ids import NodeId
 from node.protocol import ErrorCode
 from node.request import Request
 
@@ -22,6 +23,11 @@ log = logging.getLogger("strait.node.topics")
 class TopicServices:
     admin: TopicAdmin
     config: NodeConfig
+
+
+def _node_ids(broker_ids: list[int]) -> tuple[NodeId, ...]:
+    """A replica list as the request carries it."""
+    return tuple(NodeId(b) for b in broker_ids)
 
 
 def _result(name: str, code: int = 0, message: str | None = None) -> dict[str, Any]:
@@ -46,7 +52,7 @@ async def handle_create_topics(services: TopicServices, request: Request) -> dic
                         ErrorCode.INVALID_REQUEST,
                         "give either replica assignments or num_partitions/replication_factor, not both",
                     )
-                assignment = {a.partition_index: tuple(a.broker_ids) for a in topic.assignments}
+                assignment = {a.partition_index: _node_ids(a.broker_ids) for a in topic.assignments}
                 if sorted(assignment) != list(range(len(assignment))):
                     raise BrokerError(
                         ErrorCode.INVALID_REPLICA_ASSIGNMENT,
@@ -90,7 +96,7 @@ async def handle_create_partitions(services: TopicServices, request: Request) ->
         try:
             assignments = None
             if topic.assignments is not None:
-                assignments = [tuple(a.broker_ids) for a in topic.assignments]
+                assignments = [_node_ids(a.broker_ids) for a in topic.assignments]
             await services.admin.add_partitions(topic.name, topic.count, assignments, validate_only=req.validate_only)
             results.append(_result(topic.name))
         except BrokerError as exc:

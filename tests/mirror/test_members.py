@@ -8,6 +8,7 @@ A checker task asserts at every step that no partition is held by two members at
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
@@ -22,6 +23,7 @@ from chaos.nemesis import kill_9
 from mirror._config import MirrorError
 from mirror._members import ZkMembership, check_member_id, owner_of
 from node.proc import spawn
+from tests.node.coordination.fake_kazoo import FakeClient, FakeZooKeeper
 
 TOPIC = "orders"
 PARTITIONS = 12
@@ -54,6 +56,30 @@ def test_a_member_id_must_be_able_to_name_a_znode() -> None:
             check_member_id(bad)
     with pytest.raises(MirrorError, match="names no host"):
         ZkMembership("/chroot-only", "l", "m1")
+
+
+def test_the_member_znode_carries_the_injected_clock_and_claims_never_take_anothers_znode() -> None:
+    """``_register_sync`` and ``_take_sync`` over the in-memory kazoo stand-in (no ZooKeeper)."""
+    server = FakeZooKeeper()
+    mine, theirs = FakeClient(server), FakeClient(server)
+    membership = ZkMembership("127.0.0.1:2181/site", "l", "m1", clock_ms=lambda: 1234)
+    membership._client = mine
+    path = "/site/strait/mirror/l/members/m1"
+    assert membership._register_sync(mine.session) is None  # created
+    assert json.loads(mine.get(path)[0])["registered_ms"] == 1234
+    assert membership._register_sync(mine.session) is None  # ours already
+    server.end_session(mine.session)
+    theirs.create(path, b"{}", ephemeral=True)
+    assert membership._register_sync(mine.session) == theirs.session  # held by another session
+
+    owner = "/site/strait/mirror/l/owners/orders-0"
+    theirs.create(owner, b"m2", ephemeral=True, makepath=True)
+    assert membership._take_sync(owner, mine.session) == "m2"  # someone else's: wait for it
+    assert membership._take_sync(owner, mine.session + 1) == ""  # not our session any more
+    theirs.delete(owner)
+    assert membership._take_sync(owner, mine.session) is True  # created
+    assert mine.get(owner)[1].ephemeralOwner == mine.session
+    assert membership._take_sync(owner, mine.session) is True  # ours already
 
 
 # -- real ZooKeeper (integration) ------------------------------------------------------------------

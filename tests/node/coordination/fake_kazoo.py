@@ -1,6 +1,7 @@
 """An in-memory stand-in for kazoo clients, for unit tests of the ``fn(client, ...)`` functions.
 
-Only what the ephemeral-znode code calls: ``create``/``get``/``set``/``delete``/``ensure_path``, ``client_id``
+Only what the ephemeral-znode code calls (``node.zkkit`` and ``node.coordination._ephemeral``):
+``create``/``get``/``set``/``delete``/``ensure_path``, ``client_id``
 and ``connected``. Several :class:`FakeClient` share one :class:`FakeZooKeeper` as sessions
 share a server; :meth:`FakeClient.expire` ends the session (its ephemerals vanish) and gives
 the client a new one, as kazoo does after an expiry.
@@ -70,7 +71,8 @@ class FakeClient:
         if not self.server.exists(path):
             self.create(path, makepath=True)
 
-    def get(self, path: str) -> tuple[bytes, Stat]:
+    def get(self, path: str, watch: object = None) -> tuple[bytes, Stat]:
+        """``watch`` is accepted and never called (no test here needs a watch to fire)."""
         if path not in self.server.znodes:
             raise NoNodeError()
         return self.server.znodes[path]

@@ -12,7 +12,6 @@ from node.coordination import (
     MalformedZnode,
     PartitionState,
     Reassignment,
-    split_connect,
     validate_topic_name,
 )
 from node.coordination._layout import (
@@ -158,24 +157,6 @@ def test_invalid_topic_names_are_named(name: str) -> None:
 def test_valid_topic_names() -> None:
     for name in ("orders", "a.b_c-d", "x" * 249, "__consumer_offsets"):
         assert validate_topic_name(name) == name
-
-
-@pytest.mark.parametrize(
-    ("connect", "hosts", "chroot"),
-    [
-        ("127.0.0.1:2181", "127.0.0.1:2181", ""),
-        ("127.0.0.1:2181/", "127.0.0.1:2181", ""),
-        ("a:1,b:2/site/east/", "a:1,b:2", "/site/east"),
-    ],
-)
-def test_split_connect(connect: str, hosts: str, chroot: str) -> None:
-    assert split_connect(connect) == (hosts, chroot)
-
-
-@pytest.mark.parametrize("connect", ["", "/chroot", "a:1,,b:2", "a:1/x//y"])
-def test_split_connect_rejects(connect: str) -> None:
-    with pytest.raises(ValueError, match=r"zookeeper\.connect"):
-        split_connect(connect)
 
 
 def test_producer_id_block_is_kafkas() -> None:

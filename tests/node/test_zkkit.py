@@ -1,0 +1,112 @@
+"""The ZooKeeper kit over the in-memory kazoo stand-in (no ZooKeeper): connect strings, sessions,
+ephemeral create-or-find, the quiet stop and the client's retry settings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kazoo.exceptions import NodeExistsError, NoNodeError  # type: ignore[import-untyped]
+
+from node.zkkit import Found, create_or_find, kazoo_client, session_of, split_connect, stop_quietly
+from tests.node.coordination.fake_kazoo import FakeClient, FakeZooKeeper
+
+
+@pytest.mark.parametrize(
+    ("connect", "hosts", "chroot"),
+    [
+        ("127.0.0.1:2181", "127.0.0.1:2181", ""),
+        ("127.0.0.1:2181/", "127.0.0.1:2181", ""),
+        ("a:1,b:2/site/east/", "a:1,b:2", "/site/east"),
+    ],
+)
+def test_split_connect(connect: str, hosts: str, chroot: str) -> None:
+    assert split_connect(connect) == (hosts, chroot)
+
+
+@pytest.mark.parametrize("connect", ["", "/chroot", "a:1,,b:2", "a:1/x//y"])
+def test_split_connect_rejects(connect: str) -> None:
+    with pytest.raises(ValueError, match=r"zookeeper\.connect"):
+        split_connect(connect)
+
+
+def test_split_connect_names_the_setting_it_was_given() -> None:
+    with pytest.raises(ValueError, match=r"^zookeeper '/chroot-only' names no host"):
+        split_connect("/chroot-only", "zookeeper")
+
+
+def test_create_or_find_creates_then_finds_the_holder_whoever_asks() -> None:
+    server = FakeZooKeeper()
+    a, b = FakeClient(server), FakeClient(server)
+    assert create_or_find(a, "/x/e", b"a", makepath=True) is True
+    assert create_or_find(a, "/x/e", b"again") == Found(b"a", a.session, 0)  # ours, untouched
+    assert create_or_find(b, "/x/e", b"b") == Found(b"a", a.session, 0)  # someone else's, untouched
+    assert a.get("/x/e")[0] == b"a"
+    a.expire()
+    assert create_or_find(b, "/x/e", b"b") is True
+
+
+def test_create_or_find_says_false_when_the_znode_vanishes_between_create_and_read() -> None:
+    server = FakeZooKeeper()
+    holder = FakeClient(server)
+    create_or_find(holder, "/e", b"h")
+
+    class HolderExpiresMeanwhile(FakeClient):
+        def create(self, path: str, value: bytes = b"", *, ephemeral: bool = False, makepath: bool = False) -> str:
+            try:
+                return super().create(path, value, ephemeral=ephemeral, makepath=makepath)
+            except NodeExistsError:
+                holder.expire()
+                raise
+
+    assert create_or_find(HolderExpiresMeanwhile(server), "/e", b"x") is False
+
+
+def test_create_or_find_sets_the_watch_and_lets_a_missing_parent_raise() -> None:
+    server = FakeZooKeeper()
+    watches: list[Any] = []
+
+    class Recording(FakeClient):
+        def get(self, path: str, watch: object = None) -> Any:
+            watches.append(watch)
+            return super().get(path, watch)
+
+    a, b = FakeClient(server), Recording(server)
+    create_or_find(a, "/e", b"a")
+
+    def on_watch(event: Any) -> None:
+        pass
+
+    assert isinstance(create_or_find(b, "/e", b"b", watch=on_watch), Found)
+    assert watches == [on_watch]
+    with pytest.raises(NoNodeError):
+        create_or_find(a, "/missing/e", b"a")  # no makepath: the parent's absence is the caller's error
+
+
+def test_session_of_and_the_quiet_stop() -> None:
+    client = FakeClient(FakeZooKeeper())
+    assert session_of(client) == client.session
+
+    class NoSession:
+        client_id = None
+
+    assert session_of(NoSession()) is None
+
+    class Failing:
+        closed = False
+
+        def stop(self) -> None:
+            raise RuntimeError("stop failed")
+
+        def close(self) -> None:
+            self.closed = True
+
+    failing = Failing()
+    stop_quietly(failing)  # logs, never raises, and still closes
+    assert failing.closed
+
+
+def test_the_kazoo_client_reconnects_forever_and_retries_commands_as_asked() -> None:
+    client = kazoo_client("127.0.0.1:1", 4.0, command_tries=3)
+    assert (client._conn_retry.max_tries, client._retry.max_tries) == (-1, 3)
+    assert kazoo_client("127.0.0.1:1", 4.0)._retry.max_tries == 5
