@@ -20,8 +20,6 @@ from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, Producer
-from confluent_kafka.admin import AdminClient as KafkaAdmin
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 from prometheus_client.parser import text_string_to_metric_families
 
 from mirror import MirrorAdminClient, MirrorError, parse_links
@@ -29,6 +27,7 @@ from mirror._metrics import LINK_STATES
 from mirror._service import MirrorService, ServiceReady
 from tests.mirror.conftest import Site
 from tests.mirror.test_groups import committed, consume_and_commit
+from tests.mirror.test_link import alter, overrides
 from tests.mirror.test_service import (
     LINK,
     TOPIC,
@@ -433,20 +432,18 @@ def test_a_link_put_at_runtime_copies_syncs_groups_on_demand_and_survives_a_rest
 FENCE = "site east was failed over to west (test); produce to west"
 
 
-def topic_configs(site: Site) -> dict[str, str]:
-    admin = KafkaAdmin({"bootstrap.servers": site.bootstrap})
-    resource = ConfigResource(ConfigResource.Type.TOPIC, TOPIC)
-    entries = admin.describe_configs([resource])[resource].result(30)
-    return {name: entry.value for name, entry in entries.items() if entry.value is not None}
-
-
-def produce_error(site: Site) -> Any:
-    """The error of one produce to ``site`` (None: it was accepted)."""
+def produce_error(site: Site) -> tuple[int, str] | None:
+    """(code, text) of the error one produce to ``site`` gets; None when it is accepted."""
     producer = Producer({"bootstrap.servers": site.bootstrap, "acks": "all", "message.timeout.ms": 10000})
-    errors: list[Any] = []
-    producer.produce(TOPIC, value=b"after the fence", on_delivery=lambda err, _msg: errors.append(err))
-    producer.flush(30)
-    return errors[0] if errors else "no delivery report"
+    reports: list[tuple[int, str] | None] = []
+
+    def delivered(err: Any, _msg: Any) -> None:
+        reports.append(None if err is None else (err.code(), str(err)))
+
+    producer.produce(TOPIC, value=b"after the fence", on_delivery=delivered)
+    assert producer.flush(30) == 0
+    (report,) = reports
+    return report
 
 
 @pytest.mark.integration
@@ -472,33 +469,21 @@ def test_auto_fence_fences_the_old_sources_topics_and_keeps_them_fenced(
 
         fence = wait_for("the fence on east", settled, timeout=20)
         assert fence["topics"] == [TOPIC] and fence["last_error"] is None and fence["fenced_ms"] > 0
-        assert topic_configs(east)["strait.fenced"] == FENCE
-        assert "strait.fenced" not in topic_configs(west)  # a fence is its site's own
+        assert overrides(east, TOPIC)["strait.fenced"] == FENCE
+        assert "strait.fenced" not in overrides(west, TOPIC)  # a fence is its site's own
         error = produce_error(east)
-        assert error is not None and error != "no delivery report"
-        assert error.code() == KafkaError.POLICY_VIOLATION, error
+        assert error is not None and error[0] == KafkaError.POLICY_VIOLATION, error
 
         # A fence someone lifts is put back; a restart keeps the fencer running.
-        lift_fence(east)
-        wait_for("the fence put back", lambda: topic_configs(east).get("strait.fenced") == FENCE, timeout=20)
+        alter(east, TOPIC, {}, ("strait.fenced",))  # an operator lifts it
+        wait_for("the fence put back", lambda: overrides(east, TOPIC).get("strait.fenced") == FENCE, timeout=20)
         mirror.restart()
         wait_for("the fencer after the restart", lambda: mirror.link()["fence"]["state"] == "fenced", timeout=20)
 
         # Restore stops the fencer and leaves the fence where it is (lifting it is a deliberate act).
         assert admin_client(mirror).restore(LINK)["restored"] is True
         assert mirror.link()["fence"]["state"] == "off"
-        assert topic_configs(east)["strait.fenced"] == FENCE
+        assert overrides(east, TOPIC)["strait.fenced"] == FENCE
         assert mirror.stop() == 0, mirror.log_tail()
     finally:
         mirror.stop()
-
-
-def lift_fence(site: Site) -> None:
-    resource = ConfigResource(
-        ConfigResource.Type.TOPIC,
-        TOPIC,
-        incremental_configs=[ConfigEntry("strait.fenced", None, incremental_operation=AlterConfigOpType.DELETE)],
-    )
-    futures = KafkaAdmin({"bootstrap.servers": site.bootstrap}).incremental_alter_configs([resource])
-    for future in futures.values():
-        future.result(30)
