@@ -469,17 +469,9 @@ class MirrorAdminClient:
     def metrics(self) -> str:
         return self._request("GET", "/metrics")[1].decode()
 
-    def _json(
-        self,
-        method: str,
-        path: str,
-        *,
-        auth: bool = False,
-        accept: tuple[int, ...] = (HTTPStatus.OK,),
-        payload: dict[str, Any] | None = None,
-        timeout: float | None = None,
-    ) -> dict[str, Any]:
-        _, body = self._request(method, path, auth=auth, accept=accept, payload=payload, timeout=timeout)
+    def _json(self, method: str, path: str, **options: Any) -> dict[str, Any]:
+        """``_request`` (``options`` are its keywords), its answer parsed as a JSON object."""
+        _, body = self._request(method, path, **options)
         try:
             data = json.loads(body)
         except ValueError:

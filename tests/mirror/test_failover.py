@@ -8,6 +8,7 @@ fencer against real nodes.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import threading
@@ -305,6 +306,20 @@ def stays(what: str, check: Callable[[], bool], seconds: float) -> None:
         time.sleep(0.3)
 
 
+@contextlib.contextmanager
+def mirroring(east: Site, west: Site, tmp_path: Path, records: int) -> Iterator[MirrorProcess]:
+    """A mirror process running the test link, once west holds the ``records`` written to east."""
+    create(east, TOPIC, 2)
+    produce(east, records, "a-")
+    mirror = MirrorProcess(tmp_path / "mirror", write_links(tmp_path / "links.toml", east, west))
+    try:
+        mirror.start()
+        wait_mirrored(east, west)
+        yield mirror
+    finally:
+        mirror.stop()
+
+
 def link_state_gauges(mirror: MirrorProcess) -> dict[str, float]:
     families = {f.name: f for f in text_string_to_metric_families(mirror.get("/metrics"))}
     return {s.labels["state"]: s.value for s in families["strait_mirror_link_state"].samples}
@@ -315,12 +330,7 @@ def test_failover_stops_copying_answers_the_cut_and_restore_resumes_without_gap_
     two_sites: tuple[Site, Site], tmp_path: Path
 ) -> None:
     east, west = two_sites
-    create(east, TOPIC, 2)
-    produce(east, 200, "a-")
-    mirror = MirrorProcess(tmp_path / "mirror", write_links(tmp_path / "links.toml", east, west))
-    try:
-        mirror.start()
-        wait_mirrored(east, west)
+    with mirroring(east, west, tmp_path, 200) as mirror:
         client = admin_client(mirror)
 
         # Fail over while a producer keeps writing to east: the answer is where west ends.
@@ -371,8 +381,6 @@ def test_failover_stops_copying_answers_the_cut_and_restore_resumes_without_gap_
         assert "failed_over" not in json.loads((mirror.state_dir / "state.json").read_text())["links"].get(LINK, {})
         assert link_state_gauges(mirror) == {**dict.fromkeys(LINK_STATES, 0.0), "running": 1.0}
         assert mirror.stop() == 0, mirror.log_tail()
-    finally:
-        mirror.stop()
 
 
 @pytest.mark.integration
@@ -451,12 +459,7 @@ def test_auto_fence_fences_the_old_sources_topics_and_keeps_them_fenced(
     two_sites: tuple[Site, Site], tmp_path: Path
 ) -> None:
     east, west = two_sites
-    create(east, TOPIC, 2)
-    produce(east, 50, "a-")
-    mirror = MirrorProcess(tmp_path / "mirror", write_links(tmp_path / "links.toml", east, west))
-    try:
-        mirror.start()
-        wait_mirrored(east, west)
+    with mirroring(east, west, tmp_path, 50) as mirror:
         answer = admin_client(mirror).failover(LINK, fence=FENCE)
         assert answer["state"] == "failed-over"
 
@@ -485,5 +488,3 @@ def test_auto_fence_fences_the_old_sources_topics_and_keeps_them_fenced(
         assert mirror.link()["fence"]["state"] == "off"
         assert overrides(east, TOPIC)["strait.fenced"] == FENCE
         assert mirror.stop() == 0, mirror.log_tail()
-    finally:
-        mirror.stop()
