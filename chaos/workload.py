@@ -62,6 +62,9 @@ _DEFAULT_CONFIG: Mapping[str, str | int | float | bool] = {
     "linger.ms": 5,
     "delivery.timeout.ms": 120_000,
     "request.timeout.ms": 10_000,
+    # A paused (SIGSTOPped) broker holds requests until this socket timeout (librdkafka's default
+    # is 60 s), and the idempotent producer waits for them before it writes to the new leader.
+    "socket.timeout.ms": 10_000,
     "message.timeout.ms": 120_000,
 }
 
