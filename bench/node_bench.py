@@ -21,6 +21,10 @@ each figure is the median of ``--repeat`` runs. For every phase the broker's own
 (user + system, all its processes) is read from /proc, so that a client-bound run still shows
 which broker works less per record. The goals (strait/tansu: produce >= 1.0, consume >= 2.0)
 and the settings are in bench/NODE.md. Throughputs in MB/s count value bytes, 1 MB = 10^6 bytes.
+
+Why one long file: a benchmark script is read top to bottom as the record of one experiment
+(its cases, their order, what each number means); the pieces every benchmark shares live in
+``bench/_report.py``, ``bench/_profile.py``, ``bench/_clients.py`` and ``bench/_site.py``.
 """
 
 from __future__ import annotations

@@ -29,6 +29,10 @@ producer in this process, with node_bench's settings (100-byte values, ``linger.
 For context only, tansu (no replication, in memory) runs case (a) too, fresh for every run.
 CPU figures are user + system time from /proc: every node's own, and this process's (the client).
 MB/s counts value bytes, 1 MB = 10^6 bytes.
+
+Why one long file: a benchmark script is read top to bottom as the record of one experiment
+(its cases, their order, what each number means); the pieces every benchmark shares live in
+``bench/_report.py``, ``bench/_profile.py``, ``bench/_clients.py`` and ``bench/_site.py``.
 """
 
 from __future__ import annotations

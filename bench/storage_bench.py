@@ -20,6 +20,10 @@ lists the hot spots. Each figure is the best of ``--repeats`` runs whose order a
 files are deleted and the page cache settled (``fsync`` + ``sync``, untimed) between runs.
 It prints a table and writes ``storage-<date>.md`` and ``.json`` to ``--out``. Throughputs
 are in MB/s, 1 MB = 10^6 bytes. The goals are in bench/README.md.
+
+Why one long file: a benchmark script is read top to bottom as the record of one experiment
+(its cases, their order, what each number means); the pieces every benchmark shares live in
+``bench/_report.py``, ``bench/_profile.py``, ``bench/_clients.py`` and ``bench/_site.py``.
 """
 
 from __future__ import annotations
