@@ -25,6 +25,8 @@ POLL_S = 0.1
 _IO_MARGIN_S = 5.0
 
 PartitionKey = tuple[str, int]
+# Retriable in Kafka's table, but final from the controller, which re-read ZooKeeper before answering.
+_FINAL = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
 
 
 @dataclass(frozen=True)
@@ -147,7 +149,7 @@ async def _ask_controller(
             if entry.error_code == 0:
                 accepted[key] = result
                 del pending[key]
-            elif not error_info(entry.error_code).retriable:
+            elif entry.error_code in _FINAL or not error_info(entry.error_code).retriable:
                 refused[key] = result
                 del pending[key]
             else:
