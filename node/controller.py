@@ -18,8 +18,9 @@ the active controller walks all partitions:
 
 It also serves ControlledShutdown (moves a stopping broker's leaderships to other ISR
 members and drops it from every ISR), runs preferred leader election every
-``leader.imbalance.check.interval.seconds`` when ``auto.leader.rebalance.enable``, and carries
-out partition reassignments (``/admin/reassign_partitions``).
+``leader.imbalance.check.interval.seconds`` when ``auto.leader.rebalance.enable``, carries
+out partition reassignments (``/admin/reassign_partitions``) and records truncations to a cut
+(TruncatePartitions, see ``node.truncation``).
 
 A controller that lost its session may still write once before it notices: every write is a
 compare-and-set on the partition state's version, so it only succeeds if nothing changed the
@@ -29,14 +30,29 @@ partition since the controller read it.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 import trio
 
 from node.cluster import ClusterState, TopicState
 from node.config import NodeConfig
-from node.coordination import CoordinationError, PartitionState, StaleState, ZkState
+from node.coordination import CoordinationError, PartitionState, StaleState, Truncation, ZkState
+from node.errors import BrokerError
 from node.ids import NO_NODE, NodeId
-from storage import LeaderEpoch
+from node.protocol import ErrorCode
+from node.truncation import (
+    Again,
+    LeaderAnswer,
+    Outcome,
+    PartitionKey,
+    Record,
+    answer_of,
+    ask_leader,
+    check_cut,
+    check_policy,
+    decide,
+)
+from storage import LeaderEpoch, Offset, StorageError, TopicPartition
 
 log = logging.getLogger("strait.node.controller")
 
@@ -142,7 +158,7 @@ class Controller:
         isr_usable = [b for b in state.isr if self._usable(cluster, b, name, p)]
         if state.leader >= 0 and self._usable(cluster, state.leader, name, p):
             if len(isr_usable) != len(state.isr):
-                return PartitionState(state.leader, state.leader_epoch, tuple(isr_usable), epoch, state.version)
+                return replace(state, isr=tuple(isr_usable), controller_epoch=epoch)
             return None
         candidates = [b for b in replicas if b in isr_usable]
         if candidates:
@@ -157,7 +173,9 @@ class Controller:
                 list(isr),
                 LeaderEpoch(state.leader_epoch + 1),
             )
-            return PartitionState(leader, LeaderEpoch(state.leader_epoch + 1), isr, epoch, state.version)
+            return replace(
+                state, leader=leader, leader_epoch=LeaderEpoch(state.leader_epoch + 1), isr=isr, controller_epoch=epoch
+            )
         live = [b for b in replicas if self._usable(cluster, b, name, p)]
         if live and topic.policy.unclean_leader_election:
             log.warning(
@@ -168,7 +186,13 @@ class Controller:
                 list(state.isr),
                 live[0],
             )
-            return PartitionState(live[0], LeaderEpoch(state.leader_epoch + 1), (live[0],), epoch, state.version)
+            return replace(
+                state,
+                leader=live[0],
+                leader_epoch=LeaderEpoch(state.leader_epoch + 1),
+                isr=(live[0],),
+                controller_epoch=epoch,
+            )
         if state.leader == NO_NODE:
             return None
         log.warning(
@@ -180,7 +204,7 @@ class Controller:
             list(state.isr),
         )
         # Keep the ISR: its members hold every committed record, so any of them may lead again.
-        return PartitionState(NO_NODE, LeaderEpoch(state.leader_epoch + 1), state.isr, epoch, state.version)
+        return replace(state, leader=NO_NODE, leader_epoch=LeaderEpoch(state.leader_epoch + 1), controller_epoch=epoch)
 
     async def _write(self, topic: str, p: int, state: PartitionState) -> None:
         try:
@@ -219,9 +243,15 @@ class Controller:
                         if not others:
                             remaining.append((topic.name, p))
                             continue
-                        new = PartitionState(others[0], LeaderEpoch(state.leader_epoch + 1), isr, epoch, state.version)
+                        new = replace(
+                            state,
+                            leader=others[0],
+                            leader_epoch=LeaderEpoch(state.leader_epoch + 1),
+                            isr=isr,
+                            controller_epoch=epoch,
+                        )
                     else:
-                        new = PartitionState(state.leader, state.leader_epoch, isr, epoch, state.version)
+                        new = replace(state, isr=isr, controller_epoch=epoch)
                     try:
                         await self.zk.set_partition_state(topic.name, p, new)
                     except StaleState:
@@ -233,6 +263,155 @@ class Controller:
             len(remaining),
         )
         return remaining
+
+    # -- truncation to a cut ---------------------------------------------------------------------
+
+    async def truncate_partitions(self, cuts: dict[PartitionKey, int], timeout: float) -> dict[PartitionKey, Outcome]:
+        """Record a truncation of each partition to its cut (steps 2-4 of ``node.truncation``).
+
+        Retriable states (a leader moving, not yet at the state's epoch, unreachable) are tried
+        again every 0.1 s until ``timeout`` seconds have passed; then their last error is the
+        answer. Never raises but for cancellation; NOT_CONTROLLER for all when this broker is
+        not (or stops being) the controller.
+        """
+        deadline = trio.current_time() + timeout
+        outcomes: dict[PartitionKey, Outcome] = {}
+        todo = dict(cuts)
+        reread = False  # the view is re-read once before refusing a topic that is not fenced
+        await self.cluster.refresh()
+        while todo:
+            epoch = self.epoch
+            if epoch is None:
+                for key in todo:
+                    outcomes[key] = Outcome(ErrorCode.NOT_CONTROLLER, f"broker {self.broker_id} is not the controller")
+                break
+            again: dict[PartitionKey, Again] = {}
+            asks: dict[NodeId, dict[PartitionKey, int]] = {}
+            states: dict[PartitionKey, PartitionState] = {}
+            unfenced = False
+            for key, offset in todo.items():
+                found = self._truncation_state(key, offset)
+                if isinstance(found, Outcome) and found.error_code == ErrorCode.POLICY_VIOLATION and not reread:
+                    unfenced = True
+                if isinstance(found, PartitionState):
+                    states[key] = found
+                    asks.setdefault(found.leader, {})[key] = offset
+                elif isinstance(found, Again):
+                    again[key] = found
+                else:
+                    outcomes[key] = found
+            if unfenced:
+                reread = True
+                for key in [k for k, o in outcomes.items() if o.error_code == ErrorCode.POLICY_VIOLATION]:
+                    del outcomes[key]
+                await self.cluster.refresh()
+                continue
+            answers = await self._ask_leaders(asks, max(0.1, min(deadline - trio.current_time(), 10.0)))
+            records: dict[PartitionKey, Record] = {}
+            for key, state in states.items():
+                decision = decide(state, todo[key], answers[key], epoch)
+                if isinstance(decision, Record):
+                    records[key] = decision
+                elif isinstance(decision, Again):
+                    again[key] = decision
+                else:
+                    outcomes[key] = decision
+            if records:
+                outcomes |= await self._record_truncations(records, again)
+            todo = {key: todo[key] for key in again}
+            if not todo:
+                break
+            if trio.current_time() >= deadline:
+                for key, last in again.items():
+                    outcomes[key] = Outcome(last.code, f"{key[0]}-{key[1]}: {last.message}")
+                break
+            await trio.sleep(0.1)
+            await self.cluster.refresh()
+        return outcomes
+
+    def _truncation_state(self, key: PartitionKey, offset: int) -> PartitionState | Outcome | Again:
+        """The state to decide from, or the answer without asking the leader (step 2)."""
+        name, p = key
+        cluster = self.cluster
+        topic = cluster.topics.get(name)
+        if topic is None or p not in topic.assignment:
+            return Outcome(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{name}-{p}: no such topic or partition")
+        try:
+            check_policy(name, topic.policy)
+        except BrokerError as exc:
+            return Outcome(exc.code, exc.message)
+        state = topic.states.get(p)
+        if state is None or state.leader < 0 or not self._usable(cluster, state.leader, name, p):
+            if state is not None and state.truncation == Truncation(state.leader_epoch, Offset(offset)):
+                # Recorded already; its leader (down) carries it out when it leads again.
+                return Outcome(0, None, state.leader_epoch)
+            leader = state.leader if state is not None else NO_NODE
+            return Again(ErrorCode.LEADER_NOT_AVAILABLE, f"no usable leader (leader {leader})")
+        return state
+
+    async def _ask_leaders(
+        self, asks: dict[NodeId, dict[PartitionKey, int]], timeout: float
+    ) -> dict[PartitionKey, LeaderAnswer]:
+        """Each leader's check of its cuts: this broker's own partitions locally, others over the wire."""
+        answers: dict[PartitionKey, LeaderAnswer] = {}
+        for leader, cuts in asks.items():
+            if leader == self.broker_id:
+                for (name, p), offset in cuts.items():
+                    partition = self.cluster.partitions.get(TopicPartition(name, p))
+                    error: BrokerError | None = None
+                    try:
+                        if partition is None:
+                            raise BrokerError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{name}-{p} is not hosted here yet")
+                        check_cut(partition, offset)
+                    except BrokerError as exc:
+                        error = exc
+                    except (StorageError, OSError) as exc:
+                        error = BrokerError(ErrorCode.KAFKA_STORAGE_ERROR, f"{name}-{p}: {exc}")
+                    answers[name, p] = answer_of(partition, error)
+                continue
+            reg = self.cluster.brokers.get(leader)
+            if reg is None:
+                for key in cuts:
+                    answers[key] = LeaderAnswer(ErrorCode.LEADER_NOT_AVAILABLE, f"leader {leader} is not registered")
+                continue
+            client_id = f"strait-controller-{self.broker_id}"
+            answers |= await ask_leader(f"{reg.host}:{reg.port}", client_id, cuts, timeout)
+        return answers
+
+    async def _record_truncations(
+        self, records: dict[PartitionKey, Record], again: dict[PartitionKey, Again]
+    ) -> dict[PartitionKey, Outcome]:
+        """Write each recorded truncation (compare-and-set); a state that moved goes to ``again``."""
+        outcomes: dict[PartitionKey, Outcome] = {}
+        async with self._lock:
+            for (name, p), record in records.items():
+                new = record.state
+                try:
+                    await self.zk.set_partition_state(name, p, new)
+                except StaleState:
+                    again[name, p] = Again(ErrorCode.LEADER_NOT_AVAILABLE, "the partition state moved meanwhile")
+                    continue
+                except CoordinationError as exc:
+                    again[name, p] = Again(ErrorCode.LEADER_NOT_AVAILABLE, f"writing the partition state failed: {exc}")
+                    continue
+                answer = record.answer
+                log.warning(
+                    "%s-%d: truncation to offset %d recorded at leader epoch %d (log %d..%d, high watermark %d on "
+                    "leader %d); ISR -> %s until the followers are at the cut",
+                    name,
+                    p,
+                    new.truncation.offset if new.truncation else -1,
+                    new.leader_epoch,
+                    answer.log_start_offset,
+                    answer.log_end_offset,
+                    answer.high_watermark,
+                    new.leader,
+                    list(new.isr),
+                )
+                outcomes[name, p] = Outcome(0, None, new.leader_epoch, truncated=True, answer=answer)
+            await self.cluster.refresh()
+        self.poke()
+        return outcomes
 
     # -- preferred leaders -----------------------------------------------------------------------
 
@@ -274,8 +453,11 @@ class Controller:
                     state = topic.states[p]
                     if broker_id not in state.isr or not self._usable(cluster, broker_id, topic.name, p):
                         continue
-                    new = PartitionState(
-                        broker_id, LeaderEpoch(state.leader_epoch + 1), state.isr, epoch, state.version
+                    new = replace(
+                        state,
+                        leader=broker_id,
+                        leader_epoch=LeaderEpoch(state.leader_epoch + 1),
+                        controller_epoch=epoch,
                     )
                     try:
                         await self.zk.set_partition_state(topic.name, p, new)
@@ -341,7 +523,9 @@ class Controller:
                 if not live:
                     continue
                 leader = live[0]
-            new = PartitionState(leader, LeaderEpoch(state.leader_epoch + 1), isr, epoch, state.version)
+            new = replace(
+                state, leader=leader, leader_epoch=LeaderEpoch(state.leader_epoch + 1), isr=isr, controller_epoch=epoch
+            )
             assignment = dict(topic.assignment)
             assignment[p] = tuple(target)
             try:

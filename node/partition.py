@@ -9,18 +9,25 @@ lastOffsetDelta, no control or transactional batches (INVALID_RECORD), CreateTim
 
 Fetchers and acks=all producers register an event with ``add_waiter``; every append, high
 watermark move, role change and deletion sets it.
+
+A truncation to a cut (``TruncatePartitions``, see ``node.truncation``) reaches every replica
+in its partition state: a replica that learns of the truncation's epoch, or a later one, while
+its log holds nothing of that epoch or later truncates its log to the cut before it takes its
+role (``apply_state``). That is the one way a leader's log ever loses records below its high
+watermark.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import trio
 
 from node.config import TopicPolicy
-from node.coordination import PartitionState
+from node.coordination import PartitionState, Truncation
 from node.errors import BrokerError, invalid_record
 from node.ids import NO_NODE, NodeId
 from node.producer_state import ProducerStateError, ProducerStateManager
@@ -28,6 +35,8 @@ from node.protocol import ErrorCode
 from storage import CorruptBatchError, LeaderEpoch, Offset, PartitionLog, RecordTooLargeError, TopicPartition
 from storage.records import NO_OFFSET, BatchHeader, check_batch, iter_batches
 from storage.records._batch import CURRENT_MAGIC, HEADER_SIZE, MAGIC_POS
+
+log = logging.getLogger("strait.node.partition")
 
 LONG_MAX = 2**63 - 1
 FIRST_EPOCH = LeaderEpoch(0)
@@ -90,6 +99,7 @@ class Partition:
         self.replicas: tuple[NodeId, ...] = ()
         self.state_version = -1
         self.controller_epoch = 0
+        self.truncation: Truncation | None = None  # the last truncation to a cut, from the state
         self.followers: dict[NodeId, FollowerState] = {}  # leader: one per replica but itself
         self.leadership = 0  # counts this broker's uninterrupted leaderships (across epoch bumps)
         self.needs_truncation = False  # a follower that must ask the leader where its log diverges
@@ -124,12 +134,16 @@ class Partition:
             if state.version > self.state_version:
                 self.isr, self.state_version = state.isr, state.version
                 self.controller_epoch = state.controller_epoch
+                self.truncation = state.truncation
                 self.maybe_advance_hw()  # only a leader's
             return None
         continuing = self.is_leader and state.leader == me  # a new epoch, same leader (a reassignment completed)
         self.leader_id = state.leader
         self.leader_epoch = state.leader_epoch
         self.isr, self.state_version, self.controller_epoch = state.isr, state.version, state.controller_epoch
+        self.truncation = state.truncation
+        if self._carry_out_truncation():
+            continuing = False  # the log changed under the followers: what we knew of them is void
         if state.leader == me:
             self._become_leader(continuing=continuing)
         elif state.leader < 0:
@@ -141,6 +155,45 @@ class Partition:
             self.needs_truncation = True
         self.wake()
         return self.role
+
+    def _carry_out_truncation(self) -> bool:
+        """Truncate to the recorded cut if this replica's log predates the truncation; returns
+        whether the log changed.
+
+        The log predates it when it has no batch of the truncation's epoch or later (its latest
+        epoch is older): whatever it holds beyond the cut was written before the truncation
+        and is not in the partition's history any more. Called when the leader epoch changes,
+        before the new role is taken, so a leader never serves the epoch with its old tail.
+        """
+        cut = self.truncation
+        if cut is None or self.leader_epoch < cut.leader_epoch or self.log.latest_epoch >= cut.leader_epoch:
+            return False
+        plog = self.log
+        end, hw = plog.log_end_offset, plog.high_watermark
+        if end <= cut.offset:
+            if end < cut.offset and self.leader_id == self.broker_id:
+                log.error(
+                    "%s: truncation to %d (leader epoch %d) asked, but the log ends at %d already",
+                    self.tp,
+                    cut.offset,
+                    cut.leader_epoch,
+                    end,
+                )
+            return False
+        removed = self.truncate_to(cut.offset)
+        log.warning(
+            "%s: truncated to the cut %d for leader epoch %d: offsets %d..%d removed (%d bytes, high watermark "
+            "was %d); log end now %d",
+            self.tp,
+            cut.offset,
+            cut.leader_epoch,
+            cut.offset,
+            end - 1,
+            removed,
+            hw,
+            plog.log_end_offset,
+        )
+        return True
 
     def _become_leader(self, *, continuing: bool) -> None:
         """Lead in the current epoch. A leader that goes on leading under a new epoch keeps what it
@@ -277,6 +330,12 @@ class Partition:
                 f"{self.tp}: written, but the ISR {list(self.isr)} shrank below min.insync.replicas="
                 f"{self.policy.min_insync_replicas}",
             )
+
+    def check_fenced(self) -> None:
+        """Refuse Produce to a fenced topic: BrokerError(POLICY_VIOLATION) with the fence's text."""
+        fence = self.policy.fence
+        if fence is not None:
+            raise BrokerError(ErrorCode.POLICY_VIOLATION, f"topic {self.tp.topic!r} is fenced: {fence}")
 
     def check_writable(self) -> None:
         """Refuse client writes to a mirror topic: BrokerError(POLICY_VIOLATION) naming topic and link."""

@@ -160,7 +160,12 @@ class ReplicaManager:
         if new_isr == partition.isr:
             return
         decided = PartitionState(
-            self.broker_id, partition.leader_epoch, new_isr, partition.controller_epoch, partition.state_version
+            self.broker_id,
+            partition.leader_epoch,
+            new_isr,
+            partition.controller_epoch,
+            partition.state_version,
+            truncation=partition.truncation,
         )
         self._isr_writes.add(partition.tp)
         self._nursery.start_soon(self._change_isr, partition, decided, why)
@@ -230,17 +235,9 @@ class ReplicaManager:
             ]
             if others:
                 isr = tuple(b for b in state.isr if b != self.broker_id)
-                new = PartitionState(
-                    others[0], LeaderEpoch(state.leader_epoch + 1), isr, state.controller_epoch, state.version
-                )
+                new = replace(state, leader=others[0], leader_epoch=LeaderEpoch(state.leader_epoch + 1), isr=isr)
             else:
-                new = PartitionState(
-                    self.broker_id,
-                    LeaderEpoch(state.leader_epoch + 1),
-                    state.isr,
-                    state.controller_epoch,
-                    state.version,
-                )
+                new = replace(state, leader=self.broker_id, leader_epoch=LeaderEpoch(state.leader_epoch + 1))
             try:
                 await self.zk.set_partition_state(tp.topic, tp.partition, new)
             except StaleState:

@@ -8,6 +8,7 @@ By concern:
   sends requests to leaders, the controller or every broker; ``NodeRoute`` sends everything to
   one node;
 - ``_admin``: topic and config verbs (``AdminClient``, ``ensure_topic``);
+- ``_truncate``: truncation to a cut (``AdminClient.truncate_partitions``, strait's API 1001);
 - ``_groups``: consumer-group verbs (``GroupAdmin``);
 - ``_data``: produce, fetch and list offsets of a partition, and record-set helpers;
 - ``_mirror``: MirrorAppend (strait's API 1000);
@@ -45,3 +46,4 @@ from ._site import PartitionMeta as PartitionMeta
 from ._site import Route as Route
 from ._site import SiteClient as SiteClient
 from ._site import TopicMeta as TopicMeta
+from ._truncate import TruncationResult as TruncationResult

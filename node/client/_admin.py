@@ -7,6 +7,7 @@ controller first, the other brokers in turn when it fails; offsets asked of each
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +19,8 @@ from storage.records import NO_OFFSET, Offset
 from ._connection import ClientError, NodeConnection
 from ._data import EARLIEST, LATEST, list_offsets
 from ._site import MakeBody, NodeRoute, Route, SiteClient
+from ._truncate import TruncationResult
+from ._truncate import truncate_partitions as _truncate_partitions
 
 TOPIC_RESOURCE = 2  # DescribeConfigs / IncrementalAlterConfigs resource type of a topic
 DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigs config_source of a topic's own override
@@ -217,6 +220,22 @@ class AdminClient:
             raise ClientError.from_code(
                 result.error_code, f"altering the configs of {name!r}{self.route.where}", result.error_message
             )
+
+    # -- truncation ----------------------------------------------------------------------------
+
+    async def truncate_partitions(
+        self, cuts: Mapping[tuple[str, int], int], *, timeout: float = 60.0
+    ) -> dict[tuple[str, int], TruncationResult]:
+        """Truncate each ``(topic, partition)`` to its offset (the cut), also below the high
+        watermark, and wait (at most ``timeout`` seconds in all) until each is led at the new
+        epoch, its log ends at the cut and its ISR holds every live replica again.
+
+        The topics must be fenced (``strait.fenced``) or mirrors. Per-partition results, never
+        raised (see ``node.client._truncate.truncate_partitions`` for the codes); idempotent: a
+        partition already at its cut answers success without a second epoch bump. Raises
+        ClientError only when no controller answers.
+        """
+        return await _truncate_partitions(self.route, cuts, timeout)
 
     async def _describe_configs(self, topics: list[str]) -> dict[str, list[Any] | ClientError]:
         """DescribeConfigs of ``topics`` (no synonyms): each topic's config entries, or its error."""

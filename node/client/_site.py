@@ -65,6 +65,10 @@ class Route(Protocol):
         """A connection to node ``node_id`` at ``address`` (a group coordinator), owned by the route."""
         ...
 
+    async def drop(self, node_id: int, address: str) -> None:
+        """Forget the connection ``coordinator`` gave for that node after it failed; the next call reconnects."""
+        ...
+
 
 class NodeRoute:
     """Every request on one node's connection (broker id -1 in answers); a coordinator elsewhere
@@ -110,6 +114,12 @@ class NodeRoute:
             conn = await NodeConnection.open(address, client_id=self.conn.client_id)
             self._others[address] = conn
         return conn
+
+    async def drop(self, node_id: int, address: str) -> None:
+        conn = self._others.pop(address, None)
+        if conn is not None:
+            with trio.CancelScope(shield=True):
+                await conn.aclose()
 
 
 @dataclass(frozen=True)
@@ -361,3 +371,6 @@ class SiteClient:
         if node_id not in self.brokers:
             await self.refresh()
         return await self.connection(node_id)
+
+    async def drop(self, node_id: int, address: str) -> None:
+        await self.forget(node_id)

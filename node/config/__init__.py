@@ -46,6 +46,7 @@ from ._listeners import WILDCARD_HOSTS as WILDCARD_HOSTS
 from ._listeners import Listener as Listener
 from ._listeners import parse_listeners as parse_listeners
 from ._properties import parse_properties as parse_properties
+from ._topic import FENCED as FENCED
 from ._topic import KAFKA_ONLY_TOPIC_KEYS as KAFKA_ONLY_TOPIC_KEYS
 from ._topic import LIST_KEYS as LIST_KEYS
 from ._topic import MIRROR_LINK as MIRROR_LINK
@@ -60,6 +61,7 @@ from ._topic import Synonym as Synonym
 from ._topic import TopicKey as TopicKey
 from ._topic import TopicPolicy as TopicPolicy
 from ._topic import apply_incremental as apply_incremental
+from ._topic import check_fence_text as check_fence_text
 from ._topic import check_link_name as check_link_name
 from ._topic import effective_log_config as effective_log_config
 from ._topic import effective_policy as effective_policy

@@ -4,7 +4,8 @@ A topic's config is a set of *overrides* (``{"retention.ms": "3600000"}``, store
 ZooKeeper); every key not overridden takes the broker's default from ``server.properties``
 through the broker key(s) it maps to (``retention.ms`` <- ``log.retention.ms`` /
 ``.minutes`` / ``.hours``). :data:`TOPIC_KEYS` is the table of supported keys. The one
-strait-specific key, ``strait.mirror.link``, has no broker key: unset, a topic is not a mirror.
+strait-specific keys have no broker key: ``strait.mirror.link`` unset, a topic is not a mirror;
+``strait.fenced`` unset, a topic is not fenced (see :class:`TopicPolicy`).
 
 Resolution of one topic key, first match wins: the topic override under its own name, then
 under an older name (``message.timestamp.difference.max.ms`` for the before/after bounds),
@@ -49,11 +50,13 @@ __all__ = [
     "OP_SUBTRACT",
     "TOPIC_KEYS",
     "TOPIC_KEY_INDEX",
+    "FENCED",
     "ConfigSource",
     "Synonym",
     "TopicKey",
     "TopicPolicy",
     "apply_incremental",
+    "check_fence_text",
     "check_link_name",
     "effective_log_config",
     "effective_policy",
@@ -102,13 +105,31 @@ class TopicKey(ValueSpec):
 
 _I, _L, _B, _STR, _LIST = ConfigType.INT, ConfigType.LONG, ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.LIST
 MIRROR_LINK = "strait.mirror.link"
+FENCED = "strait.fenced"
 _LINK_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
+FENCE_TEXT_MAX = 1024
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def check_link_name(value: Value) -> None:
     """A mirror link name: 1-249 characters of ``[A-Za-z0-9._-]`` (as a topic name); ValueError(reason)."""
     if not isinstance(value, str) or not _LINK_NAME.fullmatch(value):
         raise ValueError("must be a link name: 1-249 characters of A-Z, a-z, 0-9, '.', '_' and '-'")
+
+
+def check_fence_text(value: Value) -> None:
+    """A fence reason: 1-1024 characters, none of them a control character; ValueError(reason).
+
+    The text reaches producers in Produce error messages and operators in logs, where a line
+    break or an escape sequence would forge or hide lines.
+    """
+    if not isinstance(value, str) or not value:
+        raise ValueError("must be a reason of 1-1024 characters (where to produce instead)")
+    if len(value) > FENCE_TEXT_MAX:
+        raise ValueError(f"is {len(value)} characters long, the limit is {FENCE_TEXT_MAX}")
+    bad = _CONTROL.search(value)
+    if bad is not None:
+        raise ValueError(f"has a control character (U+{ord(bad.group()):04X}) at position {bad.start()}")
 
 
 _WEEK_MS = str(7 * 24 * 3600 * 1000)
@@ -167,6 +188,12 @@ TOPIC_KEYS: tuple[TopicKey, ...] = (
              doc="strait only. Set: the topic is a read-only mirror owned by this link (clients get "
                  "POLICY_VIOLATION on Produce and DeleteRecords; only the link's MirrorAppend writes). "
                  "Unset (the default): a normal topic. Removing it makes a mirror writable (failover)."),
+    TopicKey(name=FENCED, type=_STR, default="", check=check_fence_text,
+             valid="unset, or 1-1024 characters without control characters",
+             doc="strait only. Set: the topic is fenced (DR failover: the site is no longer the primary): every "
+                 "Produce to it fails with POLICY_VIOLATION and the message `topic 'T' is fenced: <value>`, so "
+                 "say where to produce instead. Reads, commits, MirrorAppend, DeleteRecords and config changes "
+                 "still work. Removing it un-fences the topic."),
 )  # fmt: skip
 
 TOPIC_KEY_INDEX: Mapping[str, TopicKey] = {k.name: k for k in TOPIC_KEYS}
@@ -268,6 +295,12 @@ class TopicPolicy:
     timestamp_before_max_ms: int
     timestamp_after_max_ms: int
     mirror_link: str | None = None  # strait.mirror.link: the link owning this read-only mirror topic
+    fence: str | None = None  # strait.fenced: why clients may not produce here, and where to instead
+
+    @property
+    def client_writable(self) -> bool:
+        """Whether clients may produce: neither a mirror nor fenced."""
+        return self.mirror_link is None and self.fence is None
 
 
 def effective_policy(node: NodeConfig, overrides: Mapping[str, str]) -> TopicPolicy:
@@ -281,6 +314,7 @@ def effective_policy(node: NodeConfig, overrides: Mapping[str, str]) -> TopicPol
             "message.timestamp.before.max.ms",
             "message.timestamp.after.max.ms",
             MIRROR_LINK,
+            FENCED,
         ),
     )
     return TopicPolicy(
@@ -289,6 +323,7 @@ def effective_policy(node: NodeConfig, overrides: Mapping[str, str]) -> TopicPol
         timestamp_before_max_ms=int(v["message.timestamp.before.max.ms"]),
         timestamp_after_max_ms=int(v["message.timestamp.after.max.ms"]),
         mirror_link=v[MIRROR_LINK] or None,
+        fence=v[FENCED] or None,
     )
 
 

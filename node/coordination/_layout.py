@@ -19,7 +19,10 @@ znode                                             kind   data (JSON)
                                                          the first is the preferred leader)
 ``/brokers/topics/<topic>/partitions/<p>/state``  P      ``{"controller_epoch":3,"leader":1,"version":1,
                                                          "leader_epoch":7,"isr":[1,2]}``; written with
-                                                         compare-and-set on the znode version
+                                                         compare-and-set on the znode version. strait
+                                                         extension: ``"strait_truncation":{"leader_epoch":7,
+                                                         "offset":1200}``, the last truncation to a cut
+                                                         (:class:`Truncation`); Kafka ignores the key
 ``/config/topics/<topic>``                        P      ``{"version":1,"config":{"retention.ms":"86400000"}}``
                                                          (values are strings; absent keys take broker defaults)
 ``/config/changes/config_change_<seq>``           PS     ``{"version":2,"entity_path":"topics/<topic>"}``, one per
@@ -60,7 +63,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from node.ids import NodeId
-from storage.records import LeaderEpoch
+from storage.records import LeaderEpoch, Offset
 
 from ._errors import MalformedZnode
 
@@ -214,12 +217,28 @@ class TopicAssignment:
 
 
 @dataclass(frozen=True)
+class Truncation:
+    """A truncation of a partition to a cut (``TruncatePartitions``), recorded in its state.
+
+    Every replica whose log has no batch of ``leader_epoch`` or later when it learns of that
+    epoch (or a later one) truncates its log to ``offset``: everything it holds beyond the cut
+    was written before the truncation. The controller writes it with the epoch bump that
+    starts ``leader_epoch``; it stays in the state (carried over by every later write) until a
+    newer truncation replaces it.
+    """
+
+    leader_epoch: LeaderEpoch
+    offset: Offset
+
+
+@dataclass(frozen=True)
 class PartitionState:
     """Leader and ISR of one partition (``.../partitions/<p>/state``).
 
     ``leader`` is ``NO_NODE`` (-1) while the partition has none. ``version`` is the znode version
     it was read at: pass it back unchanged to a compare-and-set write; ``-1`` means "the znode
-    must not exist yet".
+    must not exist yet". ``truncation`` is the last truncation to a cut, if any: a writer that
+    derives a new state from a read one keeps it (``dataclasses.replace``).
     """
 
     leader: NodeId
@@ -227,6 +246,7 @@ class PartitionState:
     isr: tuple[NodeId, ...]
     controller_epoch: int
     version: int = -1
+    truncation: Truncation | None = None
 
 
 @dataclass(frozen=True)
@@ -385,27 +405,41 @@ def decode_topic(topic: str, data: bytes | None, version: int) -> TopicAssignmen
 # -- /brokers/topics/<topic>/partitions/<p>/state ---------------------------------------------
 
 
+TRUNCATION_KEY = "strait_truncation"
+
+
 def encode_partition_state(state: PartitionState) -> bytes:
-    return _dump(
-        {
-            "controller_epoch": state.controller_epoch,
-            "leader": state.leader,
-            "version": PARTITION_STATE_VERSION,
-            "leader_epoch": state.leader_epoch,
-            "isr": list(state.isr),
-        }
-    )
+    obj: dict[str, Any] = {
+        "controller_epoch": state.controller_epoch,
+        "leader": state.leader,
+        "version": PARTITION_STATE_VERSION,
+        "leader_epoch": state.leader_epoch,
+        "isr": list(state.isr),
+    }
+    if state.truncation is not None:
+        obj[TRUNCATION_KEY] = {"leader_epoch": state.truncation.leader_epoch, "offset": state.truncation.offset}
+    return _dump(obj)
 
 
 def decode_partition_state(topic: str, partition: int, data: bytes | None, version: int) -> PartitionState:
     path = partition_state_path(topic, partition)
     obj = _load(data, path)
+    raw = obj.get(TRUNCATION_KEY)
+    truncation = None
+    if raw is not None:
+        if not isinstance(raw, dict):
+            raise MalformedZnode(path, f"{TRUNCATION_KEY!r} must be an object, got {raw!r}")
+        epoch, offset = _int(raw, "leader_epoch", path), _int(raw, "offset", path)
+        if epoch < 0 or offset < 0:
+            raise MalformedZnode(path, f"{TRUNCATION_KEY!r} needs a leader epoch and an offset >= 0, got {raw!r}")
+        truncation = Truncation(LeaderEpoch(epoch), Offset(offset))
     return PartitionState(
         leader=NodeId(_int(obj, "leader", path)),
         leader_epoch=LeaderEpoch(_int(obj, "leader_epoch", path)),
         isr=_node_ids(obj.get("isr"), "'isr'", path),
         controller_epoch=_int(obj, "controller_epoch", path),
         version=version,
+        truncation=truncation,
     )
 
 

@@ -21,7 +21,20 @@ from node.config import NodeConfig
 from node.protocol import ApiKey, advertised_ranges
 from node.request import Request
 
-from . import configs, controller, epochs, fetch, groups, metadata, mirror, offsets, produce, producer_id, topics
+from . import (
+    configs,
+    controller,
+    epochs,
+    fetch,
+    groups,
+    metadata,
+    mirror,
+    offsets,
+    produce,
+    producer_id,
+    topics,
+    truncate,
+)
 from ._services import (
     ControllerService,
     FollowerTracker,
@@ -64,6 +77,7 @@ SERVED_APIS: tuple[int, ...] = (
     ApiKey.INCREMENTAL_ALTER_CONFIGS,
     ApiKey.OFFSET_DELETE,
     ApiKey.MIRROR_APPEND,
+    ApiKey.TRUNCATE_PARTITIONS,
 )
 
 
@@ -105,6 +119,10 @@ def dispatch_table(node: NodeServices, api_ranges: Mapping[int, tuple[int, int]]
         ),
         ApiKey.MIRROR_APPEND: partial(
             mirror.handle_mirror_append, mirror.MirrorServices(node.partitions, node.metrics)
+        ),
+        ApiKey.TRUNCATE_PARTITIONS: partial(
+            truncate.handle_truncate_partitions,
+            truncate.TruncateServices(node.partitions, node.admin, node.controller, node.metrics),
         ),
         ApiKey.METADATA: partial(metadata.handle_metadata, meta),
         ApiKey.API_VERSIONS: partial(metadata.handle_api_versions, meta),

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from node.cluster import TopicState
     from node.coordination import BrokerRegistration
     from node.partition import Partition
+    from node.truncation import Outcome
     from storage import Offset
 
 Assignment = dict[int, tuple[NodeId, ...]]
@@ -113,6 +114,10 @@ class ControllerService(Protocol):
     def active(self) -> bool: ...
 
     async def controlled_shutdown(self, broker_id: NodeId) -> list[tuple[str, int]]: ...
+
+    async def truncate_partitions(self, cuts: dict[tuple[str, int], int], timeout: float) -> Mapping[Any, Outcome]:
+        """Record truncations to a cut (``node.truncation``); an outcome per partition."""
+        ...
 
 
 class FollowerTracker(Protocol):

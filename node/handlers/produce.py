@@ -1,6 +1,10 @@
 """Produce (API 0): validate and append each partition's batch; acks=0 gets no response.
 
-A mirror topic (``strait.mirror.link`` set) refuses every batch with POLICY_VIOLATION.
+A fenced topic (``strait.fenced`` set) refuses every batch with POLICY_VIOLATION and the
+message ``topic 'T' is fenced: <the fence's text>`` (carried from Produce v8); so does a mirror
+topic (``strait.mirror.link`` set), naming its link. Both are checked against the node's view of
+the topic config when the request is handled: a batch appended before the node saw the change
+completes as usual (acks=all still waits for its high watermark).
 acks=1 answers once the leader appended; acks=all first requires an ISR of at least
 min.insync.replicas (NOT_ENOUGH_REPLICAS, nothing written), then waits until the high
 watermark passes the batch (REQUEST_TIMED_OUT after the request's timeout,
@@ -72,6 +76,7 @@ async def handle_produce(services: ProduceServices, request: Request) -> dict[st
                 if topic.name == OFFSETS_TOPIC:
                     raise BrokerError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"clients may not produce to {OFFSETS_TOPIC}")
                 partition = services.partitions.partition(topic.name, pd.index)
+                partition.check_fenced()
                 partition.check_writable()
                 if acks == -1:
                     partition.check_min_isr()

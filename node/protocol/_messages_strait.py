@@ -6,11 +6,18 @@ encodings), so that a Kafka client library's plain encoders can speak them too.
 MirrorAppend (1000): the mirror service hands the target site's partition leader whole record
 batches copied from the source site, to be appended at the offsets they carry. The contract
 is in docs/node.md ("Mirror topics"); the broker side is ``node.handlers.mirror``.
+
+TruncatePartitions (1001): truncate partitions to a cut (an offset per partition), below the
+high watermark if need be: DR failback removes what the old primary took after the failover.
+Sent to the controller, which checks each partition with its leader (the same request with
+``validate_only``, answered by the leader from its own log), then bumps the leader epoch and
+records the truncation in ZooKeeper. The contract is in docs/replication.md ("Fencing and
+truncation"); the broker side is ``node.handlers.truncate`` and ``node.truncation``.
 """
 
 from __future__ import annotations
 
-from ._schema import INT16, INT32, INT64, RECORDS, STRING, A, ApiKey, ApiSchema, F, S
+from ._schema import BOOL, INT16, INT32, INT64, RECORDS, STRING, A, ApiKey, ApiSchema, F, S
 
 # fmt: off
 MIRROR_APPEND = ApiSchema(
@@ -43,6 +50,41 @@ MIRROR_APPEND = ApiSchema(
         ))),
     ),
 )
+
+TRUNCATE_PARTITIONS = ApiSchema(
+    ApiKey.TRUNCATE_PARTITIONS, "TruncatePartitions", max_version=0, flexible_from=None,
+    request=S(
+        F("timeout_ms", INT32),  # how long the controller may take to check and record, in all
+        # false: to the controller, which records the truncations; true: to a leader, which checks
+        # each partition it leads against its own log and view of the topic and changes nothing
+        F("validate_only", BOOL),
+        F("topics", A(S(
+            F("name", STRING),
+            F("partitions", A(S(
+                F("index", INT32),
+                F("offset", INT64),  # the cut: the log keeps [log start, offset)
+            ))),
+        ))),
+    ),
+    response=S(
+        F("throttle_time_ms", INT32),
+        F("topics", A(S(
+            F("name", STRING),
+            F("partitions", A(S(
+                F("index", INT32),
+                F("error_code", INT16),
+                F("error_message", STRING, nullable="0+", default=None),
+                # The epoch from which the partition ends at the cut (the new one when this call
+                # recorded a truncation); a leader's check: its current epoch. -1 when unknown.
+                F("leader_epoch", INT32, default=-1),
+                F("truncated", BOOL, default=False),  # this call recorded a truncation (an epoch bump)
+                F("log_start_offset", INT64, default=-1),  # the leader's, when the call was checked
+                F("log_end_offset", INT64, default=-1),
+                F("high_watermark", INT64, default=-1),
+            ))),
+        ))),
+    ),
+)
 # fmt: on
 
-STRAIT_APIS = (MIRROR_APPEND,)
+STRAIT_APIS = (MIRROR_APPEND, TRUNCATE_PARTITIONS)

@@ -187,6 +187,7 @@ class ApiKey(enum.IntEnum):
     INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
     MIRROR_APPEND = 1000  # strait's own (inter-site mirror); Kafka's keys stay below 100
+    TRUNCATE_PARTITIONS = 1001  # strait's own (DR failback: truncate to a cut, controller-driven)
 
 
 @dataclass(frozen=True, slots=True)

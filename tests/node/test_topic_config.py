@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from node.config import (
     BROKER_KEY_INDEX,
     BROKER_KEYS,
+    FENCED,
     LONG_MAX,
     MIRROR_LINK,
     OP_APPEND,
@@ -64,13 +65,14 @@ def test_supported_keys_cover_storage_and_the_broker_enforced_ones() -> None:
         "message.timestamp.after.max.ms",
         "message.timestamp.difference.max.ms",
         MIRROR_LINK,
+        FENCED,
     }
     assert set(TOPIC_KEY_INDEX) == storage_keys | extra
 
 
 def test_every_topic_key_defaults_from_a_broker_key_and_back() -> None:
     for key in TOPIC_KEYS:
-        if key.name == MIRROR_LINK:  # strait's own key: unset on every topic unless a link sets it
+        if key.name in (MIRROR_LINK, FENCED):  # strait's own keys: unset on every topic unless set on it
             assert (key.broker_keys, key.default) == ((), "")
             continue
         assert key.broker_keys, f"{key.name} has no broker default"
@@ -110,6 +112,7 @@ GOOD = {
     "segment.ms": ("1", "1"),
     "unclean.leader.election.enable": (" TRUE", "true"),
     MIRROR_LINK: (" east-to-west ", "east-to-west"),
+    FENCED: (" failed over to west: produce to 127.0.0.1:9092 ", "failed over to west: produce to 127.0.0.1:9092"),
 }
 BAD = {
     "cleanup.policy": ["", "nothing"],
@@ -134,6 +137,7 @@ BAD = {
     "segment.ms": ["0"],
     "unclean.leader.election.enable": ["yes"],
     MIRROR_LINK: ["", "  ", "east to west", "east/west", "l" * 250, "ost-nach-wëst"],
+    FENCED: ["", "   ", "x" * 1025, "two\nlines", "tab\there", "escape \x1b[31m", "del\x7f", "c1\x85c2"],
 }
 
 
@@ -231,6 +235,25 @@ def test_effective_policy() -> None:
     overrides = {"min.insync.replicas": "3", "unclean.leader.election.enable": "false"}
     assert effective_policy(cfg, overrides) == TopicPolicy(3, False, LONG_MAX, LONG_MAX)
     assert effective_policy(cfg, {MIRROR_LINK: "east-to-west"}).mirror_link == "east-to-west"
+
+
+def test_fence_is_part_of_the_policy_and_decides_whether_clients_may_write() -> None:
+    assert effective_policy(node(), {}).fence is None
+    assert effective_policy(node(), {}).client_writable
+    fenced = effective_policy(node(), {FENCED: " moved to west "})
+    assert (fenced.fence, fenced.client_writable) == ("moved to west", False)
+    assert not effective_policy(node(), {MIRROR_LINK: "l1"}).client_writable
+    assert apply_incremental({FENCED: "x"}, [(FENCED, OP_DELETE, None)]) == {}
+    assert apply_incremental({}, [(FENCED, OP_SET, "to west")]) == {FENCED: "to west"}
+
+
+def test_fence_text_limits_are_named() -> None:
+    longest = "é" * 1024  # characters, not bytes
+    assert validate_topic_config({FENCED: longest}) == {FENCED: longest}
+    with pytest.raises(ConfigError, match="1025 characters long, the limit is 1024"):
+        validate_topic_config({FENCED: "x" * 1025})
+    with pytest.raises(ConfigError, match=r"control character \(U\+000A\) at position 3"):
+        validate_topic_config({FENCED: "one\ntwo"})
 
 
 def test_mirror_link_is_described_empty_when_unset() -> None:

@@ -38,21 +38,26 @@ def request(api_key: int, version: int, body: Mapping[str, Any], *, peer: str = 
     return Request(header, decode_request(header, frame, at), ConnectionInfo(peer, "PLAINTEXT"))
 
 
-def policy(*, mirror_link: str | None = None, min_isr: int = 1) -> TopicPolicy:
+def policy(*, mirror_link: str | None = None, min_isr: int = 1, fence: str | None = None) -> TopicPolicy:
     return TopicPolicy(
         min_insync_replicas=min_isr,
         unclean_leader_election=False,
         timestamp_before_max_ms=2**63 - 1,
         timestamp_after_max_ms=2**63 - 1,
         mirror_link=mirror_link,
+        fence=fence,
     )
 
 
-def leader_partition(tmp_path: Path, topic: str, index: int = 0, *, mirror_link: str | None = None) -> Partition:
+def leader_partition(
+    tmp_path: Path, topic: str, index: int = 0, *, mirror_link: str | None = None, fence: str | None = None
+) -> Partition:
     """A real replica of ``topic-index`` that this (single-replica) node leads at epoch 0."""
     tp = TopicPartition(topic, index)
     log = create_log(tmp_path / f"{topic}-{index}", tp, LogConfig(), faults=FaultPoints(), clock=lambda: NOW_MS)
-    partition = Partition(tp, log, policy(mirror_link=mirror_link), broker_id=BROKER_ID, clock=lambda: NOW_MS)
+    partition = Partition(
+        tp, log, policy(mirror_link=mirror_link, fence=fence), broker_id=BROKER_ID, clock=lambda: NOW_MS
+    )
     partition.apply_state(PartitionState(BROKER_ID, 0, (BROKER_ID,), 1), (BROKER_ID,))
     return partition
 

@@ -6,6 +6,7 @@ these run in milliseconds and pin the error each bad request gets.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -228,3 +229,56 @@ def test_mirror_append_only_by_the_owning_link_and_only_at_the_end(tmp_path: Pat
     ok = append("orders", "east-to-west", 0)
     assert (ok["error_code"], ok["log_end_offset"], ok["high_watermark"]) == (0, 2, 2)
     assert [api for api, _ in metrics.errors] == ["MirrorAppend"] * 3
+
+
+def test_produce_to_a_fenced_topic_is_a_policy_violation_carrying_the_fence(tmp_path: Path) -> None:
+    metrics = FakeMetrics()
+    fence = "site east was failed over to west; produce to west: 127.0.0.1:9092"
+    partition = leader_partition(tmp_path, "orders", fence=fence)
+    services = ProduceServices(FakePartitions(partition), metrics)
+    for acks in (1, -1):
+        body = run(handle_produce, services, request(ApiKey.PRODUCE, 8, produce_body("orders", values(1), acks=acks)))
+        entry = only_partition(body, "responses", "partition_responses")
+        assert (entry["error_code"], entry["base_offset"]) == (ErrorCode.POLICY_VIOLATION, -1)
+        assert entry["error_message"] == f"topic 'orders' is fenced: {fence}"
+    assert metrics.errors == [("Produce", "POLICY_VIOLATION")] * 2
+    assert partition.log.log_end_offset == 0
+    # A fenced mirror (after a reverse) names the fence, which says where to produce.
+    both = leader_partition(tmp_path, "m", mirror_link="west-to-east", fence=fence)
+    body = run(
+        handle_produce,
+        ProduceServices(FakePartitions(both), metrics),
+        request(ApiKey.PRODUCE, 8, produce_body("m", values(1))),
+    )
+    assert only_partition(body, "responses", "partition_responses")["error_message"] == f"topic 'm' is fenced: {fence}"
+    # Un-fencing (the policy the node applies after the config change) lets produce in again.
+    partition.policy = replace(partition.policy, fence=None)
+    body = run(handle_produce, services, request(ApiKey.PRODUCE, 8, produce_body("orders", values(2))))
+    assert only_partition(body, "responses", "partition_responses")["base_offset"] == 0
+
+
+def test_a_fenced_topic_still_takes_delete_records_and_mirror_appends(tmp_path: Path) -> None:
+    fenced = leader_partition(tmp_path, "orders", fence="go west")
+    fenced.append_produced(memoryview(values(4)))  # written before the fence
+    body = {"topics": [{"name": "orders", "partitions": [{"partition_index": 0, "offset": 2}]}], "timeout_ms": 1000}
+    result = run(
+        handle_delete_records, OffsetsServices(FakePartitions(fenced)), request(ApiKey.DELETE_RECORDS, 1, body)
+    )
+    assert only_partition(result, "topics", "partitions")["low_watermark"] == 2
+
+    mirror = leader_partition(tmp_path, "m", mirror_link="west-to-east", fence="go west")
+    append = {
+        "link": "west-to-east",
+        "timeout_ms": 1000,
+        "topics": [
+            {
+                "name": "m",
+                "partitions": [{"index": 0, "expected_end_offset": 0, "start_offset": -1, "records": values(3)}],
+            }
+        ],
+    }
+    services = MirrorServices(FakePartitions(mirror), FakeMetrics())
+    answer = only_partition(
+        run(handle_mirror_append, services, request(ApiKey.MIRROR_APPEND, 0, append)), "topics", "partitions"
+    )
+    assert (answer["error_code"], answer["log_end_offset"]) == (0, 3)

@@ -49,6 +49,7 @@ EXPECTED = {
     44: ("IncrementalAlterConfigs", 0),
     47: ("OffsetDelete", 0),
     1000: ("MirrorAppend", 0),
+    1001: ("TruncatePartitions", 0),
 }
 
 
@@ -82,8 +83,9 @@ def test_flexible_from_matches_kafkas_specs() -> None:
     # kafka-python ships Kafka's JSON specs; their flexibleVersions is "N+" for every API here
     classes = kp_classes()
     missing = {api.name for api in all_schemas() if (api.api_key, True) not in classes}
-    # Inter-broker only (ControlledShutdown) or strait's own (MirrorAppend): their bytes are checked below.
-    assert missing == {"ControlledShutdown", "MirrorAppend"}
+    # Inter-broker only (ControlledShutdown) or strait's own (MirrorAppend, TruncatePartitions): their
+    # bytes are checked below.
+    assert missing == {"ControlledShutdown", "MirrorAppend", "TruncatePartitions"}
     for api in all_schemas():
         if api.name in missing:
             continue
@@ -206,3 +208,63 @@ def test_mirror_append_bytes_follow_its_declaration() -> None:
         (p.index, p.error_code, p.error_message, p.log_end_offset, p.high_watermark, p.log_start_offset)
         for p in topic.partitions
     ] == [(2, 1, "end", 12, 11, 0), (3, 0, None, 7, 7, 7)]
+
+
+def test_truncate_partitions_bytes_follow_its_declaration() -> None:
+    # strait's own API: v0 only, never flexible (request header v1, response header v0).
+    # Request: timeout_ms int32, validate_only bool, topics [name string, partitions [index int32,
+    # offset int64]]. Response: throttle_time_ms int32, topics [name string, partitions [index int32,
+    # error_code int16, error_message nullable string, leader_epoch int32, truncated bool,
+    # log_start_offset, log_end_offset, high_watermark int64]].
+    api = schema(ApiKey.TRUNCATE_PARTITIONS)
+    assert (api.api_key, api.min_version, api.max_version, api.flexible_from) == (1001, 0, 0, None)
+    assert (api.request_header_version(0), api.response_header_version(0)) == (1, 0)
+    body = {
+        "timeout_ms": 3000,
+        "validate_only": True,
+        "topics": [{"name": "t", "partitions": [{"index": 0, "offset": 40}, {"index": 4, "offset": 0}]}],
+    }
+    frame = encode_request(request_header(ApiKey.TRUNCATE_PARTITIONS, 0, 6, "c"), body)
+    expected = (
+        struct.pack(">hhih", 1001, 0, 6, 1)
+        + b"c"
+        + struct.pack(">ib", 3000, 1)
+        + struct.pack(">i", 1)
+        + struct.pack(">h", 1)
+        + b"t"
+        + struct.pack(">i", 2)
+        + struct.pack(">iq", 0, 40)
+        + struct.pack(">iq", 4, 0)
+    )
+    assert frame == struct.pack(">i", len(expected)) + expected
+
+    response = (
+        struct.pack(">ii", 9, 0)  # correlation id, throttle_time_ms
+        + struct.pack(">i", 1)
+        + struct.pack(">h", 1)
+        + b"t"
+        + struct.pack(">i", 2)
+        + struct.pack(">ihh", 0, 1, 2)
+        + b"no"
+        + struct.pack(">ib", -1, 0)
+        + struct.pack(">qqq", 5, 30, 30)
+        + struct.pack(">ihh", 4, 0, -1)
+        + struct.pack(">ib", 8, 1)
+        + struct.pack(">qqq", 0, 9, 9)
+    )
+    correlation, decoded = decode_response(ApiKey.TRUNCATE_PARTITIONS, 0, response)
+    assert correlation == 9
+    (topic,) = decoded.topics
+    assert [
+        (
+            p.index,
+            p.error_code,
+            p.error_message,
+            p.leader_epoch,
+            p.truncated,
+            p.log_start_offset,
+            p.log_end_offset,
+            p.high_watermark,
+        )
+        for p in topic.partitions
+    ] == [(0, 1, "no", -1, False, 5, 30, 30), (4, 0, None, 8, True, 0, 9, 9)]
