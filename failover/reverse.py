@@ -220,10 +220,14 @@ async def _truncate(
         results = await AdminClient(old).truncate_partitions(wanted, timeout=timeout_s)
     except ClientError as exc:
         raise FailoverError(f"site {old.name}: truncating to the cut: {exc}") from None
-    failed = {f"{t}-{p}": str(r) for (t, p), r in results.items() if isinstance(r, Exception)}
+    failed = {f"{t}-{p}": r.error_message or str(r.error_code) for (t, p), r in results.items() if not r.ok}
     if failed:
         raise FailoverError(f"site {old.name}: truncating to the cut failed for {failed}; run this again")
-    return {"partitions": len(wanted), "to": {f"{t}/{p}": cut for (t, p), cut in sorted(wanted.items())}}
+    return {
+        "partitions": len(wanted),
+        "to": {f"{t}/{p}": cut for (t, p), cut in sorted(wanted.items())},
+        "truncated": sorted(f"{t}/{p}" for (t, p), r in results.items() if r.truncated),
+    }
 
 
 async def _mirror_old(old: SiteClient, topics: dict[str, int], reverse_name: str) -> dict[str, Any]:
