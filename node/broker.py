@@ -36,7 +36,7 @@ from node.handlers import Handler, NodeServices, dispatch_table, served_ranges
 from node.metrics import NodeMetrics
 from node.offsets_topic import OffsetsTopicStore, sync_coordinator
 from node.proc import atomic_write
-from node.producer_ids import ProducerIdAllocator
+from node.producer_ids import ProducerIdAllocator, site_floor
 from node.protocol import ApiKey
 from node.replica_manager import ReplicaManager
 from node.request import CloseConnection, Request
@@ -132,6 +132,7 @@ class Broker:
         logs: LogManager | None = None
         try:
             self.cluster_id = await self.zk.cluster_id()
+            self.producer_ids.floor = site_floor(self.cluster_id)
             logs = LogManager(
                 config.log_dirs, config.log_config(), broker_id=config.broker_id, cluster_id=self.cluster_id
             )

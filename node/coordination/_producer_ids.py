@@ -23,8 +23,9 @@ _CLAIM_ATTEMPTS = 50  # every broker claims from the same znode
 _MAX_PRODUCER_ID = 2**63 - 1
 
 
-def claim_block(client: Any, broker_id: NodeId, size: int) -> tuple[int, int]:
-    """Claim the next ``size`` producer ids for ``broker_id``; returns ``(first, last)``, inclusive.
+def claim_block(client: Any, broker_id: NodeId, size: int, floor: int = 0) -> tuple[int, int]:
+    """Claim the next ``size`` producer ids for ``broker_id``, none below ``floor`` (the site's
+    own range: see :func:`node.producer_ids.site_floor`); returns ``(first, last)``, inclusive.
 
     Raises:
         ValueError: ``size`` is not positive or ``broker_id`` is negative.
@@ -38,7 +39,7 @@ def claim_block(client: Any, broker_id: NodeId, size: int) -> tuple[int, int]:
         except NoNodeError:
             data, stat = None, None
         previous_end = decode_producer_id_block_end(data)
-        first = 0 if previous_end is None else previous_end + 1
+        first = max(floor, 0 if previous_end is None else previous_end + 1)
         last = first + size - 1
         if last > _MAX_PRODUCER_ID:
             raise CoordinationError(f"producer ids are exhausted: the last block claimed ends at {previous_end}")

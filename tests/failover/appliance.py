@@ -15,7 +15,6 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from chaos.errors import WorkloadError
-from chaos.nemesis import kill_9_pid
 from chaos.workload import read_back
 from node.proc import Child, Deadline, spawn, wait_ready_file
 from tests.node.harness import wait_for
@@ -108,6 +107,8 @@ def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[i
 
 def kill_site(appliance: Appliance, site: str) -> None:
     """SIGKILL every process of ``site`` (ZooKeeper and nodes), as a lost datacenter."""
+    from chaos.nemesis import kill_9_pid
+
     described = json.loads((appliance.directory / site / "site.json").read_text())
     pids = [(int(described["zookeeper_pid"]), f"{site} ZooKeeper")]
     pids += [(int(node["pid"]), f"{site} node {node['broker_id']}") for node in described["nodes"]]

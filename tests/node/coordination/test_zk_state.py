@@ -178,6 +178,10 @@ def test_producer_id_blocks_never_overlap(zk_connect: str) -> None:
             assert latest["version"] == 1 and (latest["block_start"], latest["block_end"]) == ("100", "109")
             with pytest.raises(ValueError, match="cannot claim 0 producer ids for broker 1"):
                 await a.claim_producer_id_block(1, 0)
+            # A site's floor lifts the next block to the site's own range, and blocks go on from there.
+            assert await a.claim_producer_id_block(1, 10, 1 << 40) == (1 << 40, (1 << 40) + 9)
+            assert await b.claim_producer_id_block(2, 10, 1 << 40) == ((1 << 40) + 10, (1 << 40) + 19)
+            assert await b.claim_producer_id_block(2, 10) == ((1 << 40) + 20, (1 << 40) + 29)
 
     run(main)
 
