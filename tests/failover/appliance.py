@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -40,9 +39,8 @@ class Appliance:
         return str(self.info["links"][0]["admin"])
 
     def stop(self) -> None:
-        if self.child.poll() is None:
-            self.child.signal(signal.SIGINT)
-            self.child.wait(120)
+        """Stop ``strait up`` as Ctrl-C does (SIGTERM; SIGKILL after 120 s) and reap it."""
+        self.child.stop(120)
 
 
 def start_appliance(tmp_path: Path, nodes: int = 3) -> Appliance:
