@@ -87,9 +87,9 @@ async def _change_link(run: Run, client: SiteClient, site_name: str, fencing: bo
         changed = await _topics.set_keys(client, unfenced, {FENCE_KEY: text})
     else:
         changed = await _topics.set_keys(client, topics, {}, delete=[FENCE_KEY])
-    run.state = await run.store.write(
-        run.state, "fence" if fencing else "unfence", {"site": site_name, "topics": len(topics), "changed": changed}
-    )
+    verb = "fence" if fencing else "unfence"
+    detail = {"site": site_name, "topics": len(topics), "changed": changed}
+    run.state = await run.store.write(run.state, verb, detail, operation=verb)
     run.say(f"  link {run.link.name}: {len(changed)} of {len(topics)} topics on {site_name} changed")
     return {"link": run.link.name, "topics": len(topics), "changed": changed}
 

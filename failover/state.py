@@ -331,13 +331,16 @@ class DrStore:
     async def journal(self, limit: int = 200) -> list[dict[str, Any]]:
         return await self.session.run(f"read the journal of link {self.link!r}", read_journal, self.link, limit)
 
-    async def write(self, state: DrState, step: str, detail: Mapping[str, Any] | None = None) -> DrState:
-        """Write ``state`` (compare-and-set) with a journal entry for ``step``."""
+    async def write(
+        self, state: DrState, step: str, detail: Mapping[str, Any] | None = None, *, operation: str | None = None
+    ) -> DrState:
+        """Write ``state`` (compare-and-set) with a journal entry for ``step`` of ``operation``
+        (default: the state's operation in progress)."""
         state = replace(state, updated_ms=self._now())
         entry = {
             "at_ms": state.updated_ms,
             "epoch": state.epoch,
-            "operation": None if state.operation is None else state.operation.name,
+            "operation": operation or (None if state.operation is None else state.operation.name),
             "step": step,
             "by": self.by,
             "detail": dict(detail or {}),
@@ -369,7 +372,7 @@ class DrStore:
     async def finish(self, current: DrState, **changes: Any) -> DrState:
         """End the current operation, applying ``changes`` (new state, epoch, primary, ...)."""
         name = current.operation.name if current.operation is not None else None
-        return await self.write(replace(current, operation=None, **changes), "end", {"operation": name, **changes})
+        return await self.write(replace(current, operation=None, **changes), "end", changes, operation=name)
 
     async def write_cut(self, epoch: int, cut: Mapping[str, Mapping[int, Mapping[str, Any]]]) -> None:
         await self.session.run(f"write the cut of link {self.link!r}", write_cut, self.link, epoch, cut)

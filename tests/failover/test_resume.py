@@ -64,7 +64,7 @@ def test_each_command_killed_half_way_finishes_when_run_again(tmp_path: Path) ->
         kill_after(app, "drain", "promote", LINK, "--planned", log=tmp_path / "promote.log")
         code, answer, stderr = failover(app, "promote", LINK, "--planned")
         assert code == 0, stderr
-        assert "resuming `promote`" in stderr and "drain: done before" in stderr
+        assert "resuming `promote`" in stderr and "copy everything: done before" in stderr
         assert [s["step"] for s in answer["steps"] if s["resumed"]] == ["plan", "fence-source", "drain"]
 
         kill_after(app, "export", "reverse", LINK, "--export", str(tmp_path / "export"), log=tmp_path / "reverse.log")
