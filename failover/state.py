@@ -15,7 +15,7 @@ its whole life, also while the reverse link runs. Layout (under the target site'
      "primary": "east", "standby": "west",
      "operation": null | {"name": "promote", "args": {...}, "started_ms": ..., "by": "host pid 42",
                           "done": ["stop-link", ...], "results": {"stop-link": {...}}},
-     "cut_epoch": null | 1, "updated_ms": ...}
+     "cut_epoch": null | 1, "facts": {"rpo_at_promote": {...}, "divergence": {...}}, "updated_ms": ...}
 
 ``state`` is ``mirroring`` (``primary`` takes writes, the link copies it to ``standby``),
 ``promoted`` (the standby took over: it is now ``primary``; the old one is fenced or will be)
@@ -106,6 +106,9 @@ class DrState:
     standby: str
     operation: Operation | None = None
     cut_epoch: int | None = None
+    facts: Mapping[str, Any] = field(
+        default_factory=dict
+    )  # outcomes kept across operations (RPO at promote, divergence)
     updated_ms: int = 0
     version: int = -1
 
@@ -119,6 +122,7 @@ class DrState:
             "standby": self.standby,
             "operation": None if self.operation is None else self.operation.to_dict(),
             "cut_epoch": self.cut_epoch,
+            "facts": dict(self.facts),
             "updated_ms": self.updated_ms,
         }
 
@@ -138,6 +142,7 @@ class DrState:
                 standby=str(data["standby"]),
                 operation=None if operation is None else Operation.from_dict(operation),
                 cut_epoch=None if data.get("cut_epoch") is None else int(data["cut_epoch"]),
+                facts=dict(data.get("facts") or {}),
                 updated_ms=int(data.get("updated_ms", 0)),
                 version=version,
             )
