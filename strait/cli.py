@@ -7,6 +7,7 @@ import signal
 
 import click
 
+from ._failover_commands import failover_group
 from ._groups_commands import groups_group
 from ._log_commands import log_group
 from ._mirror_commands import mirror_group
@@ -33,6 +34,7 @@ def main(verbose: bool) -> None:
     )
 
 
+main.add_command(failover_group)
 main.add_command(groups_group)
 main.add_command(log_group)
 main.add_command(mirror_group)
