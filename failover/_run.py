@@ -17,6 +17,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import trio
+
 from ._mirror import MirrorControl
 from .errors import FailoverError
 from .state import DrState, DrStore, open_store
@@ -40,6 +42,7 @@ class Run:
     timeout_s: float
     steps: list[dict[str, Any]] = field(default_factory=list)
     clock_ms: Callable[[], int] = wall_ms
+    stall_after: str | None = None  # a fault point: stop for good once this step is recorded
 
     @property
     def source(self) -> Site:
@@ -84,6 +87,9 @@ class Run:
         result.setdefault("seconds", round(time.monotonic() - started, 3))
         self.state = await self.store.record(self.state, name, result)
         self.steps.append({"step": name, "resumed": False, "result": result})
+        if name == self.stall_after:
+            self.say(f"  stalled after step {name!r} (fault point): kill this process and run the command again")
+            await trio.sleep_forever()
         return result
 
     async def finish(self, **changes: Any) -> None:
@@ -92,7 +98,14 @@ class Run:
 
 @asynccontextmanager
 async def link_run(
-    topology: Topology, link_name: str, command: str, *, say: Say, timeout_s: float, lock_wait_s: float = 10.0
+    topology: Topology,
+    link_name: str,
+    command: str,
+    *,
+    say: Say,
+    timeout_s: float,
+    lock_wait_s: float = 10.0,
+    stall_after: str | None = None,
 ) -> AsyncIterator[Run]:
     """The :class:`Run` of ``command`` on link ``link_name``, holding the link's lock.
 
@@ -106,6 +119,7 @@ async def link_run(
         await store.lock(command, wait_s=lock_wait_s)
         try:
             state = await store.state()
-            yield Run(topology, link, store, state, MirrorControl(link, timeout=timeout_s), say, timeout_s)
+            mirror = MirrorControl(link, timeout=timeout_s)
+            yield Run(topology, link, store, state, mirror, say, timeout_s, stall_after=stall_after)
         finally:
             await store.unlock()

@@ -45,6 +45,7 @@ async def failback(
     say: Say = lambda _: None,
     progress: Progress | None = None,
     request_timeout_s: float = 10.0,
+    stall_after: str | None = None,
 ) -> dict[str, Any]:
     """Fail the reversed link ``link_name`` back (see the module docstring); returns what was done.
 
@@ -54,7 +55,9 @@ async def failback(
     """
     started = time.monotonic()
     command = f"strait failover failback {link_name}"
-    async with link_run(topology, link_name, command, say=say, timeout_s=request_timeout_s) as run:
+    async with link_run(
+        topology, link_name, command, say=say, timeout_s=request_timeout_s, stall_after=stall_after
+    ) as run:
         _check_state(run)
         original, current = topology.site(run.link.source), topology.site(run.link.target)
         try:

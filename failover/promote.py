@@ -63,6 +63,7 @@ async def promote(
     say: Say = lambda _: None,
     progress: Progress | None = None,
     request_timeout_s: float = 10.0,
+    stall_after: str | None = None,
 ) -> dict[str, Any]:
     """Promote the target of ``link_name``; returns what was done (see the module docstring).
 
@@ -75,7 +76,9 @@ async def promote(
     mode = "planned" if planned else "unplanned"
     started = time.monotonic()
     command = f"strait failover promote {link_name} --{mode}"
-    async with link_run(topology, link_name, command, say=say, timeout_s=request_timeout_s) as run:
+    async with link_run(
+        topology, link_name, command, say=say, timeout_s=request_timeout_s, stall_after=stall_after
+    ) as run:
         _check_state(run, mode)
         source_client: SiteClient | None = None
         if planned:

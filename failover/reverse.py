@@ -65,7 +65,9 @@ async def reverse(
     """
     started = time.monotonic()
     command = f"strait failover reverse {link_name}"
-    async with link_run(topology, link_name, command, say=say, timeout_s=request_timeout_s) as run:
+    async with link_run(
+        topology, link_name, command, say=say, timeout_s=request_timeout_s, stall_after=stall_after
+    ) as run:
         _check_state(run)
         old_site, new_site = topology.site(run.state.standby), topology.site(run.state.primary)
         try:

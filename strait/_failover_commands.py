@@ -32,6 +32,8 @@ topology_option = click.option(
     help="strait up's appliance.json, or a TOML topology of real sites (env STRAIT_TOPOLOGY).",
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout; text goes to stderr.")
+# A fault point for the tests that kill -9 a command half way: stop for good after this step.
+stall_option = click.option("--stall-after", hidden=True, default=None, metavar="STEP")
 
 
 @click.group("failover", help="DR: status and RPO, promote, fence, reverse and failback of mirror links.")
@@ -140,6 +142,7 @@ def status(link: str | None, topology_path: Path, as_json: bool, timeout: float)
 
 
 @failover_group.command("promote")
+@stall_option
 @click.argument("link")
 @click.option("--planned", "mode", flag_value="planned", help="Switchover: fence, drain to RPO 0, then promote.")
 @click.option("--unplanned", "mode", flag_value="unplanned", help="The source is lost: promote now, report the RPO.")
@@ -168,6 +171,7 @@ def promote(
                 auto_fence=not no_auto_fence,
                 say=_err,
                 progress=progress,
+                stall_after=stall_after,
             )
         finally:
             progress.close()
@@ -218,6 +222,7 @@ def _fence_text(r: dict[str, Any]) -> str:
 
 
 @failover_group.command("reverse")
+@stall_option
 @click.argument("link")
 @click.option(
     "--export",
@@ -228,7 +233,7 @@ def _fence_text(r: dict[str, Any]) -> str:
 )
 @topology_option
 @json_option
-def reverse(link: str, export_dir: Path, topology_path: Path, as_json: bool) -> None:
+def reverse(link: str, export_dir: Path, topology_path: Path, as_json: bool, stall_after: str | None) -> None:
     """After a promote: export the old primary's divergence, truncate it to the cut, mirror back to it."""
     from failover.reverse import reverse as run_reverse
 
@@ -245,15 +250,20 @@ def reverse(link: str, export_dir: Path, topology_path: Path, as_json: bool) -> 
             ]
         )
 
-    _run(lambda: run_reverse(topology, link, export_root=export_dir.absolute(), say=_err), as_json, text)
+    _run(
+        lambda: run_reverse(topology, link, export_root=export_dir.absolute(), say=_err, stall_after=stall_after),
+        as_json,
+        text,
+    )
 
 
 @failover_group.command("failback")
+@stall_option
 @click.argument("link")
 @click.option("--timeout", type=click.FloatRange(1, 86400), default=300.0, show_default=True, help="Drain limit (s).")
 @topology_option
 @json_option
-def failback(link: str, timeout: float, topology_path: Path, as_json: bool) -> None:
+def failback(link: str, timeout: float, topology_path: Path, as_json: bool, stall_after: str | None) -> None:
     """Once reversed and caught up: switch back to LINK's original source and restore the link."""
     from failover.failback import failback as run_failback
 
@@ -262,7 +272,9 @@ def failback(link: str, timeout: float, topology_path: Path, as_json: bool) -> N
 
     async def main() -> dict[str, Any]:
         try:
-            return await run_failback(topology, link, timeout_s=timeout, say=_err, progress=progress)
+            return await run_failback(
+                topology, link, timeout_s=timeout, say=_err, progress=progress, stall_after=stall_after
+            )
         finally:
             progress.close()
 
