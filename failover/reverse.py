@@ -56,6 +56,7 @@ async def reverse(
     say: Say = lambda _: None,
     request_timeout_s: float = 10.0,
     truncate_timeout_s: float = 60.0,
+    stall_after: str | None = None,
 ) -> dict[str, Any]:
     """Reverse the promoted link ``link_name`` (see the module docstring); returns what was done.
 

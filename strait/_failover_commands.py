@@ -151,7 +151,13 @@ def status(link: str | None, topology_path: Path, as_json: bool, timeout: float)
 @topology_option
 @json_option
 def promote(
-    link: str, mode: str | None, timeout: float, no_auto_fence: bool, topology_path: Path, as_json: bool
+    link: str,
+    mode: str | None,
+    timeout: float,
+    no_auto_fence: bool,
+    topology_path: Path,
+    as_json: bool,
+    stall_after: str | None,
 ) -> None:
     """Make LINK's target the primary (its mirror topics take writes)."""
     from failover.promote import promote as run_promote
