@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import trio
@@ -52,9 +52,13 @@ async def link_status(
     timeout_s: float = 5.0,
     scan_limit_bytes: int = 64 * 1024 * 1024,
     clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+    mirror_status: Callable[[], Awaitable[dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
     """Everything ``strait failover status`` shows for link ``name``. Never raises for an
     unreachable site or mirror: each part says whether it was reached and what failed.
+
+    ``mirror_status`` reads the mirror's status of the link (default: its admin API); the
+    mirror process itself passes its own view, to serve the same numbers on its DR page.
 
     Raises:
         TopologyError: no such link.
@@ -84,7 +88,10 @@ async def link_status(
         nonlocal mirror
         try:
             with trio.fail_after(timeout_s):
-                mirror = await MirrorControl(link, timeout=timeout_s).status()
+                if mirror_status is not None:
+                    mirror = await mirror_status()
+                else:
+                    mirror = await MirrorControl(link, timeout=timeout_s).status()
         except (FailoverError, trio.TooSlowError) as exc:
             problems["mirror"] = str(exc) or f"no answer from {link.mirror_admin} within {timeout_s:g} s"
 
