@@ -16,6 +16,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from chaos.errors import WorkloadError
 from chaos.workload import read_back
+from chaos.nemesis import kill_9_pid
 from node.proc import Child, Deadline, spawn, wait_ready_file
 from tests.node.harness import wait_for
 
@@ -103,3 +104,19 @@ def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[i
         return {}
     finally:
         consumer.close()
+
+
+def kill_site(appliance: Appliance, site: str) -> None:
+    """SIGKILL every process of ``site`` (ZooKeeper and nodes), as a lost datacenter."""
+    described = json.loads((appliance.directory / site / "site.json").read_text())
+    pids = [(int(described["zookeeper_pid"]), f"{site} ZooKeeper")]
+    pids += [(int(node["pid"]), f"{site} node {node['broker_id']}") for node in described["nodes"]]
+    for pid, name in pids:
+        kill_9_pid(pid, name)
+
+
+def revive_site(appliance: Appliance, site: str, timeout: float = 120) -> None:
+    """``strait site revive SITE``: the running ``strait up`` brings the site back on its data."""
+    argv = [sys.executable, "-m", "strait.cli", "site", "revive", site, "--dir", str(appliance.directory)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    assert done.returncode == 0, done.stderr
