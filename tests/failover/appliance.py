@@ -15,8 +15,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from chaos.errors import WorkloadError
-from chaos.workload import read_back
 from chaos.nemesis import kill_9_pid
+from chaos.workload import read_back
 from node.proc import Child, Deadline, spawn, wait_ready_file
 from tests.node.harness import wait_for
 

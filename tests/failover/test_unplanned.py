@@ -113,6 +113,7 @@ def test_losing_east_promotes_west_and_every_acknowledged_record_is_kept_or_expo
             on_west_group = consume_and_commit(west, 100)
             code, answer, stderr = failover(app, "failback", LINK, "--timeout", "120")
             assert code == 0, stderr
+            assert answer["primary"] == "east"
             assert positions(east) == positions(west)
             assert committed(east, GROUP, TOPIC, PARTITIONS) == on_west_group
     finally:
