@@ -111,6 +111,7 @@ async def link_status(
     out["partitions"] = rows
     out["link_state"] = _link_state(dr, mirror, source_view.error, problems.get("mirror"))
     out["rpo"] = _totals(rows)
+    out["cut"] = {t: {str(p): v.get("mirrored_end") for p, v in sorted(parts.items())} for t, parts in cut.items()}
     if dr is not None:
         out["rpo_at_promote"] = dr.facts.get("rpo_at_promote")
         out["divergence"] = dr.facts.get("divergence")
