@@ -76,6 +76,7 @@ class LagHistories:
         self.capacity = capacity
         self._links: dict[str, LagHistory] = {}
         self._measured: dict[str, tuple[int, int]] = {}  # link -> (lag, RPO) records, not sampled yet
+        self._measured_at: dict[str, int] = {}  # link -> when the last measurement noted was taken (ms)
 
     def sample(self, statuses: Iterable[Mapping[str, Any]], now_ms: int) -> None:
         """Add one sample per link status (``{"name", "totals": {"lag_records", "lag_seconds"}}``)."""
@@ -91,15 +92,20 @@ class LagHistories:
             )
             self._links.setdefault(name, LagHistory(self.capacity)).add(sample)
 
-    def note_measured(self, name: str, lag_records: int, rpo_records: int) -> None:
-        """The DR status measured link ``name``'s lag and RPO (records): the next sample of the
-        link carries them (the latest measurement wins)."""
+    def note_measured(self, name: str, at_ms: int, lag_records: int, rpo_records: int) -> None:
+        """The DR status measured link ``name``'s lag and RPO (records) at ``at_ms``: the next
+        sample of the link carries them (the latest measurement wins). A measurement is noted
+        once: the same one again (a cached answer) is ignored."""
+        if at_ms <= self._measured_at.get(name, -1):
+            return
+        self._measured_at[name] = at_ms
         self._measured[name] = (lag_records, rpo_records)
 
     def forget(self, name: str) -> None:
         """Drop link ``name``'s history (a runtime link deleted: its name may come back as another link)."""
         self._links.pop(name, None)
         self._measured.pop(name, None)
+        self._measured_at.pop(name, None)
 
     def to_json(self, name: str) -> dict[str, Any]:
         """The answer of ``GET /v1/links/{name}/lag-history`` (see the module docstring)."""

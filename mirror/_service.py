@@ -437,7 +437,7 @@ class MirrorService:
             rpo, rows = answer.get("rpo"), answer.get("partitions")
             if isinstance(rpo, dict) and isinstance(rpo.get("records"), int) and isinstance(rows, list):
                 lag = sum(row.get("lag_records") or 0 for row in rows)
-                self._lag.note_measured(name, lag, rpo["records"])
+                self._lag.note_measured(name, int(answer.get("at_ms") or 0), lag, rpo["records"])
 
         async with trio.open_nursery() as nursery:
             for name in names:
