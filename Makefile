@@ -22,6 +22,7 @@ $(KAFKA_JARS)/.ok: .ci/fetch-kafka-jars | $(BIN)/python
 setup: $(VENV)/.installed
 	.ci/ensure-java
 	.ci/ensure-kcat
+	.ci/ensure-chromium
 
 run: setup
 	$(BIN)/strait up --dir .strait

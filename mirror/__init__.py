@@ -18,6 +18,7 @@ from ._config import parse_links as parse_links
 from ._copier import LATENCY_BUCKETS as LATENCY_BUCKETS
 from ._copier import LatencyHistogram as LatencyHistogram
 from ._copier import PartitionProgress as PartitionProgress
+from ._dr import DrStatusSource as DrStatusSource
 from ._groups import GroupState as GroupState
 from ._groups import GroupSync as GroupSync
 from ._link import LINK_KEY as LINK_KEY

@@ -15,9 +15,14 @@ Routes::
     PUT    /v1/links/{name}           add a link at runtime (persisted)            [token, body]
     DELETE /v1/links/{name}           stop the link and keep it stopped (persisted); a runtime
                                       link is stopped and forgotten                [token]
+    GET    /dr                        the DR status page (HTML; ``mirror._dr_page``)
+    GET    /v1/dr                     {"links": [the failover status of each link], "member_id"}: the
+                                      numbers of ``strait failover status --json``; 501 without a DR
+                                      status source (``mirror._dr``)
+    GET    /v1/links/{name}/lag-history  the link's lag over time (``mirror._lag_history``)
     GET    /openapi.json              the OpenAPI 3.1 document of all of this
 
-Every response but ``/metrics`` is JSON; errors are ``{"error": <code>, "detail": <message>}``.
+Every response but ``/metrics`` and ``/dr`` is JSON; errors are ``{"error": <code>, "detail": <message>}``.
 The state-changing routes require ``Authorization: Bearer <token>`` (compared in constant time);
 without it, or with another token, they answer 401 with a ``WWW-Authenticate`` header. The
 token check comes before the body is read and before the link lookup.
@@ -50,7 +55,7 @@ from typing import Any, Protocol
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -58,6 +63,8 @@ from node import adminkit
 from node.adminkit import RefuseBodies, json_error
 
 from ._config import ConfigError, MirrorError
+from ._dr import PAGE_HEADERS, DrUnavailable, DrView
+from ._dr_page import PAGE
 from ._failover import CutUnavailable
 from ._fencer import check_fence_text
 from ._metrics import MirrorMetrics
@@ -125,7 +132,7 @@ class _BadBody(Exception):
         self.response = response
 
 
-class MirrorAdminView(Protocol):
+class MirrorAdminView(DrView, Protocol):
     """What the admin API shows and changes; implemented by ``MirrorService``.
 
     Called on the trio thread; the sync methods must not block. ``UnknownLink`` from any method
@@ -199,6 +206,21 @@ def create_app(view: MirrorAdminView, token: str) -> Starlette:
         except UnknownLink as exc:
             return json_error(HTTPStatus.NOT_FOUND, "link_not_found", str(exc))
 
+    async def lag_history(request: Request) -> Response:
+        try:
+            return JSONResponse(view.lag_history(request.path_params["name"]), headers={"Cache-Control": "no-store"})
+        except UnknownLink as exc:
+            return json_error(HTTPStatus.NOT_FOUND, "link_not_found", str(exc))
+
+    async def dr_status(request: Request) -> Response:
+        try:
+            return JSONResponse(await view.dr_status(), headers={"Cache-Control": "no-store"})
+        except DrUnavailable as exc:
+            return json_error(HTTPStatus.NOT_IMPLEMENTED, "dr_status_unavailable", str(exc))
+
+    async def dr_page(request: Request) -> Response:
+        return HTMLResponse(PAGE, headers=PAGE_HEADERS)
+
     async def pause(request: Request) -> Response:
         return await _change(request, view.pause)
 
@@ -263,6 +285,9 @@ def create_app(view: MirrorAdminView, token: str) -> Starlette:
         Route("/v1/links/{name}/failover", failover, methods=["POST"]),
         Route("/v1/links/{name}/restore", restore, methods=["POST"]),
         Route("/v1/links/{name}/sync-groups", sync_groups, methods=["POST"]),
+        Route("/v1/links/{name}/lag-history", lag_history, methods=["GET"]),
+        Route("/v1/dr", dr_status, methods=["GET"]),
+        Route("/dr", dr_page, methods=["GET"]),
     ]
     app = adminkit.admin_app(routes, health=view.health, metrics=metrics, openapi=openapi_document, refuse_bodies_on=())
     app.add_middleware(_BodyPolicy)  # in place of admin_app's RefuseBodies: two routes take a body

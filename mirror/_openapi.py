@@ -215,6 +215,42 @@ def openapi_document() -> dict[str, object]:
             },
         },
         "LinkDefinition": link_definition,
+        "DrStatus": {
+            "type": "object",
+            "required": ["links", "member_id"],
+            "properties": {
+                "links": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "description": "What `strait failover status --json` answers for the link (the same "
+                        "computation): format, link, at_ms, link_state, dr (state, epoch, primary, journal), "
+                        "mirror, source, target, partitions (source_end, mirrored_end, lag, rpo_records, rpo_bytes, "
+                        "rpo_exact, ...) and rpo (the totals); or {format, link: {name}, at_ms, error} when it could "
+                        "not be computed.",
+                        "required": ["format", "link", "at_ms"],
+                        "additionalProperties": True,
+                    },
+                },
+                "member_id": {"type": "string"},
+            },
+        },
+        "LagHistory": {
+            "type": "object",
+            "required": ["name", "interval_s", "capacity", "columns", "points"],
+            "properties": {
+                "name": {"type": "string"},
+                "interval_s": {"type": "number", "description": "Seconds between samples."},
+                "capacity": {"type": "integer", "description": "At most this many points are kept (the newest)."},
+                "columns": {"const": ["at_ms", "lag_records", "lag_seconds", "rpo_records"]},
+                "points": {
+                    "type": "array",
+                    "description": "Oldest first: [at_ms, total lag records, largest lag seconds, RPO records "
+                    "measured by GET /v1/dr since the previous sample or null].",
+                    "items": {"type": "array", "minItems": 4, "maxItems": 4},
+                },
+            },
+        },
     }
     secured: list[dict[str, list[str]]] = [{"bearer": []}]
     unauthorized = json_content(schema_ref("Error"), "No token, or not this mirror's token.")
@@ -327,14 +363,52 @@ def openapi_document() -> dict[str, object]:
                 extra={"409": json_content(schema_ref("Error"), "The link is not running.")},
             )
         },
+        "/v1/links/{name}/lag-history": {
+            "get": {
+                "summary": "The link's lag over time (a sample every few seconds; the last hour by default)",
+                "operationId": "getLinkLagHistory",
+                "parameters": name_param,
+                "responses": {
+                    "200": json_content(schema_ref("LagHistory"), "The samples kept."),
+                    "404": not_found,
+                    "default": error,
+                },
+            }
+        },
+        "/v1/dr": {
+            "get": {
+                "summary": "The DR status of every link: the numbers of `strait failover status --json`",
+                "operationId": "getDrStatus",
+                "responses": {
+                    "200": json_content(schema_ref("DrStatus"), "Every running link's failover status."),
+                    "501": json_content(schema_ref("Error"), "This process was given no DR status source."),
+                    "default": error,
+                },
+            }
+        },
+        "/dr": {
+            "get": {
+                "summary": "The DR status page for people (HTML; refreshes itself from /v1/dr)",
+                "operationId": "getDrPage",
+                "responses": {
+                    "200": {
+                        "description": "The page; inline CSS and JavaScript only, under a strict "
+                        "Content-Security-Policy.",
+                        "content": {"text/html": {"schema": {"type": "string"}}},
+                    },
+                    "default": error,
+                },
+            }
+        },
         "/openapi.json": adminkit.openapi_path(),
     }
     return adminkit.openapi_document(
         title="strait mirror admin API",
         description=(
-            "Health, metrics and link status of one strait mirror process; pause / resume / delete / failover / "
-            "restore / sync-groups of its links, and links added at runtime. State-changing routes require "
-            "'Authorization: Bearer <token>'; only failover and PUT take a body (a JSON object, at most 64 KiB)."
+            "Health, metrics, link status and the DR status page of one strait mirror process; pause / resume / "
+            "delete / failover / restore / sync-groups of its links, and links added at runtime. State-changing "
+            "routes require 'Authorization: Bearer <token>'; only failover and PUT take a body (a JSON object, "
+            "at most 64 KiB)."
         ),
         paths=paths,
         schemas=schemas,

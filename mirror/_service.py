@@ -25,6 +25,10 @@ State entries of links neither the file nor the runtime links name are dropped a
 runtime link the file now names gives way to the file's. The state is this process's: with
 several processes sharing a link (scale-out), send every change to each.
 
+The DR page (``GET /dr``, ``GET /v1/dr``) shows what the ``dr_status`` source the process was
+given computes (``mirror._dr``; ``strait mirror start`` gives ``failover.status``'s), and a lag
+chart from the samples the process takes of every link (``mirror._lag_history``).
+
 Links whose target names a ``zookeeper`` share their partitions with the other processes
 running the same link (``mirror._members.ZkMembership``, keyed by ``--member-id``); the others
 are run by this process alone (``SoleMember``).
@@ -52,8 +56,10 @@ from node.proc import atomic_write
 
 from ._admin import LinkConflict, LinkNotRunning, UnknownLink, check_token, create_app
 from ._config import ConfigError, LinkConfig, MirrorError, parse_link
+from ._dr import DrStatuses, DrStatusSource, DrUnavailable
 from ._failover import CutUnavailable, FailoverRecord
 from ._fencer import default_fence_text
+from ._lag_history import DEFAULT_CAPACITY, DEFAULT_INTERVAL_S, LagHistories
 from ._link import FAILED_OVER, LinkRunner, SoleMember
 from ._members import DEFAULT_SESSION_TIMEOUT_S, ZkMembership, check_member_id
 from ._state import MirrorState, load_state, save_state
@@ -115,6 +121,9 @@ class MirrorService:
     token; without it a random token is generated at every start and written to
     ``<state_dir>/admin.token`` (mode 0600). ``member_id`` names this process among those sharing
     a link through ZooKeeper; by default an id generated once and kept in ``state.json``.
+    ``dr_status`` computes a link's failover status for ``GET /v1/dr`` (None: 501 there); every
+    ``lag_sample_interval_s`` the lag of every link is sampled, the last ``lag_history_points``
+    samples of each kept.
     """
 
     def __init__(
@@ -129,8 +138,12 @@ class MirrorService:
         zk_session_timeout_s: float = DEFAULT_SESSION_TIMEOUT_S,
         fetch_max_wait_ms: int = 500,
         request_timeout_s: float = 10.0,
+        dr_status: DrStatusSource | None = None,
+        lag_sample_interval_s: float = DEFAULT_INTERVAL_S,
+        lag_history_points: int = DEFAULT_CAPACITY,
     ) -> None:
-        """Nothing starts until ``run``. Raises MirrorError naming a bad member id or duplicate link."""
+        """Nothing starts until ``run``. Raises MirrorError naming a bad member id or duplicate link,
+        ValueError for a lag sampling interval or history size that is not positive."""
         names = [link.name for link in links]
         if len(set(names)) != len(names):
             raise MirrorError(f"links {names}: a link name appears more than once")
@@ -151,10 +164,23 @@ class MirrorService:
         self._started = False
         self._nursery: trio.Nursery | None = None  # runs the links, once run() started them
         self._admin_url = ""
+        self._token_file: Path | None = None
+        self._lag = LagHistories(interval_s=lag_sample_interval_s, capacity=lag_history_points)
+        self._dr = None if dr_status is None else DrStatuses(dr_status)
 
     @property
     def state_file(self) -> Path:
         return self.state_dir / STATE_FILE
+
+    @property
+    def admin_url(self) -> str:
+        """``http://host:port`` of the admin API once ``run`` reported started; "" before."""
+        return self._admin_url
+
+    @property
+    def token_file(self) -> Path | None:
+        """The file holding the admin token once ``run`` reported started; None before."""
+        return self._token_file
 
     # -- running ------------------------------------------------------------------------------------
 
@@ -171,6 +197,7 @@ class MirrorService:
         self._started = True
         try:
             token, token_file = await trio.to_thread.run_sync(self._prepare)
+            self._token_file = token_file
             async with trio.open_nursery() as nursery:
                 app = create_app(self, token)
                 port = await nursery.start(serve_admin, app, self.admin_host, self.admin_port)
@@ -185,6 +212,7 @@ class MirrorService:
                     self._start(self._build(config))
                 for config in self._state.runtime_links.values():
                     self._start(self._build(config, runtime=True))
+                nursery.start_soon(self._sample_lag, name="lag history")
                 member_id = self._member_id()
                 ready = ServiceReady(url, token_file, member_id, os.getpid())
                 log.info(
@@ -253,6 +281,12 @@ class MirrorService:
                     nursery.cancel_scope.cancel()
         finally:
             link.stopped.set()
+
+    async def _sample_lag(self) -> None:
+        """Sample every running link's lag for the DR page's chart, until cancelled."""
+        while True:
+            self._lag.sample(self.statuses(), int(time.time() * 1000))
+            await trio.sleep(self._lag.interval_s)
 
     # -- the state dir ------------------------------------------------------------------------------
 
@@ -378,6 +412,38 @@ class MirrorService:
     def link(self, name: str) -> dict[str, Any]:
         return self._status(self._link(name))
 
+    def link_config(self, name: str) -> LinkConfig:
+        """The configuration of running link ``name``; raises UnknownLink."""
+        return self._link(name).config
+
+    def lag_history(self, name: str) -> dict[str, Any]:
+        self._link(name)  # UnknownLink for a link not running here
+        return self._lag.to_json(name)
+
+    async def dr_status(self) -> dict[str, Any]:
+        """The failover status of every running link, from the DR status source (computed
+        concurrently, each at most once per ``mirror._dr.DEFAULT_MAX_AGE_S``); raises DrUnavailable."""
+        dr = self._dr
+        if dr is None:
+            raise DrUnavailable(
+                "this mirror process has no DR status source (MirrorService was made without dr_status; "
+                "`strait mirror start` gives it one): use `strait failover status` instead"
+            )
+        names = [name for name in sorted(self._links) if name not in self._deleted]
+        answers: dict[str, dict[str, Any]] = {}
+
+        async def one(name: str) -> None:
+            answer = answers[name] = await dr.of(name)
+            rpo, rows = answer.get("rpo"), answer.get("partitions")
+            if isinstance(rpo, dict) and isinstance(rpo.get("records"), int) and isinstance(rows, list):
+                lag = sum(row.get("lag_records") or 0 for row in rows)
+                self._lag.note_measured(name, int(answer.get("at_ms") or 0), lag, rpo["records"])
+
+        async with trio.open_nursery() as nursery:
+            for name in names:
+                nursery.start_soon(one, name)
+        return {"links": [answers[name] for name in names], "member_id": self._member_id()}
+
     async def pause(self, name: str) -> dict[str, Any]:
         async with self._state_lock:
             link = self._link(name)
@@ -400,6 +466,9 @@ class MirrorService:
                 del state.runtime_links[name]
                 await self._save(state)
                 del self._links[name]
+                self._lag.forget(name)
+                if self._dr is not None:
+                    self._dr.forget(name)
             else:
                 await self._persist(name, deleted=True, paused=False)
                 self._deleted.add(name)

@@ -5,6 +5,9 @@ commands talk to a running one over its admin API (``--admin URL``, env
 ``STRAIT_MIRROR_ADMIN``). pause, resume and delete change state and need the admin token
 (``--token-file``, env ``STRAIT_MIRROR_TOKEN_FILE``; by default the process writes it to
 ``<state-dir>/admin.token``).
+
+``start`` gives the process its DR status source (``_dr_status``): the numbers of its DR page
+are computed by ``failover.status``, as ``strait failover status`` computes them.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import click
 import trio
 
 if TYPE_CHECKING:
+    from failover.topology import Topology
+    from mirror import LinkConfig
     from mirror._admin import MirrorAdminClient
     from mirror._service import MirrorService
 
@@ -125,6 +130,7 @@ def start(
             admin_token_file=admin_token_file,
             member_id=member_id,
             zk_session_timeout_s=zk_session_timeout_ms / 1000,
+            dr_status=lambda name: _dr_status(service, name),
         )
     except (ConfigError, MirrorError) as exc:
         raise click.ClickException(str(exc)) from None
@@ -167,10 +173,56 @@ async def _serve(service: MirrorService, ready_file: Path | None) -> None:
             if ready_file is not None:
                 write_ready_file(ready_file, ready)
             click.echo(f"mirror {ready.member_id}: admin API at {ready.admin_url} (admin token in {ready.token_file})")
+            click.echo(f"mirror {ready.member_id}: DR status page at {ready.admin_url}/dr")
             async for signum in signals:
                 log.info("received %s: stopping the links", signal.Signals(signum).name)
                 break
             nursery.cancel_scope.cancel()
+
+
+async def _dr_status(service: MirrorService, name: str) -> dict[str, Any]:
+    """``strait failover status --json`` of running link ``name``, for the mirror's DR page: the
+    same ``failover.status.link_status``, over a topology made of the link's config (its two
+    sites; the target's ZooKeeper, which holds the DR state; this process as the link's mirror)
+    and with this process's own status of the link in place of a call to its admin API.
+
+    Raises:
+        UnknownLink: the link no longer runs here.
+        MirrorError: the link's target names no ZooKeeper (no DR state to read), or a site is
+            reached over TLS (failover's topology has no TLS yet).
+    """
+    from failover.status import link_status
+    from mirror import MirrorError
+
+    config = service.link_config(name)
+    target_zk = config.target.zookeeper
+    if target_zk is None:
+        raise MirrorError(
+            f"link {name!r}: the link file names no zookeeper for the target {config.target.name!r}, where the DR "
+            f'state lives: add zookeeper = "host:port/chroot" to its target (or use `strait failover status`)'
+        )
+    if config.source.tls is not None or config.target.tls is not None:
+        raise MirrorError(f"link {name!r}: its sites are reached over TLS, which the DR status does not speak yet")
+    topology = _dr_topology(config, target_zk, service.admin_url, service.token_file)
+
+    async def mirror_status() -> dict[str, Any]:
+        return service.link(name)
+
+    return await link_status(topology, name, mirror_status=mirror_status)
+
+
+def _dr_topology(config: LinkConfig, target_zk: str, admin_url: str, token_file: Path | None) -> Topology:
+    """The topology of one link: its two sites and this mirror process as its mirror."""
+    from failover.topology import Link, Site, Topology
+
+    source = Site(config.source.name, config.source.bootstrap, zookeeper="")  # status never reads it
+    target = Site(config.target.name, config.target.bootstrap, zookeeper=target_zk)
+    link = Link(config.name, source.name, target.name, mirror_admin=admin_url, token_file=token_file)
+    return Topology(
+        sites={source.name: source, target.name: target},
+        links={link.name: link},
+        origin=f"the mirror's link {config.name!r}",
+    )
 
 
 # -- talking to a running mirror --------------------------------------------------------------------

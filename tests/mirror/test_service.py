@@ -97,6 +97,9 @@ def test_the_admin_api_refuses_what_it_does_not_serve_and_describes_what_it_does
             "/v1/links/{name}/failover",
             "/v1/links/{name}/restore",
             "/v1/links/{name}/sync-groups",
+            "/v1/links/{name}/lag-history",
+            "/v1/dr",
+            "/dr",
             "/openapi.json",
         }
         secured = {
