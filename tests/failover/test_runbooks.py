@@ -14,7 +14,15 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from tests.failover.appliance import LINK, create_topic, failover, kill_site, revive_site, start_appliance, wait_mirrored
+from tests.failover.appliance import (
+    LINK,
+    create_topic,
+    failover,
+    kill_site,
+    revive_site,
+    start_appliance,
+    wait_mirrored,
+)
 from tests.node.harness import wait_for
 
 RUNBOOKS = Path(__file__).resolve().parents[2] / "docs" / "runbooks"
