@@ -40,7 +40,7 @@ from typing import Any, Protocol
 
 import trio
 
-from node.client import AdminClient, ClientError, SiteClient, TopicMeta
+from node.client import LATEST, AdminClient, ClientError, SiteClient, TopicMeta
 from node.protocol import ErrorCode
 
 from ._config import MM2, OFFSET_PRESERVING, LinkConfig, MirrorError
@@ -341,6 +341,23 @@ class LinkRunner(LinkFailover):
                 )
             except ClientError as exc:
                 self._set_problem(self._topics.setdefault(name, MirrorTopic(name)), str(exc))
+        if self._paused:
+            await self._refresh_source_ends()
+
+    async def _refresh_source_ends(self) -> None:
+        """While paused no copier fetches: read each mirrored partition's source high watermark
+        here, so the lag (and a failover's RPO, should the source then be lost) stays true."""
+        assert self._source is not None
+        admin = AdminClient(self._source)
+        now = int(time.time() * 1000)
+        for name, topic in sorted(self._topics.items()):
+            if not topic.progress:
+                continue
+            ends = await admin.list_offsets(name, sorted(topic.progress), LATEST, strict=False)
+            for p, end in ends.items():
+                if end >= 0:
+                    topic.progress[p].source_high_watermark = SourceOffset(end)
+                    topic.progress[p].last_fetch_ms = now
 
     async def _sync_topic(
         self,
