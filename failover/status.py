@@ -74,6 +74,9 @@ async def link_status(
 
     async def read_dr() -> None:
         nonlocal dr, journal, cut
+        if not target.zookeeper:
+            problems["dr"] = f"the topology names no ZooKeeper for site {target.name}: the DR state is unknown"
+            return
         try:
             with trio.fail_after(timeout_s):
                 async with open_store(target.zookeeper, link.name, link.source, link.target, timeout_s=timeout_s) as s:
@@ -81,7 +84,7 @@ async def link_status(
                     journal = await s.journal(limit=20)
                     if dr.cut_epoch is not None:
                         cut = await s.read_cut(dr.cut_epoch)
-        except (FailoverError, trio.TooSlowError) as exc:
+        except (FailoverError, ValueError, trio.TooSlowError) as exc:
             problems["dr"] = str(exc) or f"no answer from ZooKeeper {target.zookeeper} within {timeout_s:g} s"
 
     async def read_mirror() -> None:
