@@ -290,3 +290,27 @@ def failback(link: str, timeout: float, topology_path: Path, as_json: bool, stal
         )
 
     _run(main, as_json, text)
+
+
+@failover_group.command("drill")
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path(".strait-drill"),
+    show_default=True,
+    help="Where the drill's own appliance, ledger and export live (kept afterwards for inspection).",
+)
+@click.option("--nodes", type=click.IntRange(1, 9), default=3, show_default=True, help="Broker nodes per site.")
+@json_option
+def drill(directory: Path, nodes: int, as_json: bool) -> None:
+    """Lose east on a local appliance of its own, promote west, bring east back, reverse, fail back, report."""
+    from chaos.drill import run_drill
+
+    report = run_drill(directory, nodes=nodes, say=_err)
+    if as_json:
+        _err(report.render())
+        click.echo(json.dumps(report.to_dict(), indent=2, sort_keys=True))
+    else:
+        click.echo(report.render())
+    sys.exit(0 if report.passed else 1)
