@@ -33,14 +33,14 @@ from pathlib import Path
 from typing import Any
 
 import trio
-from confluent_kafka import Consumer, KafkaError, KafkaException, NewTopic, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from failover.failback import failback
 from failover.promote import promote
 from failover.reverse import reverse
 from failover.status import link_status
 from failover.topology import Topology, load_topology
+from node.client import AdminClient
 from node.proc import Child, Deadline, spawn, wait_ready_file, wait_until
 
 from .errors import ChaosError
@@ -133,9 +133,7 @@ def _start_appliance(directory: Path, nodes: int, say: Say) -> Child:
 
 def _drill(topology: Topology, directory: Path, report: DrillReport, writes: int, rate: float, say: Say) -> None:
     east, west = topology.site("east").bootstrap, topology.site("west").bootstrap
-    admin = AdminClient({"bootstrap.servers": east})
-    for future in admin.create_topics([NewTopic(TOPIC, PARTITIONS)]).values():
-        future.result(30)
+    trio.run(_create_topic, east)
     with Ledger(directory / "ledger.jsonl") as ledger:
         say(f"writing to {TOPIC} on east ({rate:g}/s) and reading it as group {GROUP} ...")
         on_east = ProducerWorkload(east, TOPIC, ledger, rate=rate).start()
@@ -208,6 +206,11 @@ def _drill(topology: Topology, directory: Path, report: DrillReport, writes: int
         west_log = sorted((r.partition, r.offset, r.value) for r in read_back(west, TOPIC, timeout=60))
         report.checks["east and west hold identical records at identical offsets"] = east_log == west_log
         report.checks["the group resumes on east where it was on west"] = _committed(east) == committed_west
+
+
+async def _create_topic(bootstrap: str) -> None:
+    async with await AdminClient.connect(bootstrap) as admin:
+        await admin.create_topic(TOPIC, PARTITIONS)
 
 
 def _kill_site(topology: Topology, directory: Path, site: str) -> None:
