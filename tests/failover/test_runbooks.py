@@ -112,3 +112,15 @@ def test_the_runbooks_work_on_a_real_appliance(tmp_path: Path) -> None:
         run_runbook("failback.md", {**env, "EXPORT_DIR": str(tmp_path / "export-2")}, tmp_path)
     finally:
         app.stop()
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+@pytest.mark.chaos
+def test_the_drill_runbook_passes(tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "DRILL_DIR": str(tmp_path / "drill"),
+    }
+    run_runbook("dr-drill.md", env, tmp_path)
