@@ -43,7 +43,8 @@ def up(directory: Path, nodes: int, base_port: int, settings: tuple[str, ...]) -
     --set KEY=VALUE sets a server.properties key on every node of both sites.
     """
     from ._appliance import Appliance
-    from ._site import parse_settings, serve
+    from ._launcher import serve
+    from ._site import parse_settings
 
     if base_port and base_port + 100 + nodes > 65536:
         raise click.BadParameter(f"{base_port} leaves no room for west's ports (base-port + 100 + {nodes})")
@@ -55,6 +56,7 @@ def up(directory: Path, nodes: int, base_port: int, settings: tuple[str, ...]) -
         [appliance.east, appliance.west, appliance.mirror],
         click.echo,
         on_ready=lambda: appliance.ready(click.echo),
+        on_tick=lambda stop_requested: appliance.tick(stop_requested, click.echo),
         on_stop=appliance.removed,
     )
     if code:
