@@ -16,7 +16,6 @@ the sites' clients are done and before the sites stop (so it never sees its site
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -181,22 +180,17 @@ class Appliance:
         """``properties`` go into every node's ``server.properties`` on both sites (``strait up --set``)."""
         self.directory = directory.absolute()
         west_base = base_port + 100 if base_port else 0
-        self.east = LocalSite(
-            self.directory / "east",
-            name="east",
-            nodes=nodes,
-            base_port=base_port,
-            properties=properties,
-            loss_advice=self._loss_advice("east", "west"),
-        )
-        self.west = LocalSite(
-            self.directory / "west",
-            name="west",
-            nodes=nodes,
-            base_port=west_base,
-            properties=properties,
-            loss_advice=self._loss_advice("west", "east"),
-        )
+
+        def site(name: str, other: str, base: int) -> LocalSite:
+            advice = (
+                f"strait up keeps site {other} and the mirror running; bring it back with: {self.revive_command(name)}"
+            )
+            return LocalSite(
+                self.directory / name, name=name, nodes=nodes, base_port=base, properties=properties, loss_advice=advice
+            )
+
+        self.east = site("east", "west", base_port)
+        self.west = site("west", "east", west_base)
         self.mirror = LocalMirror(self.directory / "mirror", self.east, self.west)
         self.inbox = Inbox(self.directory)
         self._written: dict[str, str] = {}  # each site's state as appliance.json last said it
@@ -211,9 +205,6 @@ class Appliance:
 
     def revive_command(self, site: str) -> str:
         return f"strait site revive {site} --dir {self.directory}"
-
-    def _loss_advice(self, lost: str, other: str) -> str:
-        return f"strait up keeps site {other} and the mirror running; bring it back with: {self.revive_command(lost)}"
 
     def describe(self) -> dict[str, object]:
         """What ``appliance.json`` holds. A lost site keeps its addresses: it comes back on them."""
@@ -276,7 +267,12 @@ class Appliance:
                 echo(f"warning: appliance: cannot write {self.appliance_file}: {exc}", err=True)
 
     def _carry_out(self, request: Request, stop_requested: Callable[[], bool], echo: Callable[..., None]) -> None:
-        answer = functools.partial(self.inbox.answer, request.id)
+        def answer(state: str, message: str) -> None:
+            try:
+                self.inbox.answer(request.id, state, message)
+            except OSError as exc:  # the asker times out; strait up carries on
+                echo(f"warning: appliance: cannot answer a request in {self.inbox.directory}: {exc}", err=True)
+
         site = self.sites.get(request.site)
         if request.action != "revive":
             answer("refused", f"unknown request {request.action!r}; strait up takes: revive")

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from ._up_command import appliance_dir_option
+
 
 @click.group("site", help="Run a local site (ZooKeeper and broker nodes on loopback); bring a lost one back.")
 def site_group() -> None:
@@ -65,14 +67,7 @@ def up(directory: Path, nodes: int, base_port: int, zk_port: int, name: str, set
 
 @site_group.command("revive")
 @click.argument("site_name", metavar="SITE")
-@click.option(
-    "--dir",
-    "directory",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path(".strait"),
-    show_default=True,
-    help="The --dir of the running `strait up`.",
-)
+@appliance_dir_option("The --dir of the running `strait up`.")
 @click.option(
     "--timeout",
     type=click.FloatRange(min=1.0),
