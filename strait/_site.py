@@ -367,7 +367,8 @@ class LocalSite:
         if self.lost and not self._loss_reported:
             self._loss_reported = True
             running = [f"node {node.broker_id}" for node in self.nodes if node.exit_code is None]
-            still = f"; {join_subjects(running)} still run without ZooKeeper" if running else ""
+            verb = "runs" if len(running) == 1 else "run"
+            still = f"; {join_subjects(running)} still {verb} without ZooKeeper" if running else ""
             if self._zookeeper_exit is None:
                 still = "; its ZooKeeper still runs"
             return [f"site {self.name} is lost: {self.exits()}{still}; {self.loss_advice}"]

@@ -1,6 +1,8 @@
 """`strait up` survives a site loss: every process of east is killed with SIGKILL, `strait up`
 says so and keeps west and the mirror running, and `strait site revive east` brings east back
-on its data and on the same addresses, with the mirror copying from it again."""
+on its data and on the same addresses, with the mirror copying from it again; a site lost by
+its ZooKeeper alone gets only that back; Ctrl-C while a site is lost stops everything in
+bounded time."""
 
 from __future__ import annotations
 
@@ -33,6 +35,14 @@ def records_on(bootstrap: str, topic: str) -> int:
         return len(read_back(bootstrap, topic, timeout=5))
     except WorkloadError:
         return 0
+
+
+def process_alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (not a zombie): from /proc."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def appliance(directory: Path) -> dict[str, Any]:
@@ -96,8 +106,38 @@ def test_strait_up_survives_the_loss_of_east_and_revives_it_on_its_data_and_port
         produce(east["bootstrap"], "orders", [b"after-%d" % i for i in range(10)])
         wait_for("the new records on west", lambda: records_on(west["bootstrap"], "orders") == 40, 40)
 
+        # Lost again, by its ZooKeeper alone this time: revive restarts only ZooKeeper, and the
+        # node that kept running carries on with it.
+        site = json.loads((directory / "east" / "site.json").read_text())
+        kill_9_pid(site["zookeeper_pid"], "east's ZooKeeper")
+        wait_for("the second loss", lambda: log.read_text().count("site east is lost") == 2, 15)
+        assert "site east is lost: ZooKeeper exited (killed by SIGKILL); node 1 still runs without ZooKeeper" in (
+            log.read_text()
+        )
+        revive = subprocess.run(
+            [sys.executable, "-m", "strait.cli", "site", "revive", "east", "--dir", str(directory), "--timeout", "60"],
+            capture_output=True,
+            text=True,
+            timeout=90,
+            check=False,
+        )
+        assert revive.returncode == 0, revive.stdout + revive.stderr
+        assert "node 1 on" not in revive.stderr  # it was left alone
+        node_pid = site["nodes"][0]["pid"]
+        assert json.loads((directory / "east" / "site.json").read_text())["nodes"][0]["pid"] == node_pid
+        produce(east["bootstrap"], "orders", [b"later-%d" % i for i in range(5)])
+        assert records_on(east["bootstrap"], "orders") == 45
+
+        # And a third time: Ctrl-C while east is lost still stops everything, in bounded time (the
+        # node left without ZooKeeper gets no controlled shutdown to wait for).
+        kill_9_pid(json.loads((directory / "east" / "site.json").read_text())["zookeeper_pid"], "east's ZooKeeper")
+        wait_for("the third loss", lambda: log.read_text().count("site east is lost") == 3, 15)
         up.signal(signal.SIGINT)
-        assert up.wait(90) == 0, log.read_text()
+        assert up.wait(60) == 1, log.read_text()
+        output = log.read_text()
+        assert "error: site east was lost and not brought back: ZooKeeper exited (killed by SIGKILL)" in output
+        assert output.rstrip().endswith("stopped, with the errors above")
         assert not (directory / "appliance.json").exists()
+        assert not process_alive(node_pid)  # stopped and reaped by strait up
     finally:
         up.kill()
