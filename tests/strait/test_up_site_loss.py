@@ -45,6 +45,12 @@ def process_alive(pid: int) -> bool:
         return False
 
 
+def revive_east(directory: Path) -> subprocess.CompletedProcess[str]:
+    """``strait site revive east``, as an operator runs it: a process of its own."""
+    argv = [sys.executable, "-m", "strait.cli", "site", "revive", "east", "--dir", str(directory), "--timeout", "60"]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=90, check=False)
+
+
 def appliance(directory: Path) -> dict[str, Any]:
     described: dict[str, Any] = json.loads((directory / "appliance.json").read_text())
     return described
@@ -87,13 +93,7 @@ def test_strait_up_survives_the_loss_of_east_and_revives_it_on_its_data_and_port
         }
         assert lost["sites"]["west"] == west
 
-        revive = subprocess.run(
-            [sys.executable, "-m", "strait.cli", "site", "revive", "east", "--dir", str(directory), "--timeout", "60"],
-            capture_output=True,
-            text=True,
-            timeout=90,
-            check=False,
-        )
+        revive = revive_east(directory)
         assert revive.returncode == 0, revive.stdout + revive.stderr
         assert revive.stdout.startswith(f"site east is back on its data: bootstrap {east['bootstrap']}")
         assert "bringing site east back on its data: ZooKeeper on 127.0.0.1:" in revive.stderr
@@ -114,13 +114,7 @@ def test_strait_up_survives_the_loss_of_east_and_revives_it_on_its_data_and_port
         assert "site east is lost: ZooKeeper exited (killed by SIGKILL); node 1 still runs without ZooKeeper" in (
             log.read_text()
         )
-        revive = subprocess.run(
-            [sys.executable, "-m", "strait.cli", "site", "revive", "east", "--dir", str(directory), "--timeout", "60"],
-            capture_output=True,
-            text=True,
-            timeout=90,
-            check=False,
-        )
+        revive = revive_east(directory)
         assert revive.returncode == 0, revive.stdout + revive.stderr
         assert "node 1 on" not in revive.stderr  # it was left alone
         node_pid = site["nodes"][0]["pid"]
