@@ -6,7 +6,9 @@ data, the mirror with its paused/deleted links and admin token)::
     DIR/east/, DIR/west/      one LocalSite each (see strait/_site.py)
     DIR/mirror/links.toml     the link east-to-west, rewritten at every start with the sites' addresses
     DIR/mirror/               the mirror process's state dir: state.json, admin.token, mirror.log, ready.json
-    DIR/appliance.json        every address, written once everything is ready, removed on stop
+    DIR/appliance.json        every address and each site's state ("up" or "lost"), written once
+                              everything is ready and again when a site is lost or back; removed on stop
+    DIR/control/              requests to the running ``strait up`` (see strait/_control.py)
 
 The mirror is a ``strait mirror start`` process in its own session, stopped with SIGTERM after
 the sites' clients are done and before the sites stop (so it never sees its sites vanish).
@@ -20,7 +22,9 @@ from pathlib import Path
 
 from node.proc import Child, Deadline, NotReady, atomic_write, http_ok, log_tail, read_ready_file, wait_until
 
-from ._site import LocalSite, SiteError, SiteInterrupted, spawn_cli, stop_child
+from ._control import Inbox, Request
+from ._processes import spawn_cli, stop_child
+from ._site import LocalSite, NothingToRevive, SiteError, SiteInterrupted
 
 APPLIANCE_FILE = "appliance.json"
 LINK_NAME = "east-to-west"
@@ -137,7 +141,7 @@ class LocalMirror:
         return []
 
     def stop(self, hurry: Callable[[], bool] = lambda: False) -> list[str]:
-        """Stop the mirror process (see :func:`~strait._site.stop_child`); an exit :meth:`poll`
+        """Stop the mirror process (see :func:`~strait._processes.stop_child`); an exit :meth:`poll`
         reported already is not reported again."""
         child, self.child = self.child, None
         if child is None:
@@ -162,7 +166,13 @@ class LocalMirror:
 
 
 class Appliance:
-    """east, west and the mirror between them, under one directory."""
+    """east, west and the mirror between them, under one directory.
+
+    A site that is lost (its ZooKeeper or every node exited) is reported once and the rest keep
+    running; ``strait site revive NAME --dir DIR`` asks (through :mod:`strait._control`) for it
+    to be started again, which :meth:`tick` carries out from ``strait up``'s main loop so that
+    the restarted processes are ``strait up``'s children like the others.
+    """
 
     def __init__(
         self, directory: Path, *, nodes: int = 3, base_port: int = 0, properties: Mapping[str, str] | None = None
@@ -170,23 +180,38 @@ class Appliance:
         """``properties`` go into every node's ``server.properties`` on both sites (``strait up --set``)."""
         self.directory = directory.absolute()
         west_base = base_port + 100 if base_port else 0
-        self.east = LocalSite(
-            self.directory / "east", name="east", nodes=nodes, base_port=base_port, properties=properties
-        )
-        self.west = LocalSite(
-            self.directory / "west", name="west", nodes=nodes, base_port=west_base, properties=properties
-        )
+
+        def site(name: str, other: str, base: int) -> LocalSite:
+            advice = (
+                f"strait up keeps site {other} and the mirror running; bring it back with: {self.revive_command(name)}"
+            )
+            return LocalSite(
+                self.directory / name, name=name, nodes=nodes, base_port=base, properties=properties, loss_advice=advice
+            )
+
+        self.east = site("east", "west", base_port)
+        self.west = site("west", "east", west_base)
         self.mirror = LocalMirror(self.directory / "mirror", self.east, self.west)
+        self.inbox = Inbox(self.directory)
+        self._written: dict[str, str] = {}  # each site's state as appliance.json last said it
+
+    @property
+    def sites(self) -> dict[str, LocalSite]:
+        return {"east": self.east, "west": self.west}
 
     @property
     def appliance_file(self) -> Path:
         return self.directory / APPLIANCE_FILE
 
+    def revive_command(self, site: str) -> str:
+        return f"strait site revive {site} --dir {self.directory}"
+
     def describe(self) -> dict[str, object]:
-        """What ``appliance.json`` holds."""
+        """What ``appliance.json`` holds. A lost site keeps its addresses: it comes back on them."""
 
         def site(s: LocalSite) -> dict[str, object]:
             return {
+                "state": s.state,
                 "bootstrap": s.bootstrap,
                 "zookeeper": s.zookeeper,
                 "zookeeper_chroot": f"/{s.name}",
@@ -194,16 +219,24 @@ class Appliance:
             }
 
         return {
-            "sites": {"east": site(self.east), "west": site(self.west)},
+            "sites": {name: site(s) for name, s in self.sites.items()},
             "links": [
                 {"name": LINK_NAME, "source": "east", "target": "west", "admin": self.mirror.admin_url},
             ],
         }
 
     def ready(self, echo: Callable[..., None]) -> None:
-        """Everything is up: write appliance.json and say it in words."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        atomic_write(self.appliance_file, json.dumps(self.describe(), indent=2) + "\n")
+        """Everything is up: write appliance.json, take requests, and say it in words.
+
+        Raises:
+            SiteError: the directory cannot be written.
+        """
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._write()
+            self.inbox.open()
+        except OSError as exc:
+            raise SiteError(f"appliance: cannot use {self.directory}: {exc}") from None
         echo(
             "\n".join(
                 [
@@ -218,5 +251,69 @@ class Appliance:
             )
         )
 
+    def tick(self, stop_requested: Callable[[], bool], echo: Callable[..., None]) -> None:
+        """From ``strait up``'s loop: carry out the requests waiting, and rewrite appliance.json
+        when a site's state changed. Blocks while a site is being revived.
+
+        Raises:
+            SiteInterrupted: a stop was requested during a revive.
+        """
+        for request in self.inbox.take():
+            self._carry_out(request, stop_requested, echo)
+        if {name: s.state for name, s in self.sites.items()} != self._written:
+            try:
+                self._write()
+            except OSError as exc:
+                echo(f"warning: appliance: cannot write {self.appliance_file}: {exc}", err=True)
+
+    def _carry_out(self, request: Request, stop_requested: Callable[[], bool], echo: Callable[..., None]) -> None:
+        def answer(state: str, message: str) -> None:
+            try:
+                self.inbox.answer(request.id, state, message)
+            except OSError as exc:  # the asker times out; strait up carries on
+                echo(f"warning: appliance: cannot answer a request in {self.inbox.directory}: {exc}", err=True)
+
+        site = self.sites.get(request.site)
+        if request.action != "revive":
+            answer("refused", f"unknown request {request.action!r}; strait up takes: revive")
+            return
+        if site is None:
+            known = ", ".join(self.sites)
+            answer("refused", f"unknown site {request.site!r}; this appliance's sites are {known}")
+            return
+
+        def begin(what: str) -> None:
+            echo(what)
+            answer("working", what)
+
+        try:
+            warnings = site.revive(stop_requested, begin)
+        except NothingToRevive as exc:
+            answer("refused", str(exc))
+            return
+        except SiteInterrupted:
+            answer("failed", f"strait up is stopping; site {site.name} was not brought back")
+            raise
+        except SiteError as exc:
+            echo(f"error: {exc}", err=True)
+            answer("failed", f"{exc}\nsite {site.name} is still lost; see the output of strait up")
+            return
+        echo(site.announce())
+        for warning in warnings:
+            echo(f"warning: {warning}", err=True)
+        try:
+            self._write()
+        except OSError as exc:
+            echo(f"warning: appliance: cannot write {self.appliance_file}: {exc}", err=True)
+        answer("done", f"site {site.name} is back on its data: bootstrap {site.bootstrap}, ZooKeeper {site.zookeeper}")
+        echo(f"site {site.name} is back, on the same addresses")
+
+    def _write(self) -> None:
+        described = self.describe()
+        atomic_write(self.appliance_file, json.dumps(described, indent=2) + "\n")
+        self._written = {name: s.state for name, s in self.sites.items()}
+
     def removed(self) -> None:
+        """Stopping: take no more requests and remove appliance.json."""
+        self.inbox.close()
         self.appliance_file.unlink(missing_ok=True)

@@ -8,11 +8,18 @@ site comes back with its data)::
     DIR/node-<id>/            one per broker: server.properties (rewritten at every start),
                               node.log, ready.json, and the log dirs d1/ and d2/
     DIR/site.json             the addresses, written once every node is ready, removed on stop
+                              (kept while the site is lost: they are the ones it comes back on)
     DIR/site.lock             held (flock) while the site runs: one launcher per directory
 
 Every node uses the chroot ``/<name>`` of the site's ZooKeeper. The children run in their
 own sessions (a terminal's Ctrl-C reaches only the launcher, which stops them in order) and
 get SIGKILL from the kernel if the launcher's main thread dies (no orphans after ``kill -9``).
+
+A site that survives losses (``loss_advice`` given, as in ``strait up``) is *lost* once its
+ZooKeeper or every one of its nodes has exited; :meth:`LocalSite.poll` reports that once, and
+:meth:`LocalSite.revive` starts the exited processes again on their data and on the ports
+the first start bound (kept in memory and in ``site.json``), so clients and the mirror find
+the site where it was.
 """
 
 from __future__ import annotations
@@ -20,25 +27,25 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import signal
-import sys
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
-from typing import IO, Any, Protocol
+from typing import IO, Any
 
-from node.proc import Child, Deadline, NotReady, atomic_write, http_ok, log_tail, read_ready_file, spawn, wait_until
+from node.proc import Child, Deadline, NotReady, atomic_write, http_ok, log_tail, read_ready_file, wait_until
+
+from ._processes import exit_reason, join_subjects, port_free, port_of, spawn_cli, stop_child
 
 READY_TIMEOUT_S = 60.0  # from spawning the nodes until every one serves and reports /health ok
 LEADERS_TIMEOUT_S = 30.0  # then the site is announced anyway, naming the partitions without one
 NODE_STOP_TIMEOUT_S = 30.0  # per node: controlled shutdown and a clean close, then SIGKILL
+LOST_NODE_STOP_TIMEOUT_S = 5.0  # per node of a site whose ZooKeeper is gone: no controlled shutdown to wait for
 ZOOKEEPER_STOP_TIMEOUT_S = 10.0
+EXIT_SETTLE_S = 1.0  # exits this close together are reported together (a site lost at once is one report)
 _HEALTH_TIMEOUT_S = 2.0
-_SECOND_SIGNAL_AFTER_S = 1.0  # a signal this soon after the first is the same request
 
 SITE_FILE = "site.json"
 LOCK_FILE = "site.lock"
@@ -82,6 +89,10 @@ class SiteInterrupted(SiteError):
     """A stop was requested (Ctrl-C, SIGTERM) while the site was still starting."""
 
 
+class NothingToRevive(SiteError):
+    """:meth:`LocalSite.revive` of a site whose processes all run (or that never started)."""
+
+
 class NodeFiles:
     """Where a local node keeps its files: everything under its working directory ``workdir``.
 
@@ -114,9 +125,11 @@ class LocalNode(NodeFiles):
     broker_id: int
     workdir: Path
     port: int
+    admin_port: int = 0
     child: Child | None = None
     bootstrap: str = ""
     admin_url: str = ""
+    exit_code: int | None = None  # noted by LocalSite.poll once the process has exited on its own
     exit_reported: bool = False
 
     @property
@@ -150,11 +163,16 @@ class LocalSite:
         zookeeper_port: int = 0,
         properties: Mapping[str, str] | None = None,
         node_dir: str = "node-{id}",
+        loss_advice: str | None = None,
     ) -> None:
         """Check the arguments; nothing starts yet.
 
         ``node_dir`` names each node's directory (``{id}`` is the broker id); ``strait up``
         keeps its historical ``node{id}`` so existing data stays where it was.
+
+        ``loss_advice`` makes the site survive its loss: :meth:`poll` then reports a lost site
+        once, ending the report with this text (what keeps running, how to bring it back),
+        instead of raising when ZooKeeper exits.
 
         Raises:
             ValueError: naming the bad value (name, node count, ports).
@@ -175,7 +193,13 @@ class LocalSite:
             LocalNode(i, self.directory / node_dir.format(id=i), base_port + i - 1 if base_port else 0)
             for i in range(1, nodes + 1)
         ]
+        self.loss_advice = loss_advice
         self._zookeeper: Any = None  # node.coordination.EmbeddedZooKeeper once started
+        self._zookeeper_exit: int | None = None  # noted by poll once ZooKeeper exited on its own
+        self._zookeeper_exit_reported = False
+        self._last_exit = 0.0  # monotonic time poll last noted an exit
+        self._loss_reported = False
+        self._started = False  # the first start succeeded: the ports are pinned for revive
         self._lock: IO[bytes] | None = None
         self._check_properties()
 
@@ -225,7 +249,7 @@ class LocalSite:
             "listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
             "log.dirs": ",".join(str(d) for d in node.log_dirs),
             "zookeeper.connect": self.zookeeper_connect,
-            "strait.admin.listener": "127.0.0.1:0",
+            "strait.admin.listener": f"127.0.0.1:{node.admin_port}",
             "default.replication.factor": str(min(3, count)),
             "offsets.topic.replication.factor": str(min(3, count)),
             "min.insync.replicas": str(min(2, count)),
@@ -242,9 +266,31 @@ class LocalSite:
             "bootstrap": self.bootstrap,
             "zookeeper": self.zookeeper,
             "zookeeper_connect": self.zookeeper_connect,
+            "zookeeper_pid": None if self._zookeeper is None else self._zookeeper.pid,
             "admin": [node.admin_url for node in self.nodes],
             "nodes": [node.to_json() for node in self.nodes],
         }
+
+    @property
+    def lost(self) -> bool:
+        """ZooKeeper or every node has exited on its own (as :meth:`poll` last saw it)."""
+        return self._zookeeper_exit is not None or all(node.exit_code is not None for node in self.nodes)
+
+    @property
+    def state(self) -> str:
+        """``"lost"`` or ``"up"`` (the ``state`` of the site in ``appliance.json``)."""
+        return "lost" if self._started and self.lost else "up"
+
+    def exits(self) -> str:
+        """The processes that exited on their own, and how, in words ("ZooKeeper and nodes 1,2
+        exited (killed by SIGKILL)"); empty when none did."""
+        subjects: dict[str, list[str]] = {}
+        if self._zookeeper_exit is not None:
+            subjects.setdefault(exit_reason(self._zookeeper_exit), []).append("ZooKeeper")
+        for node in self.nodes:
+            if node.exit_code is not None:
+                subjects.setdefault(exit_reason(node.exit_code), []).append(f"node {node.broker_id}")
+        return ", ".join(f"{join_subjects(names)} exited ({reason})" for reason, names in subjects.items())
 
     # -- life -------------------------------------------------------------------------------------
 
@@ -271,6 +317,7 @@ class LocalSite:
             self._take_lock()
         except OSError as exc:
             raise SiteError(f"site {self.name}: cannot use {self.directory}: {exc}") from None
+        self._zookeeper_exit, self._zookeeper_exit_reported, self._loss_reported = None, False, False
         try:
             self.site_file.unlink(missing_ok=True)
             try:
@@ -290,49 +337,144 @@ class LocalSite:
         except BaseException:
             self.stop()
             raise
+        self._pin_ports()
         return warnings
 
     def poll(self) -> list[str]:
-        """Report (once each) the processes that exited on their own since the last call.
+        """Report (once each) the processes that exited on their own since the last call; exits
+        less than ``EXIT_SETTLE_S`` apart are reported together, one poll after the last of them.
 
-        A dead node is reported and the others keep serving (that is what a site is for); a
-        dead ZooKeeper is fatal.
+        A dead node is reported and the others keep serving (that is what a site is for). A
+        site that survives losses (``loss_advice``) reports its loss (ZooKeeper or every node
+        exited) in one line and keeps going; otherwise a dead ZooKeeper is fatal.
 
         Raises:
-            SiteError: ZooKeeper exited.
+            SiteError: ZooKeeper exited, and the site does not survive losses.
         """
-        news = []
-        for node in self.nodes:
-            code = None if node.child is None or node.exit_reported else node.child.poll()
-            if code is not None:
-                node.exit_reported = True
-                news.append(
-                    f"site {self.name}: node {node.broker_id} exited on its own with code {code}; see {node.log_path}"
-                )
-        if self._zookeeper is not None:
-            code = self._zookeeper.poll()
-            if code is not None:
+        self._note_exits()
+        if self._zookeeper_exit is not None and self.loss_advice is None:
+            raise SiteError(
+                f"site {self.name}: ZooKeeper exited on its own with code {self._zookeeper_exit}; "
+                f"see {self._zookeeper.log_path}"
+            )
+        unreported = [node for node in self.nodes if node.exit_code is not None and not node.exit_reported]
+        zookeeper_unreported = self._zookeeper_exit is not None and not self._zookeeper_exit_reported
+        if not (unreported or zookeeper_unreported) or time.monotonic() - self._last_exit < EXIT_SETTLE_S:
+            return []
+        for node in unreported:
+            node.exit_reported = True
+        self._zookeeper_exit_reported = self._zookeeper_exit is not None
+        if self.lost and not self._loss_reported:
+            self._loss_reported = True
+            running = [f"node {node.broker_id}" for node in self.nodes if node.exit_code is None]
+            verb = "runs" if len(running) == 1 else "run"
+            still = f"; {join_subjects(running)} still {verb} without ZooKeeper" if running else ""
+            if self._zookeeper_exit is None:
+                still = "; its ZooKeeper still runs"
+            return [f"site {self.name} is lost: {self.exits()}{still}; {self.loss_advice}"]
+        return [
+            f"site {self.name}: node {node.broker_id} exited on its own with code {node.exit_code}; see {node.log_path}"
+            for node in unreported
+        ]
+
+    def revive(
+        self, stop_requested: Callable[[], bool] = lambda: False, begin: Callable[[str], None] = lambda _: None
+    ) -> list[str]:
+        """Start again the processes of this site that exited on their own (ZooKeeper, nodes, or
+        all), each on its own data and on the ports the first :meth:`start` bound (node and
+        admin listeners, ZooKeeper's client port), so every address in ``site.json``, the
+        mirror's link file and ``appliance.json`` stays valid. Returns like :meth:`start` once
+        the restarted nodes serve and every partition has a leader; ``site.json`` is rewritten
+        (with the new pids). Processes that still run are left alone.
+
+        The restarted nodes wait out the ZooKeeper sessions of their dead predecessors (up to
+        1.5 ``zookeeper.session.timeout.ms``, see ``node.broker``), so this takes about one
+        session timeout after a SIGKILL of the whole site. On failure what it started is
+        killed again: the site stays as lost as it was. Call it from the thread that started
+        the site (the children die with that thread). ``begin`` is told, in words, what is
+        about to start, once the checks passed.
+
+        Raises:
+            NothingToRevive: every process runs, or the site never started.
+            SiteError: a port is taken by another process (the message names it); ZooKeeper or
+                a node did not start (with its log tail).
+            SiteInterrupted: ``stop_requested()`` became true (what started is left to :meth:`stop`).
+        """
+        from node.coordination import EmbeddedZooKeeper, ZooKeeperError
+
+        if not self._started or self._lock is None:
+            raise NothingToRevive(f"site {self.name} is not running under this launcher; start it instead")
+        self._note_exits()
+        zookeeper_dead = self._zookeeper_exit is not None
+        dead = [node for node in self.nodes if node.exit_code is not None]
+        if not zookeeper_dead and not dead:
+            raise NothingToRevive(
+                f"site {self.name} is not lost: its ZooKeeper and "
+                f"{join_subjects([f'node {n.broker_id}' for n in self.nodes])} run; there is nothing to bring back"
+            )
+        wanted = [(self._zookeeper.port, "ZooKeeper")] if zookeeper_dead else []
+        for node in dead:
+            wanted += [(node.port, f"node {node.broker_id}"), (node.admin_port, f"node {node.broker_id}'s admin API")]
+        for port, subject in wanted:
+            if not port_free(port):
                 raise SiteError(
-                    f"site {self.name}: ZooKeeper exited on its own with code {code}; see {self._zookeeper.log_path}"
+                    f"site {self.name}: cannot bring {subject} back on port {port}: another process uses "
+                    f"127.0.0.1:{port}; free it and ask again"
                 )
-        return news
+        begin(
+            f"bringing site {self.name} back on its data: "
+            + ", ".join(f"{subject} on 127.0.0.1:{port}" for port, subject in wanted)
+            + " (the processes that still run are left alone)"
+        )
+        restarted: list[LocalNode] = []
+        zookeeper_exit = self._zookeeper_exit
+        addresses = {node.broker_id: (node.bootstrap, node.admin_url) for node in dead}
+        try:
+            if zookeeper_dead:
+                port = self._zookeeper.port
+                self._zookeeper.stop(0)  # it has exited: this reaps it
+                self._zookeeper = EmbeddedZooKeeper(self.directory / "zookeeper", port)
+                self._zookeeper.start()
+                self._zookeeper_exit = None
+            for node in dead:
+                if node.child is not None:
+                    node.child.kill()  # it has exited: this reaps it
+                self._spawn(node)
+                restarted.append(node)
+            self._wait_ready(stop_requested, restarted)
+            warnings = self._wait_for_leaders(stop_requested)
+            atomic_write(self.site_file, json.dumps(self.describe(), indent=2) + "\n")
+        except SiteInterrupted:
+            raise
+        except (SiteError, ZooKeeperError, OSError) as exc:
+            self._undo_revive(restarted, addresses, zookeeper_exit)
+            raise SiteError(str(exc) if isinstance(exc, SiteError) else f"site {self.name}: {exc}") from None
+        self._zookeeper_exit_reported = False
+        self._loss_reported = False
+        return warnings
 
     def stop(self, hurry: Callable[[], bool] = lambda: False) -> list[str]:
         """Stop the nodes one at a time, highest broker id first (SIGTERM: a controlled shutdown
         moves each one's leaderships to the others), then ZooKeeper; remove ``site.json`` and
-        release the directory. Every wait is bounded: a node gets ``NODE_STOP_TIMEOUT_S``, or
-        none once ``hurry()`` is true (a second Ctrl-C), then SIGKILL. Idempotent.
+        release the directory. Every wait is bounded: a node gets ``NODE_STOP_TIMEOUT_S``
+        (``LOST_NODE_STOP_TIMEOUT_S`` once ZooKeeper is gone), or none once ``hurry()`` is true
+        (a second Ctrl-C), then SIGKILL. Idempotent.
 
         Returns what did not go cleanly (a node that exited on its own, was killed or exited
-        non-zero); empty when every process stopped as asked.
+        non-zero; a lost site in one line); empty when every process stopped as asked.
         """
         if self._lock is None:
             return []  # never started (or refused the directory): nothing of ours to stop or remove
         problems = []
+        self._note_exits()
+        surviving_loss = self.loss_advice is not None and self._started and self.lost
+        if surviving_loss:
+            problems.append(f"site {self.name} was lost and not brought back: {self.exits()}")
+        node_timeout = LOST_NODE_STOP_TIMEOUT_S if self._zookeeper_exit is not None else NODE_STOP_TIMEOUT_S
         for node in reversed(self.nodes):
             child, node.child = node.child, None
-            problem = None if child is None else stop_child(child, f"node {node.broker_id}", NODE_STOP_TIMEOUT_S, hurry)
-            if problem is not None:
+            problem = None if child is None else stop_child(child, f"node {node.broker_id}", node_timeout, hurry)
+            if problem is not None and not (surviving_loss and node.exit_code is not None):
                 problems.append(f"site {self.name}: {problem}")
         if self._zookeeper is not None:
             self._zookeeper.stop(ZOOKEEPER_STOP_TIMEOUT_S)
@@ -360,11 +502,45 @@ class LocalSite:
         lock.flush()
         self._lock = lock
 
+    def _pin_ports(self) -> None:
+        """After the first start: every later (re)start of a process binds the port it has now."""
+        for node in self.nodes:
+            node.port = port_of(node.bootstrap)
+            node.admin_port = port_of(node.admin_url)
+        self._started = True
+
+    def _note_exits(self) -> None:
+        """Note the exit code of every process that has exited since the last look (no reporting)."""
+        for node in self.nodes:
+            if node.child is not None and node.exit_code is None:
+                node.exit_code = node.child.poll()
+                if node.exit_code is not None:
+                    self._last_exit = time.monotonic()
+        if self._zookeeper is not None and self._zookeeper_exit is None:
+            self._zookeeper_exit = self._zookeeper.poll()
+            if self._zookeeper_exit is not None:
+                self._last_exit = time.monotonic()
+
+    def _undo_revive(
+        self, restarted: list[LocalNode], addresses: Mapping[int, tuple[str, str]], zookeeper_exit: int | None
+    ) -> None:
+        """A revive failed: kill what it started, so the site is as it was before (reported, not again)."""
+        for node in restarted:
+            if node.child is not None:
+                node.exit_code = node.child.kill()
+            node.exit_reported = True
+            node.bootstrap, node.admin_url = addresses[node.broker_id]
+        if zookeeper_exit is not None and self._zookeeper is not None:
+            self._zookeeper.stop(ZOOKEEPER_STOP_TIMEOUT_S)
+            self._zookeeper_exit = zookeeper_exit
+            self._zookeeper_exit_reported = True
+
     def _spawn(self, node: LocalNode) -> None:
         node.workdir.mkdir(parents=True, exist_ok=True)
         node.config_path.write_text("".join(f"{k}={v}\n" for k, v in self.node_properties(node).items()))
         node.ready_path.unlink(missing_ok=True)
         node.bootstrap = node.admin_url = ""
+        node.exit_code = None
         node.exit_reported = False
         node.child = spawn_cli(
             ["node", "start", "--config", str(node.config_path), "--ready-file", str(node.ready_path)],
@@ -376,9 +552,10 @@ class LocalSite:
         if stop_requested():
             raise SiteInterrupted(f"site {self.name}: stop requested while starting")
 
-    def _wait_ready(self, stop_requested: Callable[[], bool]) -> None:
-        """Every node has written its ready file and answers /health (the nodes start in parallel)."""
-        waiting = list(self.nodes)
+    def _wait_ready(self, stop_requested: Callable[[], bool], nodes: Sequence[LocalNode] | None = None) -> None:
+        """Every node (of ``nodes``, default all) has written its ready file and answers /health
+        (the nodes start in parallel)."""
+        waiting = list(self.nodes if nodes is None else nodes)
 
         def all_ready() -> bool:
             self._check_stop(stop_requested)
@@ -440,120 +617,12 @@ class LocalSite:
         return leaderless
 
 
-def spawn_cli(args: list[str], log_path: Path, *, name: str) -> Child:
-    """``strait <args>`` as a :class:`~node.proc.Child`: its own session, output appended to
-    ``log_path``, killed by the kernel if the launcher's thread dies.
-
-    Raises:
-        OSError: the log file cannot be opened or the interpreter cannot be started.
-    """
-    return spawn([sys.executable, "-m", "strait.cli", *args], log_path, name=name)
-
-
-def stop_child(child: Child, subject: str, timeout: float, hurry: Callable[[], bool]) -> str | None:
-    """Stop a node or the mirror: SIGTERM, up to ``timeout`` s (none once ``hurry()``), then SIGKILL
-    (see :meth:`~node.proc.Child.stop`). Returns what did not go cleanly, in words, or None."""
-    stopped = child.stop(timeout, hurry=hurry)
-    if stopped.had_exited:
-        return f"{subject} had exited on its own with code {stopped.returncode}; see {child.log_path}"
-    if stopped.killed:
-        why = "on a second stop request" if hurry() else f"after {timeout:g} s"
-        return f"{subject} was killed {why}, before it had stopped; see {child.log_path}"
-    # -SIGTERM: the signal came before the child had installed its handler (it was still
-    # importing, with nothing open): stopped as asked all the same.
-    if stopped.returncode not in (0, -signal.SIGTERM):
-        return f"{subject} stopped with exit code {stopped.returncode}; see {child.log_path}"
-    return None
-
-
 def _get_json(url: str) -> Any:
     try:
         with urllib.request.urlopen(url, timeout=_HEALTH_TIMEOUT_S) as response:
             return json.loads(response.read())
     except (urllib.error.URLError, OSError, ValueError):
         return None
-
-
-# -- the foreground launcher (``strait up``, ``strait site up``) ---------------------------------
-
-
-class Component(Protocol):
-    """What ``serve`` runs: a LocalSite, or the appliance's LocalMirror."""
-
-    name: str
-
-    def start(self, stop_requested: Callable[[], bool] = ...) -> list[str]: ...
-
-    def poll(self) -> list[str]: ...
-
-    def stop(self, hurry: Callable[[], bool] = ...) -> list[str]: ...
-
-    def announce(self) -> str: ...
-
-
-def serve(
-    sites: Sequence[Component],
-    echo: Callable[..., None],
-    *,
-    on_ready: Callable[[], None] | None = None,
-    on_stop: Callable[[], None] | None = None,
-) -> int:
-    """Start ``sites`` (and other components) in order, print their addresses, call ``on_ready``,
-    run until SIGINT, SIGTERM or SIGHUP, then call ``on_stop`` and stop them in reverse order.
-    A second signal hurries the stop (SIGKILL instead of waiting);
-    only one that comes a second or more after the first, because tools such as ``timeout``
-    deliver their one SIGTERM twice (to the process and to its group).
-
-    Returns the exit code: 0 when everything started and stopped as asked (also when the stop
-    came during startup), 1 otherwise; the problems are printed to stderr.
-    """
-    first_signal: float | None = None
-    hurried = False
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        nonlocal first_signal, hurried
-        now = time.monotonic()
-        if first_signal is None:
-            first_signal = now
-        elif now - first_signal >= _SECOND_SIGNAL_AFTER_S:
-            hurried = True
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    started: list[Component] = []
-    problems: list[str] = []
-    try:
-        try:
-            for site in sites:
-                started.append(site)
-                warnings = site.start(lambda: first_signal is not None)
-                echo(site.announce())
-                for warning in warnings:
-                    echo(f"warning: {warning}", err=True)
-            if on_ready is not None:
-                on_ready()
-            echo("Ctrl-C (or SIGTERM) stops everything.")
-            while first_signal is None:
-                for site in sites:
-                    for news in site.poll():
-                        echo(f"warning: {news}", err=True)
-                time.sleep(0.2)
-        except SiteInterrupted:
-            pass
-        except SiteError as exc:
-            problems.append(str(exc))
-        finally:
-            if on_stop is not None:
-                on_stop()
-            for site in reversed(started):
-                echo(f"stopping {site.name} ...")
-                problems += site.stop(lambda: hurried)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    for problem in problems:
-        echo(f"error: {problem}", err=True)
-    echo("stopped" if not problems else "stopped, with the errors above")
-    return 1 if problems else 0
 
 
 def announcement(site: LocalSite) -> str:

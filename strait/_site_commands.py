@@ -1,4 +1,5 @@
-"""``strait site up``: one local site (an embedded ZooKeeper and N broker nodes) in the foreground."""
+"""``strait site up``: one local site (an embedded ZooKeeper and N broker nodes) in the foreground;
+``strait site revive``: bring a lost site of the running ``strait up`` back."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ from pathlib import Path
 
 import click
 
+from ._up_command import appliance_dir_option
 
-@click.group("site", help="Run a local site: ZooKeeper and broker nodes on loopback.")
+
+@click.group("site", help="Run a local site (ZooKeeper and broker nodes on loopback); bring a lost one back.")
 def site_group() -> None:
     pass
 
@@ -47,7 +50,8 @@ def up(directory: Path, nodes: int, base_port: int, zk_port: int, name: str, set
     these and sets any other node key (not the ids, listeners, log dirs or zookeeper.connect,
     which the site sets for each node).
     """
-    from ._site import LocalSite, parse_settings, serve
+    from ._launcher import serve
+    from ._site import LocalSite, parse_settings
 
     try:
         properties = parse_settings(settings)
@@ -59,3 +63,45 @@ def up(directory: Path, nodes: int, base_port: int, zk_port: int, name: str, set
     code = serve([site], click.echo)
     if code:
         raise SystemExit(code)
+
+
+@site_group.command("revive")
+@click.argument("site_name", metavar="SITE")
+@appliance_dir_option("The --dir of the running `strait up`.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=1.0),
+    default=60.0,
+    show_default=True,
+    help="Seconds to wait for the site to serve again.",
+)
+def revive(site_name: str, directory: Path, timeout: float) -> None:
+    """Bring a lost site of the running `strait up` back, on its own data and on the same ports.
+
+    `strait up` starts the site's processes that exited (its ZooKeeper, its nodes, or both) again
+    itself, so they are its children like the rest and its Ctrl-C stops them; this command asks it
+    to and waits until the site serves again (about one ZooKeeper session timeout after a kill -9).
+    Clients, the mirror and appliance.json keep the addresses they have.
+
+    Exit codes: 0 the site is back; 1 it could not be brought back (the reason is printed) or no
+    answer within --timeout; 2 bad usage: no `strait up` runs in DIR, SITE is not one of its
+    sites, or SITE is not lost.
+    """
+    from ._control import ControlError, NoLauncher, ask
+
+    def progress(message: str) -> None:
+        click.echo(message, err=True)
+
+    try:
+        answer = ask(directory, "revive", site_name, timeout, progress)
+    except NoLauncher as exc:
+        click.echo(f"error: {exc}", err=True)
+        raise SystemExit(2) from None
+    except (ControlError, OSError) as exc:
+        click.echo(f"error: {exc}", err=True)
+        raise SystemExit(1) from None
+    if answer.state == "done":
+        click.echo(answer.message)
+        return
+    click.echo(f"error: {answer.message}", err=True)
+    raise SystemExit(2 if answer.state == "refused" else 1)

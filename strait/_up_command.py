@@ -8,20 +8,27 @@ address while it runs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 
 
+def appliance_dir_option(help_text: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """``--dir DIR`` (default ``.strait``): the appliance directory, for ``strait up`` and the
+    commands that talk to a running one."""
+    return click.option(
+        "--dir",
+        "directory",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=Path(".strait"),
+        show_default=True,
+        help=help_text,
+    )
+
+
 @click.command("up")
-@click.option(
-    "--dir",
-    "directory",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path(".strait"),
-    show_default=True,
-    help="Where the sites and the mirror keep their data (reused on the next start).",
-)
+@appliance_dir_option("Where the sites and the mirror keep their data (reused on the next start).")
 @click.option("--nodes", type=click.IntRange(1, 9), default=3, show_default=True, help="Broker nodes per site.")
 @click.option(
     "--base-port",
@@ -43,7 +50,8 @@ def up(directory: Path, nodes: int, base_port: int, settings: tuple[str, ...]) -
     --set KEY=VALUE sets a server.properties key on every node of both sites.
     """
     from ._appliance import Appliance
-    from ._site import parse_settings, serve
+    from ._launcher import serve
+    from ._site import parse_settings
 
     if base_port and base_port + 100 + nodes > 65536:
         raise click.BadParameter(f"{base_port} leaves no room for west's ports (base-port + 100 + {nodes})")
@@ -55,6 +63,7 @@ def up(directory: Path, nodes: int, base_port: int, settings: tuple[str, ...]) -
         [appliance.east, appliance.west, appliance.mirror],
         click.echo,
         on_ready=lambda: appliance.ready(click.echo),
+        on_tick=lambda stop_requested: appliance.tick(stop_requested, click.echo),
         on_stop=appliance.removed,
     )
     if code:

@@ -9,7 +9,8 @@ hoping.
 
 - process: :class:`Kill` (kill -9 of each target's process group; heal starts it again),
   :class:`Pause` (SIGSTOP / SIGCONT of the group), and the one-shot :func:`kill_9`,
-  :func:`pause` and :func:`resume` on a :class:`node.proc.Child`;
+  :func:`pause` and :func:`resume` on a :class:`node.proc.Child`, and :func:`kill_9_pid` on a
+  process another launcher spawned (a ``strait up``'s node or ZooKeeper: a site loss);
 - network: :class:`Partition` over the proxies of a :mod:`chaos.proxy` server (``blackhole``
   or ``refuse``), and :func:`partitioned`, its form for trio code.
 
@@ -26,5 +27,6 @@ from ._process import Kill as Kill
 from ._process import Pause as Pause
 from ._process import ProcessTarget as ProcessTarget
 from ._process import kill_9 as kill_9
+from ._process import kill_9_pid as kill_9_pid
 from ._process import pause as pause
 from ._process import resume as resume

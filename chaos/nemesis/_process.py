@@ -9,6 +9,7 @@ node, with its data and its port.
 
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Sequence
 from pathlib import Path
@@ -44,6 +45,29 @@ def kill_9(child: Child) -> int:
     reset, its ZooKeeper session lives on until it expires. Idempotent.
     """
     return child.kill()
+
+
+def kill_9_pid(pid: int, name: str) -> None:
+    """SIGKILL the process group that process ``pid`` leads, when that process is another
+    launcher's child (a ``strait up``'s node or ZooKeeper, whose pids its ``site.json`` names),
+    and return once the process has died (a zombie its parent has not reaped yet counts).
+
+    Its parent keeps the pid from being reused until it reaps it, which ``strait up`` does only
+    when it stops or restarts that process. Idempotent.
+
+    Raises:
+        NemesisError: ``pid`` leads no process group, or it was still alive after ``SIGNAL_SETTLE_S``.
+    """
+    if _state(pid) in ("Z", "?"):
+        return
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        raise NemesisError(f"cannot kill {name}: pid {pid} leads no process group") from None
+    try:
+        wait_until(lambda: _state(pid) in ("Z", "?"), Deadline(SIGNAL_SETTLE_S, f"{name} (pid {pid}) to die"))
+    except NotReady as exc:
+        raise NemesisError(str(exc)) from None
 
 
 def pause(child: Child) -> None:
