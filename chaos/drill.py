@@ -247,7 +247,9 @@ def _first_write_everywhere(bootstrap: str, timeout: float = 60.0) -> None:
         if time.monotonic() > deadline:
             raise ChaosError(f"partitions {sorted(pending)} of {TOPIC} took no write within {timeout:g} s")
         for p in sorted(pending):
-            producer.produce(TOPIC, value=b"rto-probe", partition=p, on_delivery=delivered)
+            # Unique values: the ledger check reads a value found at two offsets as a duplicate.
+            probe = f"rto-probe-{p}-{time.monotonic_ns()}".encode()
+            producer.produce(TOPIC, value=probe, partition=p, on_delivery=delivered)
         producer.flush(5)
         pending -= accepted
         if pending:
