@@ -52,6 +52,7 @@ LINK = "east-to-west"
 TOPIC = "drill"
 GROUP = "drill-readers"
 PARTITIONS = 3
+QUIET = {"log_level": 0}  # librdkafka's own lines about the lost site would drown the drill's report
 Say = Callable[[str], None]
 
 
@@ -136,7 +137,7 @@ def _drill(topology: Topology, directory: Path, report: DrillReport, writes: int
     trio.run(_create_topic, east)
     with Ledger(directory / "ledger.jsonl") as ledger:
         say(f"writing to {TOPIC} on east ({rate:g}/s) and reading it as group {GROUP} ...")
-        on_east = ProducerWorkload(east, TOPIC, ledger, rate=rate).start()
+        on_east = ProducerWorkload(east, TOPIC, ledger, rate=rate, config=QUIET).start()
         try:
             on_east.wait_for_acks(writes, timeout=120)
             committed_east = _consume_and_commit(east, writes // 3)
@@ -159,7 +160,7 @@ def _drill(topology: Topology, directory: Path, report: DrillReport, writes: int
             resumed = _first_offsets(west)
             expected = {p: max(0, o) for p, o in committed_east.items()}  # never committed: from the start
             report.checks["the group resumed on west where it committed on east"] = resumed == expected
-            with ProducerWorkload(west, TOPIC, ledger, rate=rate) as on_west:
+            with ProducerWorkload(west, TOPIC, ledger, rate=rate, config=QUIET) as on_west:
                 on_west.wait_for_acks(ledger.acked + writes // 3, timeout=120)
 
             say("bringing east back (its producer still points at it) ...")
@@ -234,7 +235,9 @@ def _fenced(topology: Topology) -> bool:
 
 def _first_write_everywhere(bootstrap: str, timeout: float = 60.0) -> None:
     """Produce one record to each partition until every one is accepted (acks=all)."""
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "message.timeout.ms": 2000, "retries": 0})
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "acks": "all", "message.timeout.ms": 2000, "retries": 0, **QUIET}
+    )
     pending = set(range(PARTITIONS))
     accepted: set[int] = set()
 
