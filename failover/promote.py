@@ -131,7 +131,7 @@ async def promote(
             cut = await run.step(
                 "cut",
                 "recording the cut",
-                lambda: _cut(run, epoch, target_client, source_client, topics, stopped),
+                lambda: _cut(run, epoch, target_client, source_client, topics, stopped, plan.get("record_bytes")),
             )
             await run.step(
                 "unmirror-target",
@@ -206,9 +206,13 @@ def _check_state(run: Run, mode: str) -> None:
 
 async def _plan(run: Run, target: SiteClient, source: SiteClient | None) -> dict[str, Any]:
     topics = await _topics.mirror_topics_of(target, run.link.name)
+    record_bytes: float | None = None
     try:
         link_status = await run.mirror.status()
         selection, groups = TopicFilter.from_status(link_status), TopicFilter.from_status(link_status, "groups")
+        totals = link_status.get("totals") or {}
+        if totals.get("records_copied"):
+            record_bytes = float(totals.get("bytes_copied") or 0) / float(totals["records_copied"])
     except FailoverError as exc:
         run.say(f"  warning: {exc}; working on the topics mirrored so far")
         selection = TopicFilter(include=tuple(re.escape(t) for t in sorted(topics)) or ("(?!)",))
@@ -224,6 +228,7 @@ async def _plan(run: Run, target: SiteClient, source: SiteClient | None) -> dict
         "source_topics": source_topics,
         "selection": selection.to_dict(),
         "groups": groups.to_dict(),
+        "record_bytes": record_bytes,  # the mean size of the records the link copied: the RPO's bytes estimate
     }
 
 
@@ -318,6 +323,7 @@ async def _cut(
     source: SiteClient | None,
     topics: Mapping[str, int],
     stopped: Mapping[str, Any],
+    record_bytes: float | None,
 ) -> dict[str, Any]:
     await target.refresh()
     mirrored = await _topics.high_watermarks(target, topics)
@@ -347,7 +353,7 @@ async def _cut(
         "epoch": epoch,
         "partitions": len(mirrored),
         "rpo_records": rpo_records,
-        "rpo_bytes": None,
+        "rpo_bytes": None if record_bytes is None else round(rpo_records * record_bytes),
         "partitions_behind": behind,
         "source_seen_ms": min(seen_times) if seen_times else None,
     }

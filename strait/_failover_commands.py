@@ -188,7 +188,9 @@ def promote(
         return "\n".join(
             [
                 f"promoted: {r['primary']} is the primary of {r['link']} (epoch {r['epoch']}), in {r['seconds']:.2f} s",
-                f"RPO: {rpo['records']} records in {rpo['partitions_behind']} partitions ({how})",
+                f"RPO: {rpo['records']} records"
+                + ("" if rpo.get("bytes") is None else f", about {rpo['bytes']} bytes")
+                + f" in {rpo['partitions_behind']} partitions ({how})",
                 *_steps_text(r),
             ]
         )
