@@ -220,7 +220,10 @@ async def _plan(run: Run, target: SiteClient, source: SiteClient | None) -> dict
     source_topics: dict[str, int] = {}
     if source is not None:
         counts = _topics.partition_counts(source)
-        source_topics = {t: n for t, n in counts.items() if selection.matches(t) or t in topics}
+        # A selected topic the target holds but not as this link's mirror is a conflict the link
+        # leaves alone: it is neither fenced nor waited for.
+        others = set(_topics.partition_counts(target)) - set(topics)
+        source_topics = {t: n for t, n in counts.items() if t in topics or (selection.matches(t) and t not in others)}
     if not topics and not source_topics:
         raise FailoverError(f"link {run.link.name!r}: site {run.target.name} has no mirror topic of this link")
     return {
