@@ -195,9 +195,13 @@ class Load:
 
     def move_to(self, site: str, bootstrap: str) -> None:
         """Start writing to ``site`` (at ``bootstrap``), then stop the writer on the previous site."""
-        workload = ProducerWorkload(
-            bootstrap, self.topic, Ledger(), rate=self.rate, config={"client.id": f"{CLIENT_ID}-load-{site}"}
-        )
+        config: dict[str, str | int | float | bool] = {
+            "client.id": f"{CLIENT_ID}-load-{site}",
+            # Critical messages only: its "connection refused" to a lost site is the fault itself (counted as
+            # failed writes), printed once per broker and retry otherwise.
+            "log_level": 2,
+        }
+        workload = ProducerWorkload(bootstrap, self.topic, Ledger(), rate=self.rate, config=config)
         previous, self._current = self._current, (site, workload.start(), time.monotonic())
         if previous is not None:
             self._end(previous)

@@ -110,7 +110,7 @@ class Bench:
         command: Callable[[], dict[str, Any]],
         *,
         fault: Callable[[], None] | None = None,
-    ) -> dict[str, Any]:
+    ) -> None:
         """Read the lag, inject ``fault`` if any, then time ``command`` until every partition of
         ``new_primary`` takes writes; the trial goes to the results, the load to the new primary."""
         s = self.settings
@@ -141,12 +141,12 @@ class Bench:
             lag_age_s=started - lag.read_at,
         )
         self.results.trials.append(trial)
-        lag_text = "?" if lag.records is None else f"{lag.records:,}"
+        records = "?" if lag.records is None else f"{lag.records:,}"
+        seconds = "?" if lag.seconds is None else f"{lag.seconds:.3f}"
         self.step(
-            f"  {trial.label}: RTO {probed.rto_s:.2f} s (command {command_s:.2f} s); lag {lag_text} records, "
-            f"{lag.seconds if lag.seconds is not None else '?'} s"
+            f"  {trial.label}: RTO {probed.rto_s:.2f} s (command {command_s:.2f} s); lag at the fault {records} "
+            f"records, {seconds} s"
         )
-        return answer
 
     def settled(self, topology: Topology, link: str) -> None:
         """The link copies every partition, and the load has run ``--settle`` seconds on the primary."""

@@ -8,11 +8,13 @@ number (performance is measured by the benchmark, not asserted by tests).
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
 
 from bench import failover_bench as fb
+from bench._cli import stepper
 from bench._failover_appliance import REVERSE_LINK, Lag, reverse_topology
 from bench._failover_clients import Probed
 from bench._failover_report import (
@@ -110,7 +112,7 @@ def test_a_quick_run_times_every_command_and_writes_its_report(tmp_path: Path) -
     out = tmp_path / "results"
     argv = ["--quick", "--dir", str(tmp_path / "data"), "--out", str(out)]
 
-    assert fb.main(argv) == 0
+    assert fb.measure_and_report(fb.parse_args(argv), stepper(time.perf_counter())) == 0
 
     (md_path,) = out.glob("failover-*.md")
     (json_path,) = out.glob("failover-*.json")
