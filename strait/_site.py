@@ -20,6 +20,10 @@ ZooKeeper or every one of its nodes has exited; :meth:`LocalSite.poll` reports t
 :meth:`LocalSite.revive` starts the exited processes again on their data and on the ports
 the first start bound (kept in memory and in ``site.json``), so clients and the mirror find
 the site where it was.
+
+One class over ~600 lines: a site's life (start in order, poll, lose, revive, stop in order)
+is one state machine over the same processes and ports, read best in one place; the parts that
+stand alone live beside it (``_launcher``, ``_processes``, ``_control``).
 """
 
 from __future__ import annotations
