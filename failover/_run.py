@@ -20,7 +20,7 @@ from typing import Any
 import trio
 
 from ._mirror import MirrorControl
-from .errors import FailoverError
+from .errors import FailoverError, WrongState
 from .state import DrState, DrStore, open_store
 from .topology import Link, Site, Topology
 
@@ -63,6 +63,22 @@ class Run:
             raise FailoverError(f"link {self.link.name!r}: step {name!r} has not run yet")
         assert self.state.operation is not None
         return dict(self.state.operation.results[name])
+
+    def resuming(self, name: str) -> bool:
+        """True when operation ``name`` is in progress (this command resumes it).
+
+        Raises:
+            WrongState: another operation is unfinished (the message names the command to finish it).
+        """
+        operation = self.state.operation
+        if operation is None:
+            return False
+        if operation.name != name:
+            raise WrongState(
+                f"link {self.link.name!r}: a {operation.name} is unfinished (started by {operation.by}): "
+                f"finish it first with `strait failover {operation.name} {self.link.name}`"
+            )
+        return True
 
     async def begin(self, name: str, args: Mapping[str, Any]) -> None:
         resumed = self.state.operation is not None

@@ -128,14 +128,8 @@ async def failback(
 
 
 def _check_state(run: Run) -> None:
-    operation = run.state.operation
     link = run.link.name
-    if operation is not None:
-        if operation.name != "failback":
-            raise WrongState(
-                f"link {link!r}: a {operation.name} is unfinished (started by {operation.by}): "
-                f"finish it first with `strait failover {operation.name} {link}`"
-            )
+    if run.resuming("failback"):
         return
     if run.state.state == MIRRORING:
         raise WrongState(

@@ -188,7 +188,8 @@ async def promote(
 def _check_state(run: Run, mode: str) -> None:
     operation = run.state.operation
     link = run.link.name
-    if operation is not None and operation.name == "promote":
+    if run.resuming("promote"):
+        assert operation is not None
         if operation.args.get("mode") == "unplanned" and mode == "planned":
             raise WrongState(
                 f"link {link!r}: an unplanned promote is in progress (started by {operation.by}): "

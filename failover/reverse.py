@@ -143,14 +143,8 @@ async def reverse(
 
 
 def _check_state(run: Run) -> None:
-    operation = run.state.operation
     link = run.link.name
-    if operation is not None:
-        if operation.name != "reverse":
-            raise WrongState(
-                f"link {link!r}: a {operation.name} is unfinished (started by {operation.by}): "
-                f"finish it first with `strait failover {operation.name} {link}`"
-            )
+    if run.resuming("reverse"):
         return
     if run.state.state == MIRRORING:
         raise WrongState(
