@@ -27,7 +27,7 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,7 +44,7 @@ from node.client import AdminClient
 from node.proc import Child, Deadline, spawn, wait_ready_file, wait_until
 
 from .errors import ChaosError
-from .ledger import Ledger, check
+from .ledger import CheckResult, Ledger, check
 from .nemesis import kill_9_pid
 from .workload import ProducerWorkload, read_back
 
@@ -181,18 +181,7 @@ def _drill(topology: Topology, directory: Path, report: DrillReport, writes: int
         on_west_log = check(ledger, read_back(west, TOPIC, timeout=60))
         report.rpo_measured_records = len(on_west_log.lost)
         report.acknowledged = on_west_log.acknowledged
-        report.checks["no acknowledged write moved, duplicated or overwritten on west"] = not (
-            on_west_log.moved or on_west_log.duplicates or on_west_log.conflicts
-        )
-        report.checks["every acknowledged write is on west or in the export"] = all(
-            (a.position.partition, a.position.offset, a.value) in exported for a in on_west_log.lost
-        )
-        report.checks["the export holds only records east had beyond the cut"] = all(
-            east_before.get((p, o)) == v for p, o, v in exported
-        )
-        report.checks["the RPO reported at the promote is a lower bound of the measured one"] = (
-            report.rpo_reported_records <= report.rpo_measured_records
-        )
+        report.checks.update(divergence_checks(on_west_log, exported, east_before, report.rpo_reported_records))
 
         committed_west = _consume_and_commit(west, writes // 3)
         wait_until(
@@ -212,6 +201,29 @@ def _drill(topology: Topology, directory: Path, report: DrillReport, writes: int
 async def _create_topic(bootstrap: str) -> None:
     async with await AdminClient.connect(bootstrap) as admin:
         await admin.create_topic(TOPIC, PARTITIONS)
+
+
+def divergence_checks(
+    on_west: CheckResult,
+    exported: set[tuple[int, int, bytes]],
+    east_before: Mapping[tuple[int, int], bytes],
+    rpo_reported: int,
+) -> dict[str, bool]:
+    """The drill's verdicts on what the failover kept: ``on_west`` is the ledger checked against
+    west's log after the promote, ``exported`` the divergence file's (partition, offset, value)s,
+    ``east_before`` east's records (by partition and offset) just before the reverse."""
+    return {
+        "no acknowledged write moved, duplicated or overwritten on west": not (
+            on_west.moved or on_west.duplicates or on_west.conflicts
+        ),
+        "every acknowledged write is on west or in the export": all(
+            (a.position.partition, a.position.offset, a.value) in exported for a in on_west.lost
+        ),
+        "the export holds only records east had beyond the cut": all(
+            east_before.get((p, o)) == v for p, o, v in exported
+        ),
+        "the RPO reported at the promote is a lower bound of the measured one": rpo_reported <= len(on_west.lost),
+    }
 
 
 def _kill_site(topology: Topology, directory: Path, site: str) -> None:

@@ -124,3 +124,13 @@ def test_the_drill_runbook_passes(tmp_path: Path) -> None:
         "DRILL_DIR": str(tmp_path / "drill"),
     }
     run_runbook("dr-drill.md", env, tmp_path)
+
+
+def test_a_step_whose_output_drifts_from_the_runbook_fails(tmp_path: Path) -> None:
+    book = tmp_path / "book.md"
+    book.write_text("```sh step\necho 'link state: active'\n# expect: link state: stopped\n```\n")
+    with pytest.raises(AssertionError, match="expected /link state: stopped/"):
+        run_runbook(str(book), dict(os.environ), tmp_path)
+    book.write_text("```sh step\nfalse\n# expect: .*\n```\n")
+    with pytest.raises(AssertionError, match="exit 1"):
+        run_runbook(str(book), dict(os.environ), tmp_path)
