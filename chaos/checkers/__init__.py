@@ -24,9 +24,9 @@ serving producers when they happened (see ``_view.py``: by the promotes before t
 old primary for a record the failover exported). The *export*: the records a failover
 exported as divergence. *Consecutive*: adjacent among the offsets concerned.
 
-===================  ========================  ============================================================
+==================== ========================= ==============================================================
 checker              anomaly (Jepsen's name)   definition
-===================  ========================  ============================================================
+==================== ========================= ==============================================================
 lost-write           ``lost``                  an acknowledged value that no final read of the primary
                      (lost-write)              holds at any position, and that no export holds (those are
                                                rpo-accuracy's); acknowledgements below the primary's log
@@ -63,7 +63,7 @@ rpo-accuracy         ``unexported-loss``       after a promote with ``planned`` 
                                                missing from the new primary that no export holds
                      ``exported-present``      an exported value the new primary holds
                      ``planned-loss``          an acknowledged value exported after a planned promote
-===================  ========================  ============================================================
+==================== ========================= ==============================================================
 
 The checkers that read the primary's final read are skipped without one; unseen without a
 drain; mirror-divergence without a mirror's final read; rpo-accuracy without a promote that is
