@@ -199,6 +199,15 @@ def openapi_document() -> dict[str, object]:
                 "is_controller": {"type": "boolean", "description": "True while this node is the active controller."},
                 "cluster_id": {"type": "string"},
                 "offline_log_dirs": {"type": "array", "items": {"type": "string"}},
+                "bootstrap": {
+                    "type": ["string", "null"],
+                    "description": "host:port the first listener advertises; null before the node serves.",
+                },
+                "listeners": {
+                    "type": "object",
+                    "additionalProperties": {"type": "string"},
+                    "description": "Each listener's name with the host:port it advertises, in listeners order.",
+                },
             },
             "additionalProperties": True,
         },

@@ -1,10 +1,12 @@
-"""One broker node: ZooKeeper registration, the log dirs, the Kafka listener and the admin API.
+"""One broker node: ZooKeeper registration, the log dirs, the Kafka listeners and the admin API.
 
 ``Broker.run`` is the whole life of a node. Startup: connect to ZooKeeper, read (or create)
 the cluster id, load every log dir (recovering after an unclean stop), reconcile with the
-topics in ZooKeeper, bind the listener, register ``/brokers/ids/<id>``, start the admin HTTP
-API, then report ready. Shutdown (cancellation): stop accepting, deregister, then flush and
-close every log, write checkpoints and the clean-shutdown marker, within a deadline.
+topics in ZooKeeper, bind every listener (``listeners``), register ``/brokers/ids/<id>`` with
+each advertised endpoint (host/port: the inter-broker listener's), serve each listener, start
+the admin HTTP API, then report ready (the bootstrap is the first listener's address).
+Shutdown (cancellation): stop accepting, deregister, then flush and close every log, write
+checkpoints and the clean-shutdown marker, within a deadline.
 
 Requests are dispatched by API key through ``node.handlers.dispatch_table``, which binds each
 handler to the parts of this node it uses (the cluster state, the group coordinator, the
@@ -18,7 +20,8 @@ import json
 import logging
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,9 +54,10 @@ SHUTDOWN_DEADLINE_S = 30.0
 @dataclass(frozen=True, slots=True)
 class ReadyInfo:
     broker_id: int
-    bootstrap: str  # host:port of the first advertised listener
+    bootstrap: str  # host:port the first listener advertises
     admin_url: str
     cluster_id: str
+    listeners: Mapping[str, str] = field(default_factory=dict)  # every listener's name -> advertised host:port
 
     def to_json(self) -> str:
         return json.dumps(
@@ -62,6 +66,7 @@ class ReadyInfo:
                 "bootstrap": self.bootstrap,
                 "admin_url": self.admin_url,
                 "cluster_id": self.cluster_id,
+                "listeners": dict(self.listeners),
                 "pid": os.getpid(),
             }
         )
@@ -163,35 +168,45 @@ class Broker:
                 self.api_ranges,
             )
             await cluster.refresh()
-            listener_cfg = config.listeners[0]
-            listener = await bind_listener(listener_cfg.host, listener_cfg.port)
-            with listener:
-                port = listener.getsockname()[1]
-                adv = config.advertised_listeners[0]
-                adv_port = port if adv.port == 0 else adv.port
+            with ExitStack() as sockets:
+                bound = {}
+                for listener_cfg in config.listeners:
+                    sock = await bind_listener(listener_cfg.host, listener_cfg.port)
+                    bound[listener_cfg.name] = sockets.enter_context(sock)
+                advertised = config.advertised_for({name: sock.getsockname()[1] for name, sock in bound.items()})
+                inter_broker = next(a for a in advertised if a.name == config.inter_broker_listener_name)
                 await self._register(
                     BrokerRegistration(
                         broker_id=config.broker_id,
-                        host=adv.host,
-                        port=adv_port,
-                        endpoints=(f"{adv.name}://{adv.host}:{adv_port}",),
+                        host=inter_broker.host,
+                        port=inter_broker.port,
+                        endpoints=tuple(str(a) for a in advertised),
                         rack=config.broker_rack,
+                        security_protocols={a.name: config.security_protocol(a.name) for a in advertised},
                     )
                 )
                 cluster.registered = True
                 await cluster.refresh()
                 await replicas.settle_startup_claims()
-                server = KafkaServer(
-                    self,
-                    self.metrics,
-                    ServerLimits(
-                        config.socket_request_max_bytes,
-                        config.connections_max_idle_ms / 1000,
-                        config.socket_send_buffer_bytes,
-                        config.socket_receive_buffer_bytes,
-                    ),
-                    listener_name=listener_cfg.name,
+                limits = ServerLimits(
+                    config.socket_request_max_bytes,
+                    config.connections_max_idle_ms / 1000,
+                    config.socket_send_buffer_bytes,
+                    config.socket_receive_buffer_bytes,
                 )
+                servers = [
+                    (
+                        KafkaServer(
+                            self,
+                            self.metrics,
+                            limits,
+                            listener_name=name,
+                            security_protocol=config.security_protocol(name),
+                        ),
+                        sock,
+                    )
+                    for name, sock in bound.items()
+                ]
                 async with trio.open_nursery() as nursery:
                     await nursery.start(self.groups.run)
                     await nursery.start(replicas.run)
@@ -199,7 +214,9 @@ class Broker:
                     nursery.start_soon(self._follow_zookeeper)
                     nursery.start_soon(self._watch_log_dirs, logs)
                     await self._await_controller()
-                    await nursery.start(server.serve, listener)
+                    for server, sock in servers:
+                        await nursery.start(server.serve, sock)
+                    addresses = {a.name: a.address for a in advertised}
                     admin_host, admin_port = config.admin_listener
                     actual_admin = await nursery.start(
                         serve_admin,
@@ -212,6 +229,7 @@ class Broker:
                                 replicas=replicas,
                                 groups=self.groups,
                                 status=lambda: self.status,
+                                listeners=addresses,
                             ),
                             self.metrics,
                         ),
@@ -223,16 +241,18 @@ class Broker:
                     self.status = "ok"
                     info = ReadyInfo(
                         config.broker_id,
-                        f"{adv.host}:{adv_port}",
+                        advertised[0].address,
                         f"http://{admin_host}:{actual_admin}",
                         self.cluster_id,
+                        addresses,
                     )
                     log.info(
-                        "broker %d serving on %s (admin %s, cluster %s)",
+                        "broker %d serving on %s (admin %s, cluster %s, inter-broker listener %s)",
                         config.broker_id,
-                        info.bootstrap,
+                        ", ".join(str(a) for a in advertised),
                         info.admin_url,
                         self.cluster_id,
+                        inter_broker.name,
                     )
                     task_status.started(info)
         finally:

@@ -24,7 +24,7 @@ Replication state of one partition, as reported by ``topics()`` and counted by `
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -82,7 +82,8 @@ class GroupsView(Protocol):
 
 class BrokerView:
     """``AdminView`` over the parts of a running node; ``clock`` gives wall-clock milliseconds
-    (the partitions' clock) and ``status`` the node's life stage (starting, ok, stopping)."""
+    (the partitions' clock), ``status`` the node's life stage (starting, ok, stopping) and
+    ``listeners`` each listener's advertised host:port, the first being the bootstrap address."""
 
     def __init__(
         self,
@@ -94,9 +95,11 @@ class BrokerView:
         replicas: ReplicaFetchStats,
         groups: GroupsView,
         status: Callable[[], str],
+        listeners: Mapping[str, str] | None = None,
         clock: Callable[[], int] = wall_clock_ms,
     ) -> None:
         self._config = config
+        self._listeners = dict(listeners or {})
         self._cluster_id = cluster_id
         self._cluster = cluster
         self._controller = controller
@@ -124,6 +127,8 @@ class BrokerView:
             "offline_log_dirs": offline,
             "controller_id": controller_id,
             "is_controller": self._controller.active,
+            "bootstrap": next(iter(self._listeners.values()), None),
+            "listeners": dict(self._listeners),
         }
 
     def cluster(self) -> dict[str, object]:

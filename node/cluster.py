@@ -87,6 +87,8 @@ class ClusterState:
         self.zk = zk
         self.logs = logs
         self.topics: dict[str, TopicState] = {}
+        # The live brokers, with host/port where this node reaches each one: its endpoint on this
+        # node's inter.broker.listener.name, as Kafka picks it (its registered host/port if it has none).
         self.brokers: dict[NodeId, BrokerRegistration] = {}
         self.partitions: dict[TopicPartition, Partition] = {}
         self._refresh_lock = trio.Lock()
@@ -107,7 +109,8 @@ class ClusterState:
         """Re-read ZooKeeper and reconcile the local logs with it (serialised)."""
         async with self._refresh_lock:
             snap = await self.zk.snapshot()
-            self.brokers = dict(snap.brokers)
+            inter_broker = self.config.inter_broker_listener_name
+            self.brokers = {b: reg.reached_through(inter_broker) for b, reg in snap.brokers.items()}
             self.controller = snap.controller
             self.reassignment = snap.reassignment
             self.offline_replicas = dict(snap.offline_replicas)

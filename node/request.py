@@ -1,8 +1,10 @@
 """What one Kafka request is to a handler: the header, the decoded body, the connection it came on.
 
 The server (``node.server``) owns sockets and frames; handlers (``node.handlers``) see only a
-``Request``. Nothing here does I/O. ``principal`` is the authenticated identity of the
-connection once listeners authenticate (SASL/TLS); until then every request is anonymous.
+``Request``. Nothing here does I/O. ``listener`` is the name of the listener the connection
+came in on (``LOCAL``, ``WAN``): Metadata and FindCoordinator answer with that listener's
+addresses. ``principal`` is the authenticated identity of the connection once listeners
+authenticate (SASL/TLS, by ``security_protocol``); until then every request is anonymous.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ class ConnectionInfo:
     """The client end of a connection, as the listener accepted it."""
 
     peer: str  # host:port
-    listener: str
+    listener: str  # the listener's name, as in listeners=NAME://host:port
     principal: str = ANONYMOUS
+    security_protocol: str = "PLAINTEXT"  # of the listener (listener.security.protocol.map)
 
     @property
     def host(self) -> str:

@@ -181,7 +181,13 @@ async def write_frame(sock: trio.socket.SocketType, frame: EncodedFrame) -> None
 
 
 class KafkaServer:
-    """Accepts connections on one listening socket and serves each in its own task."""
+    """Accepts connections on one listening socket and serves each in its own task.
+
+    A node runs one per listener (``listeners=LOCAL://...,WAN://...``); each connection carries
+    the listener's name and security protocol to the handlers (``ConnectionInfo``). Only
+    PLAINTEXT is implemented: a TLS or SASL listener would wrap or authenticate the accepted
+    socket here, before the first request is read.
+    """
 
     def __init__(
         self,
@@ -190,12 +196,16 @@ class KafkaServer:
         limits: ServerLimits,
         *,
         listener_name: str = "PLAINTEXT",
+        security_protocol: str = "PLAINTEXT",
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
+        if security_protocol != "PLAINTEXT":
+            raise ValueError(f"listener {listener_name}: security protocol {security_protocol} is not supported yet")
         self.handler = handler
         self.metrics = metrics
         self.limits = limits
         self.listener_name = listener_name
+        self.security_protocol = security_protocol
         self._clock = clock
         self.connections = 0
 
@@ -227,7 +237,8 @@ class KafkaServer:
         reason = "eof"
         try:
             with sock:
-                reason = await self._loop(sock, ConnectionInfo(peer, self.listener_name))
+                conn = ConnectionInfo(peer, self.listener_name, security_protocol=self.security_protocol)
+                reason = await self._loop(sock, conn)
         except CloseConnection as exc:
             reason = "protocol"
             log.warning("closing connection from %s: %s", peer, exc.reason)

@@ -5,8 +5,9 @@ is declared with the Kafka key(s) it is read from (``_broker.py``); :data:`TOPIC
 topic-level keys beside it (``_topic.py``). Validation, DescribeConfigs and the reference in
 docs/configuration.md are derived from the two tables.
 
-Modules: ``_properties`` (the Java ``.properties`` reader), ``_listeners`` (``NAME://host:port``),
-``_keys`` (value types and checks, and :func:`setting`, which declares an attribute from keys),
+Modules: ``_properties`` (the Java ``.properties`` reader), ``_listeners`` (``NAME://host:port``
+and each listener name's security protocol), ``_keys`` (value types and checks, and
+:func:`setting`, which declares an attribute from keys),
 ``_broker`` (:class:`NodeConfig`, :func:`load_config`), ``_topic`` (topic keys, effective values,
 incremental alters), ``_describe`` (DescribeConfigs entries), ``_docs`` (the generated docs;
 ``python -m node.config docs/configuration.md`` rewrites them). Every error is a

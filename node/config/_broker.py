@@ -14,14 +14,14 @@ against the table, applies the rules that span keys, and builds one typed, froze
 :class:`NodeConfig` (attribute names carry their units).
 
 Every error is a :class:`~node.config.ConfigError` naming the file, the key and the bad value.
-The table is about 330 of this module's 610 lines; it stays whole so that every broker key is
+The table is about 340 of this module's 650 lines; it stays whole so that every broker key is
 read in one place, beside the attribute it sets.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -43,7 +43,17 @@ from ._keys import (
     setting,
     settings_of,
 )
-from ._listeners import Listener, check_advertised, check_listeners, parse_host_port, parse_listeners
+from ._listeners import (
+    DEFAULT_PROTOCOL_MAP,
+    Listener,
+    check_advertised,
+    check_listener_keys,
+    check_listeners,
+    check_protocol_map,
+    parse_host_port,
+    parse_listener_list,
+    parse_protocol_map,
+)
 from ._properties import parse_properties
 
 __all__ = [
@@ -102,17 +112,31 @@ def _check_retention(value: Value) -> None:
 
 
 def _listeners(text: str) -> tuple[Listener, ...]:
-    return parse_listeners(text, "listeners")
+    return parse_listener_list(text, "listeners")
 
 
 def _advertised(text: str) -> tuple[Listener, ...]:
-    return parse_listeners(text, "advertised.listeners")
+    return parse_listener_list(text, "advertised.listeners")
 
 
-def _advertise_listeners(earlier: Mapping[str, Any]) -> tuple[Listener, ...]:
-    """advertised.listeners unset: the listeners, with an unspecified host replaced by 127.0.0.1."""
+def _advertise_every_listener(given: tuple[Listener, ...] | None, earlier: Mapping[str, Any]) -> tuple[Listener, ...]:
+    """One advertised listener per listener, in the order of ``listeners``: the one advertised.listeners
+    names, else the listener itself with an unspecified host replaced by 127.0.0.1 (port 0 stays 0
+    until the node knows the port it bound, see :meth:`NodeConfig.advertised_for`)."""
+    named = {adv.name: adv for adv in given or ()}
     listeners: tuple[Listener, ...] = earlier["listeners"]
-    return tuple(Listener(x.name, "127.0.0.1", x.port) if x.is_wildcard else x for x in listeners)
+    return tuple(
+        named.get(x.name) or (Listener(x.name, "127.0.0.1", x.port) if x.is_wildcard else x) for x in listeners
+    )
+
+
+def _protocol_pairs(text: str) -> tuple[tuple[str, str], ...]:
+    return tuple(parse_protocol_map(text).items())
+
+
+def _first_listener_name(earlier: Mapping[str, Any]) -> str:
+    listeners: tuple[Listener, ...] = earlier["listeners"]
+    return listeners[0].name
 
 
 def _paths(text: str) -> tuple[Path, ...]:
@@ -183,17 +207,30 @@ class NodeConfig:
     # listeners and sockets
     listeners: tuple[Listener, ...] = setting(ConfigKey(
         name="listeners", type=_STR, default="PLAINTEXT://127.0.0.1:9092", check=check_listeners,
-        valid="PLAINTEXT://host:port", group=_NET,
-        doc="Where the Kafka protocol listens, NAME://host:port. strait's default is loopback "
-            "(Kafka's is every interface). Port 0 binds any free port; only PLAINTEXT is supported.",
+        valid="NAME://host:port,...; names and ports unique (port 0 may repeat)", group=_NET,
+        doc="Where the Kafka protocol listens: a comma list of NAME://host:port, each bound by the node. "
+            "strait's default is loopback (Kafka's is every interface). Port 0 binds any free port. "
+            "The first listener's advertised address is the node's bootstrap address.",
     ), convert=_listeners)
     advertised_listeners: tuple[Listener, ...] = setting(ConfigKey(
         name="advertised.listeners", type=_STR, default=None, check=check_advertised,
-        valid="PLAINTEXT://host:port, port > 0", group=_NET,
-        doc="What clients are told to connect to. Unset: the listeners, with an unspecified host "
-            "(empty, 0.0.0.0, ::) replaced by 127.0.0.1 and port 0 replaced by the bound port. "
-            "May not use 0.0.0.0, an empty host or port 0; names must appear in listeners.",
-    ), convert=_advertised, otherwise=_advertise_listeners)
+        valid="NAME://host:port,...; port > 0", group=_NET,
+        doc="What clients of each listener are told to connect to (Metadata, FindCoordinator, the "
+            "ZooKeeper registration). A listener it does not name (all of them when unset) is advertised "
+            "as it is bound, with an unspecified host (empty, 0.0.0.0, ::) replaced by 127.0.0.1 and port 0 "
+            "by the bound port. May not use 0.0.0.0, an empty host or port 0; names must appear in listeners.",
+    ), convert=_advertised, complete=_advertise_every_listener)
+    listener_security_protocol_map: tuple[tuple[str, str], ...] = setting(ConfigKey(
+        name="listener.security.protocol.map", type=_STR, default=DEFAULT_PROTOCOL_MAP, check=check_protocol_map,
+        valid="NAME:PROTOCOL,...", group=_NET,
+        doc="The security protocol of each listener name. A name that is a protocol name maps to itself "
+            "unless listed; any other listener name must be listed. Only PLAINTEXT is supported.",
+    ), convert=_protocol_pairs)
+    inter_broker_listener_name: str = setting(ConfigKey(
+        name="inter.broker.listener.name", type=_STR, default=None, group=_NET,
+        doc="The listener other nodes connect to: replica fetchers, the controller, controlled shutdown. "
+            "Its advertised address is the registration's host/port. Unset: the first listener.",
+    ), convert=str.upper, otherwise=_first_listener_name)
     socket_request_max_bytes: int = setting(ConfigKey(
         name="socket.request.max.bytes", type=_I, default="104857600", minimum=1, group=_NET,
         doc="Largest request accepted; a bigger size prefix closes the connection.",
@@ -491,6 +528,13 @@ class NodeConfig:
         key = BROKER_KEY_INDEX[name]
         return self.explicit_values.get(name, key.default)
 
+    def security_protocol(self, listener_name: str) -> str:
+        """The security protocol of listener ``listener_name`` (validated at load: always supported).
+
+        Raises KeyError for a name the map does not know.
+        """
+        return dict(self.listener_security_protocol_map)[listener_name]
+
     def advertised_for(self, bound_ports: Mapping[str, int]) -> tuple[Listener, ...]:
         """The advertised listeners with port 0 replaced by the port each named listener actually bound.
 
@@ -551,7 +595,7 @@ class NodeConfig:
                 raise ConfigError(str(exc), key=key.name, value=text, source=source) from None
             if given is not None:
                 explicit[key.name] = key.render(values[key.name])
-        _check_together(values, source)
+        _check_together(values, explicit.keys(), source)
         attributes: dict[str, Any] = {}
         for attribute, how in _SETTINGS:
             attributes[attribute] = how.resolve(values, explicit.keys(), BROKER_KEY_INDEX, attributes)
@@ -573,19 +617,10 @@ BROKER_KEY_INDEX: Mapping[str, ConfigKey] = MappingProxyType(
 NO_EFFECT_KEYS: frozenset[str] = frozenset(k.name for k in BROKER_KEYS if not k.effect)
 
 
-def _check_together(values: Mapping[str, Value], source: str) -> None:
-    """The rules that span keys, on the parsed ``values``; raises ConfigError naming the key that breaks one."""
-    if "advertised.listeners" in values:
-        listeners, advertised = str(values["listeners"]), str(values["advertised.listeners"])
-        names = {listener.name for listener in _listeners(listeners)}
-        for adv in _advertised(advertised):
-            if adv.name not in names:
-                raise ConfigError(
-                    f"listener name {adv.name} is not in listeners ({listeners})",
-                    key="advertised.listeners",
-                    value=advertised,
-                    source=source,
-                )
+def _check_together(values: Mapping[str, Value], explicit: Collection[str], source: str) -> None:
+    """The rules that span keys, on the parsed ``values`` (``explicit``: the keys set in the file);
+    raises ConfigError naming the key that breaks one."""
+    check_listener_keys(values, explicit, source)
     low, high = values["group.min.session.timeout.ms"], values["group.max.session.timeout.ms"]
     assert isinstance(low, int) and isinstance(high, int)
     if low > high:

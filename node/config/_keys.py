@@ -201,12 +201,15 @@ class Setting:
     another attribute (``zookeeper.session.timeout.ms`` also stands in for the connection
     timeout). An integer read through a key with a ``scale`` is multiplied by it (-1 stays -1).
     ``convert`` turns the key's value into the attribute (default: as parsed); ``otherwise``
-    computes the attribute from those declared before it when no key has a value (default: None).
+    computes the attribute from those declared before it when no key has a value (default: None);
+    ``complete`` then gets that result and the attributes declared before it, and returns the
+    attribute (``advertised.listeners``: the listeners it does not name are advertised as bound).
     """
 
     keys: tuple[ConfigKey | str, ...]
     convert: Callable[[Any], object] | None = None
     otherwise: Callable[[Mapping[str, Any]], object] | None = None
+    complete: Callable[[Any, Mapping[str, Any]], object] | None = None
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -231,19 +234,23 @@ class Setting:
         chosen = next((n for n in self.names if n in explicit), None)
         if chosen is None:
             chosen = next((n for n in self.names if n in values), None)
+        result: object
         if chosen is None:
-            return self.otherwise(earlier) if self.otherwise is not None else None
-        value = values[chosen]
-        scale = index[chosen].scale
-        if scale != 1 and isinstance(value, int) and value != -1:
-            value *= scale
-        return self.convert(value) if self.convert is not None else value
+            result = self.otherwise(earlier) if self.otherwise is not None else None
+        else:
+            value = values[chosen]
+            scale = index[chosen].scale
+            if scale != 1 and isinstance(value, int) and value != -1:
+                value *= scale
+            result = self.convert(value) if self.convert is not None else value
+        return self.complete(result, earlier) if self.complete is not None else result
 
 
 def setting(
     *keys: ConfigKey | str,
     convert: Callable[[Any], object] | None = None,
     otherwise: Callable[[Mapping[str, Any]], object] | None = None,
+    complete: Callable[[Any, Mapping[str, Any]], object] | None = None,
 ) -> Any:
     """A dataclass field read from ``keys`` (see :class:`Setting`): ``num_partitions: int = setting(ConfigKey(...))``.
 
@@ -252,7 +259,7 @@ def setting(
     """
     if not keys or not isinstance(keys[0], ConfigKey):
         raise TypeError("a setting declares its first key")
-    return dataclasses.field(metadata={_SETTING: Setting(keys, convert, otherwise)})
+    return dataclasses.field(metadata={_SETTING: Setting(keys, convert, otherwise, complete)})
 
 
 def settings_of(cls: type) -> tuple[tuple[str, Setting], ...]:

@@ -59,7 +59,7 @@ import json
 import re
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from node.ids import NodeId
@@ -177,9 +177,13 @@ def new_uuid() -> str:
 class BrokerRegistration:
     """A live broker as registered in ``/brokers/ids/<broker_id>``.
 
-    ``endpoints`` are ``LISTENER://host:port`` strings (``PLAINTEXT://127.0.0.1:9092``); an empty
-    tuple registers ``PLAINTEXT://host:port``. ``host``/``port`` are the top-level fields older
-    clients read.
+    ``endpoints`` are ``LISTENER://host:port`` strings (``PLAINTEXT://127.0.0.1:9092``), one per
+    advertised listener; an empty tuple registers ``PLAINTEXT://host:port``. ``host``/``port`` are
+    the top-level fields older clients read; strait writes its inter-broker listener's there.
+    ``security_protocols`` maps each endpoint's listener name to its security protocol; left
+    empty, a listener named after a protocol uses it and any other uses PLAINTEXT. It does not
+    take part in equality (a registration read back equals the one written, whether or not the
+    map was given).
     """
 
     broker_id: NodeId
@@ -187,6 +191,7 @@ class BrokerRegistration:
     port: int
     endpoints: tuple[str, ...] = ()
     rack: str | None = None
+    security_protocols: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
         if self.broker_id < 0:
@@ -201,6 +206,32 @@ class BrokerRegistration:
     def advertised_endpoints(self) -> tuple[str, ...]:
         """``endpoints``, or ``PLAINTEXT://host:port`` when none were given."""
         return self.endpoints or (f"PLAINTEXT://{self.host}:{self.port}",)
+
+    @property
+    def listener_security_protocol_map(self) -> dict[str, str]:
+        """Each advertised listener name with its security protocol (as the registration JSON has it)."""
+        out: dict[str, str] = {}
+        for endpoint in self.advertised_endpoints:
+            listener = endpoint.split("://", 1)[0]
+            derived = listener if listener in _SECURITY_PROTOCOLS else "PLAINTEXT"
+            out[listener] = self.security_protocols.get(listener, derived)
+        return out
+
+    def endpoint(self, listener: str) -> tuple[str, int] | None:
+        """(host without IPv6 brackets, port) of this broker's listener named ``listener``; None if it has none."""
+        for endpoint in self.advertised_endpoints:
+            match = _ENDPOINT.match(endpoint)
+            if match is not None and match["listener"] == listener:
+                return match["host"].removeprefix("[").removesuffix("]"), int(match["port"])
+        return None
+
+    def reached_through(self, listener: str) -> BrokerRegistration:
+        """This registration with ``host``/``port`` set to its endpoint on ``listener`` (the listener
+        another broker connects through); unchanged when it has no such listener."""
+        found = self.endpoint(listener)
+        if found is None or found == (self.host, self.port):
+            return self
+        return replace(self, host=found[0], port=found[1])
 
 
 @dataclass(frozen=True)
@@ -315,15 +346,10 @@ def decode_cluster_id(data: bytes | None) -> str:
 
 def encode_broker(reg: BrokerRegistration, timestamp_ms: int) -> bytes:
     """Version 5 broker registration, as Kafka 2.7+ writes it (no supported features)."""
-    endpoints = reg.advertised_endpoints
-    protocols = {}
-    for endpoint in endpoints:
-        listener = endpoint.split("://", 1)[0]
-        protocols[listener] = listener if listener in _SECURITY_PROTOCOLS else "PLAINTEXT"
     return _dump(
         {
-            "listener_security_protocol_map": protocols,
-            "endpoints": list(endpoints),
+            "listener_security_protocol_map": reg.listener_security_protocol_map,
+            "endpoints": list(reg.advertised_endpoints),
             "jmx_port": -1,
             "features": {},
             "host": reg.host,
@@ -351,6 +377,9 @@ def decode_broker(broker_id: NodeId, data: bytes | None) -> BrokerRegistration:
     if not isinstance(host, str) or not isinstance(port, int):
         raise MalformedZnode(path, "no host/port and no endpoints")
     rack = obj.get("rack")
+    protocols = obj.get("listener_security_protocol_map")
+    if not isinstance(protocols, dict) or not all(isinstance(v, str) for v in protocols.values()):
+        protocols = {}
     try:
         return BrokerRegistration(
             broker_id=broker_id,
@@ -358,6 +387,7 @@ def decode_broker(broker_id: NodeId, data: bytes | None) -> BrokerRegistration:
             port=port,
             endpoints=tuple(raw_endpoints),
             rack=rack if isinstance(rack, str) else None,
+            security_protocols=protocols,
         )
     except ValueError as exc:
         raise MalformedZnode(path, str(exc)) from exc

@@ -1,9 +1,10 @@
 """The consumer-group APIs: FindCoordinator (10) here, the rest relayed to ``node.groups``.
 
 FindCoordinator makes ``__consumer_offsets`` on first use and answers with the broker that
-leads the group's partition of it. Every other group API goes to this node's
-``GroupCoordinator``, which answers NOT_COORDINATOR for groups whose partition it does not
-lead (clients then ask FindCoordinator again).
+leads the group's partition of it, at its address on the listener the request came in on
+(COORDINATOR_NOT_AVAILABLE when that broker has no such listener, as in Kafka). Every other
+group API goes to this node's ``GroupCoordinator``, which answers NOT_COORDINATOR for groups
+whose partition it does not lead (clients then ask FindCoordinator again).
 """
 
 from __future__ import annotations
@@ -84,7 +85,14 @@ async def handle_find_coordinator(services: GroupServices, request: Request) -> 
         body["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
         body["error_message"] = f"the leader of {OFFSETS_TOPIC}-{partition} (broker {leader}) is not live"
         return body
-    body.update(node_id=leader, host=registration.host, port=registration.port)
+    # The coordinator's address on the listener this client came in on, as Metadata gives it.
+    listener = request.connection.listener
+    address = registration.endpoint(listener)
+    if address is None:
+        body["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        body["error_message"] = f"the coordinator (broker {leader}) has no listener {listener}"
+        return body
+    body.update(node_id=leader, host=address[0], port=address[1])
     return body
 
 

@@ -1,4 +1,10 @@
-"""ApiVersions (18) and Metadata (3), with ``auto.create.topics.enable``."""
+"""ApiVersions (18) and Metadata (3), with ``auto.create.topics.enable``.
+
+Metadata answers with the addresses of the listener the request came in on, as Kafka does: a
+client bootstrapped on ``WAN`` learns every broker's ``WAN`` endpoint, and a broker without that
+listener is left out of the broker list; a partition it leads has no leader for this client
+(LISTENER_NOT_FOUND from v6, LEADER_NOT_AVAILABLE before).
+"""
 
 from __future__ import annotations
 
@@ -51,6 +57,10 @@ async def handle_metadata(services: MetadataServices, request: Request) -> dict[
         names = [t.name for t in req.topics]
         requested_all = False
     auto_create = services.config.auto_create_topics_enable and (version < 4 or req.allow_auto_topic_creation)
+    listener = request.connection.listener
+    addresses = {
+        b: found for b, reg in sorted(cluster.brokers.items()) if (found := reg.endpoint(listener)) is not None
+    }
     topics = []
     for name in names:
         code = ErrorCode.NONE
@@ -73,9 +83,13 @@ async def handle_metadata(services: MetadataServices, request: Request) -> dict[
                     or (name, p) in cluster.offline_replicas.get(b, ())
                 ]
                 unavailable = leader < 0 or leader in offline
+                error = ErrorCode.LEADER_NOT_AVAILABLE if unavailable else ErrorCode.NONE
+                if not unavailable and leader not in addresses:
+                    unavailable = True
+                    error = ErrorCode.LISTENER_NOT_FOUND if version >= 6 else ErrorCode.LEADER_NOT_AVAILABLE
                 partitions.append(
                     {
-                        "error_code": ErrorCode.LEADER_NOT_AVAILABLE if unavailable else 0,
+                        "error_code": error,
                         "partition_index": p,
                         "leader_id": -1 if unavailable else leader,
                         "leader_epoch": part_state.leader_epoch if part_state is not None else -1,
@@ -94,8 +108,8 @@ async def handle_metadata(services: MetadataServices, request: Request) -> dict[
             }
         )
     brokers = [
-        {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
-        for b in sorted(cluster.brokers.values(), key=lambda b: b.broker_id)
+        {"node_id": b, "host": host, "port": port, "rack": cluster.brokers[b].rack}
+        for b, (host, port) in addresses.items()
     ]
     return {
         "throttle_time_ms": 0,

@@ -197,6 +197,13 @@ CASES: dict[str, tuple[str, str, bool, list[str]]] = {
         True,
         ["PLAINTEXT://0.0.0.0:9092", "PLAINTEXT://:9092", "PLAINTEXT://[::]:9092", "PLAINTEXT://h:0", "SASL_SSL://h:1"],
     ),
+    "listener.security.protocol.map": (
+        "local:plaintext, PLAINTEXT:PLAINTEXT",
+        "local:plaintext, PLAINTEXT:PLAINTEXT",
+        True,
+        ["LOCAL", "LOCAL:", ":PLAINTEXT", "LOCAL:TLS", "LOCAL:PLAINTEXT,local:PLAINTEXT", "BAD NAME:PLAINTEXT"],
+    ),
+    "inter.broker.listener.name": ("plaintext", "plaintext", False, ["LOCAL", "", "PLAINTEXT,LOCAL"]),
     "socket.request.max.bytes": ("1024", "1024", True, ["0", "2147483648"]),
     "socket.send.buffer.bytes": ("-1", "-1", True, ["-2"]),
     "socket.receive.buffer.bytes": ("65536", "65536", True, ["-2", "x"]),

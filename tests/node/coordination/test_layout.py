@@ -85,6 +85,39 @@ def test_broker_decode_falls_back_to_the_first_endpoint() -> None:
     assert (reg.host, reg.port, reg.endpoints, reg.rack) == ("h", 9093, ("SSL://h:9093",), None)
 
 
+def test_a_broker_registers_every_listener_with_its_protocol_and_host_port_of_one() -> None:
+    reg = BrokerRegistration(
+        2,
+        "10.0.0.2",
+        9092,
+        ("LOCAL://10.0.0.2:9092", "WAN://[2001:db8::2]:9093"),
+        security_protocols={"LOCAL": "PLAINTEXT", "WAN": "PLAINTEXT"},
+    )
+    obj = json.loads(encode_broker(reg, 1))
+    assert obj["endpoints"] == ["LOCAL://10.0.0.2:9092", "WAN://[2001:db8::2]:9093"]
+    assert obj["listener_security_protocol_map"] == {"LOCAL": "PLAINTEXT", "WAN": "PLAINTEXT"}
+    assert (obj["host"], obj["port"]) == ("10.0.0.2", 9092)
+    back = decode_broker(2, encode_broker(reg, 1))
+    assert back == reg and back.security_protocols == {"LOCAL": "PLAINTEXT", "WAN": "PLAINTEXT"}
+    assert back.endpoint("WAN") == ("2001:db8::2", 9093) and back.endpoint("LOCAL") == ("10.0.0.2", 9092)
+    assert back.endpoint("PLAINTEXT") is None
+
+
+def test_without_a_map_a_listener_named_after_a_protocol_uses_it_and_others_plaintext() -> None:
+    reg = BrokerRegistration(1, "h", 1, ("SSL://h:2", "LOCAL://h:1"))
+    assert reg.listener_security_protocol_map == {"SSL": "SSL", "LOCAL": "PLAINTEXT"}
+    # A registration without endpoints (an old writer) is reached on PLAINTEXT at host/port.
+    assert BrokerRegistration(1, "h", 9092).endpoint("PLAINTEXT") == ("h", 9092)
+
+
+def test_reached_through_points_host_and_port_at_one_listener() -> None:
+    reg = BrokerRegistration(3, "10.0.0.3", 9092, ("LOCAL://10.0.0.3:9092", "WAN://proxy:19093"), rack="r1")
+    wan = reg.reached_through("WAN")
+    assert (wan.host, wan.port, wan.endpoints, wan.rack) == ("proxy", 19093, reg.endpoints, "r1")
+    assert reg.reached_through("LOCAL") is reg
+    assert reg.reached_through("REPLICATION") is reg  # no such listener: as registered
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [

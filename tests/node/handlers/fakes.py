@@ -31,11 +31,13 @@ def node_config(**extra: str) -> NodeConfig:
     return NodeConfig.from_properties(props, source="test.properties")
 
 
-def request(api_key: int, version: int, body: Mapping[str, Any], *, peer: str = "127.0.0.1:50000") -> Request:
-    """``body`` encoded and decoded by the real codec, from ``peer``."""
+def request(
+    api_key: int, version: int, body: Mapping[str, Any], *, peer: str = "127.0.0.1:50000", listener: str = "PLAINTEXT"
+) -> Request:
+    """``body`` encoded and decoded by the real codec, from ``peer`` on listener ``listener``."""
     frame = encode_request(request_header(api_key, version, 7, "unit-test"), body)[4:]
     header, at = read_request_header(frame)
-    return Request(header, decode_request(header, frame, at), ConnectionInfo(peer, "PLAINTEXT"))
+    return Request(header, decode_request(header, frame, at), ConnectionInfo(peer, listener))
 
 
 def policy(*, mirror_link: str | None = None, min_isr: int = 1, fence: str | None = None) -> TopicPolicy:
