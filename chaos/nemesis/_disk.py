@@ -476,7 +476,10 @@ class TornTail(NemesisContext):
         if self.node.running:
             self._restart = True
             self.node.kill()
-        candidates = self.active_segments()
+        try:
+            candidates = self.active_segments()
+        except OSError as exc:  # a log dir on a failed disk
+            raise NemesisError(f"cannot find {self.node.name}'s active segments: {exc}") from exc
         if not candidates:
             which = "" if self.topics is None else f" of {sorted(self.topics)}"
             raise NemesisError(f"no partition{which} of {self.node.name} has a non-empty active segment to tear")
