@@ -11,7 +11,16 @@ added to or removed from a live connection takes effect at once:
 2. ``latency`` toxics hold the chunk until arrival + the sum of their delays (jitter drawn per chunk);
 3. the smallest ``bandwidth`` rate splits the chunk into 100 ms slices, each sent when the previous
    one's time is up;
-4. ``limit_data`` toxics cut the chunk at their remaining budget and close the connection when it is spent.
+4. a ``slicer`` holds the next piece until its ``delay`` after the previous slice;
+5. ``packet_loss`` toxics hold the next piece for the retransmission waits they draw for it (once
+   per piece: a wait cut short by a toxic change is not drawn again unless the toxic was updated);
+6. the piece is cut to the smallest of: the bandwidth slice, a slice size drawn from each
+   ``slicer``, and the remaining budget of each ``limit_data`` toxic, which closes the connection
+   when it is spent.
+
+A *piece* is what one send writes: the rest of the chunk, or less when step 6 cuts it. Since
+the writer sends pieces in order, a piece held by a loss holds everything behind it, as TCP's
+in-order delivery does.
 
 End-of-stream from one side is passed on as a half close (FIN) after ``latency`` and
 ``slow_close`` delays; the connection closes once both directions have ended. ``timeout``
@@ -24,6 +33,7 @@ the reset stream writes to with SO_LINGER 0, so that peer reads ECONNRESET.
 from __future__ import annotations
 
 import logging
+import math
 import random
 import socket
 import struct
@@ -32,7 +42,7 @@ from typing import Protocol
 
 import trio
 
-from chaos._toxic import Toxic
+from chaos._toxic import MAX_RETRANSMISSIONS, MAX_RTO_MS, Toxic
 
 __all__ = ["Link", "ToxicSource"]
 
@@ -76,6 +86,7 @@ class Link:
         self._applies: dict[int, bool] = {}  # toxic serial -> toxicity draw for this connection
         self._passed: dict[int, int] = {}  # limit_data toxic serial -> bytes it let through
         self._paced_until = {"upstream": 0.0, "downstream": 0.0}
+        self._sliced_until = {"upstream": 0.0, "downstream": 0.0}
 
     async def run(self) -> None:
         """Forward until both directions end or :meth:`close` is called, then close both sockets.
@@ -139,6 +150,41 @@ class Link:
             total += max(0.0, toxic.attribute("latency") + jitter[toxic.serial]) / 1000
         return total
 
+    def _retransmission_wait(self, toxics: list[Toxic], drawn: dict[int, float]) -> float:
+        """Seconds the next piece waits for its lost transmissions; each toxic's draw is made once into ``drawn``.
+
+        Per toxic: each transmission is lost with ``probability`` percent, the n-th loss in a row
+        adds ``rto_ms`` * 2^(n-1) (at most MAX_RTO_MS); after MAX_RETRANSMISSIONS losses the wait
+        is unbounded (until the toxic changes).
+        """
+        total = 0.0
+        for toxic in toxics:
+            if toxic.type != "packet_loss":
+                continue
+            if toxic.serial not in drawn:
+                wait_ms = 0.0
+                probability = toxic.attribute("probability") / 100
+                for attempt in range(MAX_RETRANSMISSIONS + 1):
+                    if self._rng.random() >= probability:
+                        break
+                    if attempt == MAX_RETRANSMISSIONS:
+                        wait_ms = math.inf
+                    else:
+                        wait_ms += min(toxic.attribute("rto_ms") * 2**attempt, MAX_RTO_MS)
+                drawn[toxic.serial] = wait_ms / 1000
+            total += drawn[toxic.serial]
+        return total
+
+    def _slice_size(self, toxics: list[Toxic]) -> int | None:
+        """The size of the next slice: the smallest drawn from the ``slicer`` toxics; None without one."""
+        sizes = [
+            t.attribute("average_size")
+            + self._rng.randint(-t.attribute("size_variation"), t.attribute("size_variation"))
+            for t in toxics
+            if t.type == "slicer"
+        ]
+        return min(sizes, default=None)
+
     @staticmethod
     async def _wait(deadline: float, changed: trio.Event) -> None:
         """Sleep until ``deadline`` or until the toxics change, whichever comes first."""
@@ -178,6 +224,8 @@ class Link:
     async def _deliver(self, arrival: float, data: bytes, stream: str) -> None:
         """Send ``data`` on ``stream`` as the toxics allow (or drop it, or close the connection)."""
         jitter: dict[int, float] = {}
+        lost: dict[int, float] = {}  # packet_loss serial -> retransmission wait of the next piece
+        piece_ready: float | None = None  # when the next piece was first free to go, for its loss wait
         sent = 0
         while sent < len(data):
             changed = self._source.toxics_changed()
@@ -195,9 +243,22 @@ class Link:
             if rate and now < self._paced_until[stream]:
                 await self._wait(self._paced_until[stream], changed)
                 continue
+            slicers = [t for t in toxics if t.type == "slicer"]
+            if slicers and now < self._sliced_until[stream]:
+                await self._wait(self._sliced_until[stream], changed)
+                continue
+            if piece_ready is None:
+                piece_ready = now
+            resend_at = piece_ready + self._retransmission_wait(toxics, lost)
+            if now < resend_at:
+                await self._wait(resend_at, changed)
+                continue
             end = len(data)
             if rate:
                 end = min(end, sent + max(1, int(rate * 1000 * _SLICE_SECONDS)))
+            slice_size = self._slice_size(slicers)
+            if slice_size is not None:
+                end = min(end, sent + slice_size)
             limits = [t for t in toxics if t.type == "limit_data"]
             for toxic in limits:
                 end = min(end, sent + max(0, toxic.attribute("bytes") - self._passed.get(toxic.serial, 0)))
@@ -207,7 +268,12 @@ class Link:
                 self._passed[toxic.serial] = self._passed.get(toxic.serial, 0) + end - sent
             if rate:
                 self._paced_until[stream] = max(self._paced_until[stream], now) + (end - sent) / (rate * 1000)
+            if slicers:
+                delay_us = max(t.attribute("delay") for t in slicers)
+                self._sliced_until[stream] = trio.current_time() + delay_us / 1_000_000
             sent = end
+            piece_ready = None
+            lost.clear()
             if any(self._passed[t.serial] >= t.attribute("bytes") for t in limits):
                 _log.debug("connection closed: limit_data reached on %s", stream)
                 self.close()

@@ -2,10 +2,12 @@
 
 Each proxy listens on an address (loopback by default) and forwards every connection to its
 upstream, applying *toxics* to the bytes in each direction: ``latency``, ``bandwidth``,
-``timeout`` (with 0: a black hole), ``slow_close``, ``reset_peer`` and ``limit_data``, with
-toxiproxy's names, attributes and semantics (see ``chaos._toxic``). Toxics take effect on live
-connections at once. Any toxiproxy client drives it over HTTP (``chaos._proxy_http`` lists the
-routes); in-process there are three ways in:
+``timeout`` (with 0: a black hole), ``slow_close``, ``reset_peer``, ``limit_data`` and
+``slicer``, with toxiproxy's names, attributes and semantics, and ``packet_loss``, which
+toxiproxy lacks: lost packets as TCP shows them, retransmission delays (see ``chaos._toxic``,
+which also says why it never drops a byte). Toxics take effect on live connections at once.
+Any toxiproxy client drives it over HTTP (``chaos._proxy_http`` lists the routes); in-process
+there are three ways in:
 
 - :class:`ProxyServer` -- the model, for trio code: ``nursery.start(server.run)``, then its methods;
 - :func:`serve_api` -- the HTTP API for a ProxyServer, on hypercorn;

@@ -13,6 +13,10 @@ hoping.
   process another launcher spawned (a ``strait up``'s node or ZooKeeper: a site loss);
 - network: :class:`Partition` over the proxies of a :mod:`chaos.proxy` server (``blackhole``
   or ``refuse``), and :func:`partitioned`, its form for trio code.
+- disk: on a log dir that is a loop-mounted :class:`XfsImage`, :class:`DiskFull` (ENOSPC),
+  :class:`ReadOnlyDir` (EROFS) and :class:`FailingDir` (EIO), each healed (and the node
+  restarted) on heal; :class:`TornTail` cuts or garbles the end of active segments while the
+  node is down (:func:`disk_faults_unavailable` says why the XFS ones cannot run here).
 
 Failures raise :class:`chaos.errors.NemesisError` (a target that is not running, a signal that
 did not take effect).
@@ -20,6 +24,13 @@ did not take effect).
 
 from ._base import Nemesis as Nemesis
 from ._base import NemesisContext as NemesisContext
+from ._disk import DiskFull as DiskFull
+from ._disk import FailingDir as FailingDir
+from ._disk import ReadOnlyDir as ReadOnlyDir
+from ._disk import TornFile as TornFile
+from ._disk import TornTail as TornTail
+from ._disk import XfsImage as XfsImage
+from ._disk import disk_faults_unavailable as disk_faults_unavailable
 from ._network import Partition as Partition
 from ._network import PartitionMode as PartitionMode
 from ._network import partitioned as partitioned

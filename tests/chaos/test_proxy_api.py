@@ -221,6 +221,50 @@ def test_http_bad_input_is_named(chaos: ProxyHandle, echo: str) -> None:
     assert [t.name for t in chaos.toxics("p")] == ["l"]  # nothing above changed the toxics
 
 
+def test_slicer_and_packet_loss_through_the_client_and_raw_http(
+    client: toxiproxy.Toxiproxy, chaos: ProxyHandle, echo: str
+) -> None:
+    proxy = client.create(upstream=echo, name="p", listen="127.0.0.1:0")
+    slicer = {"average_size": 100, "size_variation": 20, "delay": 1000}
+    proxy.add_toxic(type="slicer", attributes=slicer)
+    assert proxy.toxics()["slicer_downstream"].attributes == slicer
+    with pytest.raises(InvalidToxic):
+        proxy.add_toxic(type="slicer", name="bad", attributes={"average_size": 0})
+    loss = call(chaos, "POST", "/proxies/p/toxics", {"type": "packet_loss", "attributes": {"probability": 5}})
+    assert loss.status_code == 200, loss.text
+    assert loss.json() == {
+        "name": "packet_loss_downstream",
+        "type": "packet_loss",
+        "stream": "downstream",
+        "toxicity": 1.0,
+        "attributes": {"probability": 5, "rto_ms": 200},  # the RTO defaults to Linux's minimum
+    }
+    payload = bytes(range(256)) * 20
+    assert round_trip(proxy.listen, payload) < 5.0  # round_trip checks every byte came back, in order
+
+    toxics = "/proxies/p/toxics"
+    expect_error(call(chaos, "POST", toxics, {"type": "slicer", "name": "s"}), 400, "average_size: 0", "at least 1")
+    too_varied = {"type": "slicer", "name": "s", "attributes": {"average_size": 10, "size_variation": 10}}
+    expect_error(call(chaos, "POST", toxics, too_varied), 400, "size_variation: 10", "smaller than average_size (10)")
+    negative = {"type": "slicer", "name": "s", "attributes": {"average_size": 10, "delay": -1}}
+    expect_error(call(chaos, "POST", toxics, negative), 400, "slicer attribute delay", "-1")
+    foreign = {"type": "slicer", "name": "s", "attributes": {"average_size": 10, "latency": 5}}
+    expect_error(call(chaos, "POST", toxics, foreign), 400, "'latency'", "average_size, size_variation, delay")
+    over = {"type": "packet_loss", "name": "l", "attributes": {"probability": 101}}
+    expect_error(call(chaos, "POST", toxics, over), 400, "probability: 101", "percentage from 0 to 100")
+    fraction = {"type": "packet_loss", "name": "l", "attributes": {"probability": 2.5}}
+    expect_error(call(chaos, "POST", toxics, fraction), 400, "probability", "2.5")
+    no_rto = {"type": "packet_loss", "name": "l", "attributes": {"rto_ms": 0}}
+    expect_error(call(chaos, "POST", toxics, no_rto), 400, "rto_ms: 0", "at least 1 ms")
+    # An update is checked with the attributes it keeps: variation 20 is not smaller than 20.
+    shrink = call(chaos, "PATCH", f"{toxics}/slicer_downstream", {"attributes": {"average_size": 20}})
+    expect_error(shrink, 400, "size_variation: 20", "smaller than average_size (20)")
+    assert call(chaos, "GET", f"{toxics}/slicer_downstream").json()["attributes"] == slicer
+    held = call(chaos, "PATCH", f"{toxics}/packet_loss_downstream", {"attributes": {"probability": 100}})
+    assert held.json()["attributes"] == {"probability": 100, "rto_ms": 200}
+    assert [t.name for t in chaos.toxics("p")] == ["slicer_downstream", "packet_loss_downstream"]
+
+
 # -- the thread handle and the CLI ---------------------------------------------------------------
 
 

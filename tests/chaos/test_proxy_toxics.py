@@ -373,3 +373,110 @@ def test_model_errors_name_the_value() -> None:
         assert set(server.proxies()) == {"echo"}
 
     run_with_proxy(body)
+
+
+# -- slicer and packet_loss -----------------------------------------------------------------------
+
+
+async def read_sizes(stream: trio.SocketStream, n: int) -> tuple[bytes, list[int]]:
+    """``n`` bytes from ``stream`` and the size of each read that returned them."""
+    data = bytearray()
+    sizes: list[int] = []
+    while len(data) < n:
+        chunk = await stream.receive_some(65536)
+        if not chunk:
+            raise AssertionError(f"EOF after {len(data)} of {n} bytes")
+        data += chunk
+        sizes.append(len(chunk))
+    return bytes(data), sizes
+
+
+async def echoes_intact(info: ProxyInfo, payload: bytes) -> None:
+    """Send ``payload`` through the proxy while reading the echo; it must come back byte for byte."""
+    async with await connect(info) as stream, trio.open_nursery() as nursery:
+        nursery.start_soon(stream.send_all, payload)
+        assert await receive_exactly(stream, len(payload)) == payload
+
+
+def test_slicer_splits_writes_into_delayed_slices_keeping_every_byte_in_order() -> None:
+    async def body(server: ProxyServer, upstream: str) -> None:
+        info = await server.create_proxy("echo", upstream)
+        async with await connect(info) as stream:
+            payload = os.urandom(4000)
+            await stream.send_all(payload)
+            unsliced, unsliced_sizes = await read_sizes(stream, len(payload))
+            assert unsliced == payload and len(unsliced_sizes) <= 3, unsliced_sizes  # loopback: one write, one read
+            server.add_toxic(
+                "echo", make_toxic("slicer", attributes={"average_size": 64, "size_variation": 32, "delay": 5000})
+            )
+            start = trio.current_time()
+            await stream.send_all(payload)
+            data, sizes = await read_sizes(stream, len(payload))
+            elapsed = trio.current_time() - start
+        assert data == payload
+        # At most 96 bytes a slice: at least 42 slices, 5 ms apart. A read returns more than one
+        # slice only when the reader was late (a busy machine), so most reads are single slices.
+        assert len(sizes) >= 21, sizes
+        assert sum(size <= 96 for size in sizes) >= len(sizes) * 3 // 4, sizes
+        assert 41 * 0.005 <= elapsed < 10.0, elapsed
+
+    run_with_proxy(body)
+
+
+def test_slicer_on_both_streams_keeps_a_large_stream_intact() -> None:
+    async def body(server: ProxyServer, upstream: str) -> None:
+        info = await server.create_proxy("echo", upstream)
+        for stream_name in ("upstream", "downstream"):
+            attributes = {"average_size": 1500, "size_variation": 1000, "delay": 0}
+            server.add_toxic("echo", make_toxic("slicer", stream=stream_name, attributes=attributes))
+        await echoes_intact(info, os.urandom(1_000_000))
+
+    run_with_proxy(body)
+
+
+def test_packet_loss_delays_lost_pieces_by_the_rto_and_never_drops_or_reorders() -> None:
+    async def body(server: ProxyServer, upstream: str) -> None:
+        info = await server.create_proxy("echo", upstream)
+        server.add_toxic("echo", make_toxic("packet_loss", attributes={"probability": 30, "rto_ms": 250}))
+        async with await connect(info) as stream:
+            # round_trip asserts each echo is exactly what was sent: nothing lost, nothing reordered.
+            delays = [await round_trip(stream, f"<{i:02d}>".encode()) for i in range(16)]
+        lost = [d for d in delays if d >= 0.25]
+        assert 0 < len(lost) < len(delays), delays  # the seed is fixed, so this is deterministic
+        # A lost piece waits 250 ms, 250 + 500 after two losses, ...: never between 0.15 and 0.25 s.
+        assert not [d for d in delays if 0.15 < d < 0.25], delays
+
+    run_with_proxy(body)
+
+
+def test_packet_loss_of_every_transmission_holds_the_stream_until_removed() -> None:
+    async def body(server: ProxyServer, upstream: str) -> None:
+        info = await server.create_proxy("echo", upstream)
+        async with await connect(info) as stream:
+            await round_trip(stream)
+            server.add_toxic("echo", make_toxic("packet_loss", stream="upstream", attributes={"probability": 100}))
+            await stream.send_all(b"held ")
+            await stream.send_all(b"in order")
+            with trio.move_on_after(0.6) as waited:
+                data = await stream.receive_some(100)
+                raise AssertionError(f"data passed a 100% loss: {data!r}")
+            assert waited.cancelled_caught
+            server.remove_toxic("echo", "packet_loss_upstream")
+            # Unlike a timeout toxic, nothing was dropped: the held bytes arrive, in order.
+            assert await receive_exactly(stream, len(b"held in order")) == b"held in order"
+            assert await round_trip(stream) < 1.0
+
+    run_with_proxy(body)
+
+
+def test_packet_loss_with_a_slicer_keeps_a_large_stream_intact() -> None:
+    async def body(server: ProxyServer, upstream: str) -> None:
+        info = await server.create_proxy("echo", upstream)
+        for stream_name in ("upstream", "downstream"):
+            loss = {"probability": 20, "rto_ms": 1}
+            server.add_toxic("echo", make_toxic("packet_loss", stream=stream_name, attributes=loss))
+        slices = {"average_size": 8000, "size_variation": 4000, "delay": 100}
+        server.add_toxic("echo", make_toxic("slicer", attributes=slices))
+        await echoes_intact(info, os.urandom(500_000))
+
+    run_with_proxy(body)
