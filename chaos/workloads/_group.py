@@ -23,6 +23,11 @@ are then never recorded by anyone: the skipped-read and unseen checkers must fin
 
 :meth:`GroupConsumer.drain` waits until the group's committed offsets reach the ends it is given
 and records a ``drain`` entry (``ok``, or ``fail`` with ``error`` on timeout).
+
+Commits are synchronous, and librdkafka gives a synchronous commit no deadline of its own (a paused
+coordinator holds it for ``socket.timeout.ms``): ``stop`` during such a fault still returns in
+time, abandoning the client, with the pending commit completed as ``info`` and the abandonment in
+``errors``. Heal faults before stopping, as the runner does.
 """
 
 from __future__ import annotations

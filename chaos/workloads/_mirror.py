@@ -103,16 +103,18 @@ class MirrorReader(Workload[_Clients]):
     # -- the thread ---------------------------------------------------------------------------------
 
     def _prepare(self) -> _Clients:
+        source = self._consumer(self.source_bootstrap)
         try:
-            source = Consumer(
-                reader_config(self.source_bootstrap, {"error_cb": self._on_client_error, **self._overrides})
-            )
-            target = Consumer(
-                reader_config(self.target_bootstrap, {"error_cb": self._on_client_error, **self._overrides})
-            )
+            return _Clients(source, self._consumer(self.target_bootstrap))
+        except WorkloadError:
+            source.close()
+            raise
+
+    def _consumer(self, bootstrap: str) -> Consumer:
+        try:
+            return Consumer(reader_config(bootstrap, {"error_cb": self._on_client_error, **self._overrides}))
         except (KafkaException, ValueError, TypeError) as exc:
-            raise WorkloadError(f"{self.process}: cannot create the consumers: {exc}") from exc
-        return _Clients(source, target)
+            raise WorkloadError(f"{self.process}: cannot create a consumer for {bootstrap}: {exc}") from exc
 
     def _run(self, client: _Clients, stopping: threading.Event) -> None:
         next_sample = time.monotonic()

@@ -74,6 +74,8 @@ def test_bad_arguments_and_configuration_fail_at_construction_or_start() -> None
         GroupConsumer(NOWHERE, "t", "g", History(), commit="never")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="client"):
         GroupConsumer(NOWHERE, "t", "g", History(), client="kafka-python")
+    with pytest.raises(WorkloadError, match="cannot create a consumer"):
+        MirrorReader(NOWHERE, NOWHERE, "t", History(), config={"no.such.setting": 1}).start()
 
 
 def test_against_nothing_the_readers_record_no_sample_count_it_and_fail_their_reads() -> None:
