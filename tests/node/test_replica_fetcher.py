@@ -25,20 +25,12 @@ import trio.testing
 import node.replica_manager
 from node.coordination import BrokerRegistration, PartitionState
 from node.partition import Partition
-from node.protocol import (
-    ApiKey,
-    ErrorCode,
-    Struct,
-    decode_request,
-    decode_response,
-    encode_request,
-    encode_response,
-    read_request_header,
-    request_header,
-)
+from node.protocol import ApiKey, ErrorCode, Struct
 from node.replica_manager import ReplicaManager
 from storage import FaultPoints, LogConfig, TopicPartition, create_log
 from storage.records import build_batch
+from tests.node.groups.helpers import request as wire_request
+from tests.node.groups.helpers import response as wire_response
 from tests.node.handlers.fakes import NOW_MS, node_config, policy
 
 pytestmark = pytest.mark.unit
@@ -81,9 +73,7 @@ class FakeLeader:
         pass
 
     async def request(self, api_key: int, version: int, body: dict[str, Any], *, timeout: float) -> Struct:
-        frame = encode_request(request_header(api_key, version, 1, "strait-replica-fetcher-2"), body)[4:]
-        header, at = read_request_header(frame)
-        asked = decode_request(header, frame, at)
+        asked = wire_request(ApiKey(api_key), version, **body)
         await trio.sleep(RTT_S)
         now = trio.current_time()
         if api_key == ApiKey.OFFSET_FOR_LEADER_EPOCH:
@@ -95,10 +85,7 @@ class FakeLeader:
             answer = _caught_up(asked)
         else:
             raise AssertionError(f"a replica fetcher sent API {api_key}")
-        encoded = encode_response(header, answer)
-        payload = b"".join(part for part in encoded.parts if isinstance(part, bytes))[4:]
-        _, response = decode_response(api_key, version, payload)
-        return response
+        return wire_response(ApiKey(api_key), version, answer)
 
     def _epochs(self, asked: Struct, now: float) -> dict[str, Any]:
         topics = []
