@@ -292,10 +292,14 @@ class Broker:
     async def controlled_shutdown(self) -> bool:
         """Before stopping: have the controller move this broker's leaderships to other ISR members.
 
-        Up to ``controlled.shutdown.max.retries`` attempts, ``controlled.shutdown.retry.backoff.ms``
+        First this broker stops fetching as a follower (``ReplicaManager.stop_following``), so
+        the new leaders do not add it back to the ISRs the controller takes it out of. Then up to
+        ``controlled.shutdown.max.retries`` attempts, ``controlled.shutdown.retry.backoff.ms``
         apart. Returns True when this broker leads nothing that another replica could lead.
         """
         config = self.config
+        if self.replicas is not None:
+            self.replicas.stop_following()  # a stopping node replicates nothing more
         if not config.controlled_shutdown_enable or self._cluster is None or not self.cluster.registered:
             return True
         cluster = self.cluster

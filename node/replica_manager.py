@@ -8,6 +8,16 @@ partition that starts following (a new leader epoch, or after a restart) first a
 leader OffsetForLeaderEpoch for the end of the latest epoch it has and truncates exactly its
 divergent tail (KIP-101/KIP-279), never blindly to its high watermark.
 
+Each round of a fetcher (Kafka's ``AbstractFetcherThread``) first asks about the partitions
+that must truncate, then fetches for all the others: a partition still waiting to truncate never
+holds up the rest. A partition the leader answers with an error (it no longer leads, or its
+topic is gone: this node's view of ZooKeeper is older than the leader's) waits
+``replica.fetch.backoff.ms`` before it is asked about or fetched again; that wait belongs to its
+leader epoch, so a new leader or epoch from ZooKeeper ends it. A partition that moved to
+another leader, or whose topic was deleted, leaves its fetcher with the next refresh. A
+stopping node stops every fetcher when its controlled shutdown starts (``stop_following``,
+Kafka's StopReplica to a shutting-down broker) and starts none after that.
+
 Leaders: a follower's fetch offset is its log end offset; the high watermark is the lowest
 log end offset over the ISR. A follower that has caught up joins the ISR, and an ISR member
 that has not caught up for ``replica.lag.time.max.ms`` leaves it, and so does a member that is
@@ -82,7 +92,9 @@ class ReplicaManager:
         self._isr_writes: set[TopicPartition] = set()
         self.throttle = TokenBucket()
         self.fetch_errors = 0
-        self._retry_at: dict[TopicPartition, float] = {}
+        # Partitions backing off after an error: (the leader epoch it happened in, when to try again).
+        self._retry_at: dict[TopicPartition, tuple[LeaderEpoch, float]] = {}
+        self._stopped = False  # controlled shutdown started: no fetcher any more
 
     # -- life -----------------------------------------------------------------------------
 
@@ -112,13 +124,30 @@ class ReplicaManager:
                 p.leader_id,
                 list(p.isr),
             )
-        if self._nursery is None:
+        partitions = cluster.partitions
+        for tp, (epoch, _) in list(self._retry_at.items()):
+            partition = partitions.get(tp)
+            if partition is None or partition.leader_epoch != epoch:
+                del self._retry_at[tp]  # deleted, or a new epoch: its backoff is over
+        if self._nursery is None or self._stopped:
             return
         leaders = {p.leader_id for p in cluster.partitions.values() if p.role == FOLLOWER and p.leader_id >= 0}
         for leader_id in leaders - set(self._fetchers):
             scope = trio.CancelScope()
             self._fetchers[leader_id] = scope
             self._nursery.start_soon(self._fetcher, leader_id, scope)
+
+    def stop_following(self) -> None:
+        """Stop every fetcher now and start none any more; called when controlled shutdown starts.
+
+        A stopping node replicates nothing more (Kafka's controller sends it StopReplica): if it
+        kept fetching, the leaders its partitions just moved to would add it back to the ISRs the
+        controller takes it out of, and it would go on asking them to check its logs while it
+        stops. Fetchers end at once (cancellation); never blocks.
+        """
+        self._stopped = True
+        for scope in self._fetchers.values():
+            scope.cancel()
 
     # -- leader side ------------------------------------------------------------------------
 
@@ -296,22 +325,24 @@ class ReplicaManager:
                 self.roles_changed([])
 
     async def _fetch_loop(self, conn: NodeConnection, leader_id: NodeId) -> None:
+        """Rounds over one connection to ``leader_id`` until it leads nothing this node follows:
+        truncate the partitions that must and may (not backing off), then fetch the others.
+
+        Raises what the connection raises (ClientError, ProtocolError, OSError); cancellable."""
         timeout = self.config.replica_socket_timeout_ms / 1000
         while True:
             partitions = self._followed(leader_id)
             if not partitions:
                 return
-            truncating = [p for p in partitions if p.needs_truncation]
+            now = trio.current_time()
+            ready = [p for p in partitions if not self._backing_off(p, now)]
+            truncating = [p for p in ready if p.needs_truncation]
             if truncating:
+                # Each one is done afterwards, or backing off, or in a new epoch: no busy loop.
                 await self._truncate(conn, truncating, timeout)
                 continue
-            now = trio.current_time()
             moving = self._throttled()
-            chosen = [
-                p
-                for p in partitions
-                if self._retry_at.get(p.tp, 0.0) <= now and (p.tp not in moving or self.throttle.available(now))
-            ]
+            chosen = [p for p in ready if p.tp not in moving or self.throttle.available(now)]
             if not chosen:
                 await trio.sleep(0.05)
                 continue
@@ -344,6 +375,16 @@ class ReplicaManager:
                 raise ClientError.from_code(body.error_code, "replica fetch")
             self._apply_fetch(body, epochs, moving)
 
+    def _backing_off(self, partition: Partition, now: float) -> bool:
+        delay = self._retry_at.get(partition.tp)
+        return delay is not None and delay[0] == partition.leader_epoch and now < delay[1]
+
+    def _back_off(self, partition: Partition) -> None:
+        """Leave ``partition`` alone for ``replica.fetch.backoff.ms`` (in its current leader epoch)."""
+        until = trio.current_time() + self.config.replica_fetch_backoff_ms / 1000
+        self._retry_at[partition.tp] = (partition.leader_epoch, until)
+        self.fetch_errors += 1
+
     def _throttled(self) -> set[TopicPartition]:
         cluster = self.cluster
         if cluster.reassignment is None or self.throttle.rate is None:
@@ -370,8 +411,7 @@ class ReplicaManager:
                 if code:
                     # Typically this node or the leader is behind ZooKeeper (NOT_LEADER_OR_FOLLOWER,
                     # FENCED/UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION): back off this partition.
-                    self._retry_at[tp] = trio.current_time() + self.config.replica_fetch_backoff_ms / 1000
-                    self.fetch_errors += 1
+                    self._back_off(partition)
                     log.debug("%s: replica fetch error %s", tp, ErrorCode(code).name)
                     continue
                 self._retry_at.pop(tp, None)
@@ -410,10 +450,36 @@ class ReplicaManager:
             partition.needs_truncation = True
 
     async def _truncate(self, conn: NodeConnection, partitions: list[Partition], timeout: float) -> None:
-        """OffsetForLeaderEpoch with the leader, then truncate each divergent tail."""
-        asking: dict[TopicPartition, int] = {p.tp: p.log.latest_epoch for p in partitions}
+        """OffsetForLeaderEpoch with the leader, then truncate each divergent tail.
+
+        Afterwards each partition has truncated, or backs off (the leader answered an error or
+        nothing for it, or the rounds ran out), or is no longer this leader's follower in the
+        epoch it was asked about (a refresh moved it on, or its topic was deleted). Raises what
+        the connection raises; cancellable."""
         by_tp = {p.tp: p for p in partitions}
         epochs_at_start = {p.tp: p.leader_epoch for p in partitions}
+        await self._truncation_rounds(conn, by_tp, epochs_at_start, timeout)
+        for tp, p in by_tp.items():
+            if p.needs_truncation and self._still_following(p, epochs_at_start[tp]):
+                self._back_off(p)
+
+    def _still_following(self, partition: Partition, epoch: LeaderEpoch) -> bool:
+        """Whether ``partition`` is still this node's replica, following in ``epoch``."""
+        tp = partition.tp
+        return (
+            self.cluster.partitions.get(tp) is partition
+            and partition.role == FOLLOWER
+            and partition.leader_epoch == epoch
+        )
+
+    async def _truncation_rounds(
+        self,
+        conn: NodeConnection,
+        by_tp: dict[TopicPartition, Partition],
+        epochs_at_start: dict[TopicPartition, LeaderEpoch],
+        timeout: float,
+    ) -> None:
+        asking: dict[TopicPartition, int] = {tp: p.log.latest_epoch for tp, p in by_tp.items()}
         for _ in range(MAX_TRUNCATION_ROUNDS):
             if not asking:
                 return
@@ -447,11 +513,18 @@ class ReplicaManager:
                     if found is None or tp not in asking:
                         continue
                     p = found
-                    if p.role != FOLLOWER or p.leader_epoch != epochs_at_start[tp]:
-                        continue
+                    if not self._still_following(p, epochs_at_start[tp]):
+                        continue  # moved on (or deleted) while we asked: its log is not ours to cut now
                     if part.error_code:
-                        log.info("%s: OffsetForLeaderEpoch error %s; retrying", tp, ErrorCode(part.error_code).name)
-                        continue  # still needs truncation; the fetch loop comes back here
+                        log.info(
+                            "%s: OffsetForLeaderEpoch error %s (leader %d, epoch %d); retrying in %d ms",
+                            tp,
+                            ErrorCode(part.error_code).name,
+                            p.leader_id,
+                            p.leader_epoch,
+                            self.config.replica_fetch_backoff_ms,
+                        )
+                        continue  # still needs truncation: it backs off, then the fetch loop asks again
                     leader_epoch, leader_end = part.leader_epoch, part.end_offset
                     if leader_epoch < 0 or leader_end < 0:
                         # The leader has no epoch at or below ours: our whole log is from other epochs.
@@ -473,7 +546,7 @@ class ReplicaManager:
                         again[tp] = local_epoch  # we do not have the leader's epoch: ask about our older one
             asking = again
         for tp in asking:
-            by_tp[tp].needs_truncation = True
+            by_tp[tp].needs_truncation = True  # the rounds ran out: it backs off and asks again
 
     def _truncate_one(self, partition: Partition, offset: Offset, why: str) -> None:
         plog = partition.log
