@@ -7,6 +7,7 @@ import signal
 
 import click
 
+from ._chaos_commands import chaos_group
 from ._failover_commands import failover_group
 from ._groups_commands import groups_group
 from ._log_commands import log_group
@@ -34,6 +35,7 @@ def main(verbose: bool) -> None:
     )
 
 
+main.add_command(chaos_group)
 main.add_command(failover_group)
 main.add_command(groups_group)
 main.add_command(log_group)

@@ -1,0 +1,326 @@
+"""The faults a chaos scenario schedules, each bound to a running :class:`~chaos.appliance.ChaosAppliance`.
+
+A :class:`Fault` picks its target when it starts (the leader *now*, a follower *now*), so a
+schedule derived from a seed replays the same choices on the same cluster state. ``start``
+returns the target in words (it goes into the history); ``heal`` undoes everything ``start``
+did, is idempotent, and is safe after a ``start`` that failed halfway. :data:`FAULTS` lists
+every fault by name with its one-line description (``strait chaos list`` shows them).
+
+Process faults act on the source site ``east`` (where the producers write): kill -9
+(``kill-*``) restarts the node on its data when healed; SIGSTOP (``pause-*``) sends SIGCONT.
+Network faults cut or poison fault-proxy links: a node's own proxy (everyone's way to it) and
+its ZooKeeper proxy; the WAN faults poison the proxies the mirror reads the source through.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from confluent_kafka.admin import AdminClient
+
+from chaos.appliance import ChaosAppliance, ChaosNode, ChaosSite
+from chaos.errors import ChaosError
+
+__all__ = ["FAULTS", "Fault", "FaultSpec", "find_leader", "find_controller"]
+
+#: How long a ZooKeeper proxy stays cut for a session expiry: past the 6 s session timeout.
+ZK_EXPIRY_HOLD_S = 9.0
+
+
+def _metadata(site: ChaosSite, topic: str | None) -> object:
+    admin = AdminClient({"bootstrap.servers": site.bootstrap, "socket.timeout.ms": 5000})
+    return admin.list_topics(topic=topic, timeout=10)
+
+
+def find_leader(site: ChaosSite, topic: str, rng: random.Random) -> tuple[ChaosNode, int]:
+    """The node leading a partition of ``topic`` (the partition drawn by ``rng``) and that partition."""
+    meta = _metadata(site, topic)
+    partitions = sorted(meta.topics[topic].partitions.values(), key=lambda p: p.id)  # type: ignore[attr-defined]
+    led = [p for p in partitions if p.leader >= 0]
+    if not led:
+        raise ChaosError(f"no partition of {topic} on {site.name} has a leader now")
+    chosen = rng.choice(led)
+    return site.node(chosen.leader), chosen.id
+
+
+def find_controller(site: ChaosSite) -> ChaosNode:
+    meta = _metadata(site, None)
+    controller = meta.controller_id  # type: ignore[attr-defined]
+    if controller < 0:
+        raise ChaosError(f"site {site.name} has no controller now")
+    return site.node(controller)
+
+
+class Fault:
+    """One fault on a running appliance: ``start(rng) -> target`` and ``heal()``."""
+
+    name = "fault"
+    description = ""
+
+    def __init__(self, app: ChaosAppliance, topic: str) -> None:
+        self.app = app
+        self.topic = topic
+
+    def start(self, rng: random.Random) -> str:
+        raise NotImplementedError
+
+    def heal(self) -> None:
+        raise NotImplementedError
+
+
+class _NodeFault(Fault):
+    """kill -9 or SIGSTOP of a set of east nodes chosen by ``pick``."""
+
+    pick = "random"
+    action = "kill"
+
+    def __init__(self, app: ChaosAppliance, topic: str) -> None:
+        super().__init__(app, topic)
+        self.targets: list[ChaosNode] = []
+
+    def choose(self, rng: random.Random) -> tuple[list[ChaosNode], str]:
+        site = self.app.east
+        up = [n for n in site.nodes if n.running]
+        if self.pick == "site":
+            return list(site.nodes), "all of site east"
+        if self.pick == "leader":
+            node, partition = find_leader(site, self.topic, rng)
+            return [node], f"{node.name}, leader of {self.topic}[{partition}]"
+        if self.pick == "follower":
+            leader, partition = find_leader(site, self.topic, rng)
+            followers = [n for n in up if n is not leader]
+            if not followers:
+                raise ChaosError(f"{self.topic}[{partition}] has no running follower")
+            node = rng.choice(followers)
+            return [node], f"{node.name}, a follower of {self.topic}[{partition}] (leader {leader.name})"
+        if self.pick == "controller":
+            node = find_controller(site)
+            return [node], f"{node.name}, the controller"
+        node = rng.choice(up)
+        return [node], node.name
+
+    def start(self, rng: random.Random) -> str:
+        self.targets, target = self.choose(rng)
+        for node in self.targets:
+            if self.action == "kill":
+                node.kill()
+            else:
+                node.pause()
+        return target
+
+    def heal(self) -> None:
+        problems = []
+        for node in self.targets:
+            try:
+                if self.action == "kill":
+                    if not node.running:
+                        node.spawn()
+                else:
+                    node.resume()
+            except ChaosError as exc:
+                problems.append(str(exc))
+        if self.action == "kill":
+            for node in self.targets:
+                try:
+                    node.wait_ready()
+                except ChaosError as exc:
+                    problems.append(str(exc))
+        if problems:
+            raise ChaosError("; ".join(problems))
+
+
+def _node_fault(action: str, pick: str, description: str) -> type[Fault]:
+    return type(
+        f"{action.title()}{pick.title()}",
+        (_NodeFault,),
+        {"name": f"{action}-{pick}", "action": action, "pick": pick, "description": description},
+    )
+
+
+class ZooKeeperExpiry(Fault):
+    name = "zk-expire"
+    description = "cut a random east node's ZooKeeper connection until its session expires, then heal"
+
+    def __init__(self, app: ChaosAppliance, topic: str) -> None:
+        super().__init__(app, topic)
+        self._cut: contextlib.ExitStack | None = None
+
+    def start(self, rng: random.Random) -> str:
+        node = rng.choice([n for n in self.app.east.nodes if n.running])
+        self._cut = contextlib.ExitStack()
+        self._cut.enter_context(self.app.proxy.blackhole(node.zookeeper_proxy_name))
+        return f"{node.name}'s ZooKeeper link (held {ZK_EXPIRY_HOLD_S:g} s, past its session timeout)"
+
+    @property
+    def hold(self) -> float:
+        return ZK_EXPIRY_HOLD_S
+
+    def heal(self) -> None:
+        if self._cut is not None:
+            self._cut.close()
+            self._cut = None
+
+
+class ZooKeeperLoss(Fault):
+    name = "zk-loss"
+    description = "kill -9 east's ZooKeeper; heal starts it again on its data"
+
+    def start(self, rng: random.Random) -> str:
+        self.app.east.kill_zookeeper()
+        return "east's ZooKeeper"
+
+    def heal(self) -> None:
+        self.app.east.start_zookeeper()
+
+
+class IsolateNode(Fault):
+    name = "isolate-node"
+    description = "black-hole every link to a random east node and its ZooKeeper link (a partition of one node)"
+
+    def __init__(self, app: ChaosAppliance, topic: str) -> None:
+        super().__init__(app, topic)
+        self._cut: contextlib.ExitStack | None = None
+
+    def start(self, rng: random.Random) -> str:
+        node = rng.choice([n for n in self.app.east.nodes if n.running])
+        self._cut = contextlib.ExitStack()
+        self._cut.enter_context(self.app.proxy.blackhole(node.proxy_name))
+        self._cut.enter_context(self.app.proxy.blackhole(node.zookeeper_proxy_name))
+        return f"{node.name} (its listener's and its ZooKeeper's proxies)"
+
+    def heal(self) -> None:
+        if self._cut is not None:
+            self._cut.close()
+            self._cut = None
+
+
+@dataclass
+class _Toxic:
+    type: str
+    attributes: Mapping[str, int] = field(default_factory=dict)
+    streams: tuple[str, ...] = ("downstream", "upstream")
+
+
+class WanFault(Fault):
+    """Toxics on every proxy the mirror reads east through."""
+
+    toxics: tuple[_Toxic, ...] = ()
+
+    def __init__(self, app: ChaosAppliance, topic: str) -> None:
+        super().__init__(app, topic)
+        self._added: list[tuple[str, str]] = []
+
+    def start(self, rng: random.Random) -> str:
+        for node in self.app.east.nodes:
+            for toxic in self.toxics:
+                for stream in toxic.streams:
+                    name = f"wan_{toxic.type}_{stream}"
+                    self.app.proxy.add_toxic(node.proxy_name, toxic.type, name=name, stream=stream, **toxic.attributes)
+                    self._added.append((node.proxy_name, name))
+        what = ", ".join(f"{t.type} {dict(t.attributes)}" for t in self.toxics)
+        return f"the WAN east -> west ({what})"
+
+    def heal(self) -> None:
+        while self._added:
+            proxy, name = self._added.pop()
+            with contextlib.suppress(ChaosError):
+                self.app.proxy.remove_toxic(proxy, name)
+
+
+def _wan(name: str, description: str, *toxics: _Toxic) -> type[Fault]:
+    return type(
+        name.title().replace("-", ""), (WanFault,), {"name": name, "description": description, "toxics": toxics}
+    )
+
+
+@dataclass(frozen=True)
+class FaultSpec:
+    name: str
+    description: str
+    make: Callable[[ChaosAppliance, str], Fault]
+
+
+def _spec(cls: type[Fault]) -> FaultSpec:
+    return FaultSpec(cls.name, cls.description, cls)
+
+
+FAULTS: dict[str, FaultSpec] = {
+    spec.name: spec
+    for spec in [
+        _spec(_node_fault("kill", "leader", "kill -9 the leader of a partition; heal restarts it on its data")),
+        _spec(_node_fault("kill", "follower", "kill -9 a follower of a partition; heal restarts it")),
+        _spec(_node_fault("kill", "controller", "kill -9 the controller; heal restarts it")),
+        _spec(_node_fault("kill", "random", "kill -9 a random node; heal restarts it")),
+        _spec(_node_fault("kill", "site", "kill -9 every node of east at once; heal restarts them all")),
+        _spec(_node_fault("pause", "leader", "SIGSTOP the leader of a partition; heal sends SIGCONT")),
+        _spec(_node_fault("pause", "follower", "SIGSTOP a follower of a partition; heal sends SIGCONT")),
+        _spec(_node_fault("pause", "controller", "SIGSTOP the controller; heal sends SIGCONT")),
+        _spec(_node_fault("pause", "random", "SIGSTOP a random node; heal sends SIGCONT")),
+        _spec(_node_fault("pause", "site", "SIGSTOP every node of east at once; heal sends SIGCONT")),
+        _spec(ZooKeeperExpiry),
+        _spec(ZooKeeperLoss),
+        _spec(IsolateNode),
+        _spec(
+            _wan(
+                "wan-latency",
+                "200 ms latency with 100 ms jitter on the WAN, both ways",
+                _Toxic("latency", {"latency": 200, "jitter": 100}),
+            )
+        ),
+        _spec(_wan("wan-bandwidth", "the WAN capped at 64 KB/s each way", _Toxic("bandwidth", {"rate": 64}))),
+        _spec(
+            _wan("wan-blackhole", "no byte crosses the WAN (connections stay open)", _Toxic("timeout", {"timeout": 0}))
+        ),
+        _spec(
+            _wan(
+                "wan-reset",
+                "every WAN connection is reset after 500 ms",
+                _Toxic("reset_peer", {"timeout": 500}, ("downstream",)),
+            )
+        ),
+    ]
+}
+
+
+class LoseAcked(Fault):
+    """The positive control's fault: writes acknowledged by a leader alone, then that leader lost.
+
+    Pauses both followers of a partition, lets acks=1 writes land on the leader only for
+    :data:`LAG_S`, kills the leader and resumes the followers: with unclean leader election a
+    follower that never had those writes becomes the leader. Heal restarts the old leader (it
+    truncates to the new leader's log).
+    """
+
+    name = "lose-acked"
+    description = "pause a partition's followers, kill its leader, resume them (with unclean election: lost writes)"
+    LAG_S = 3.0
+
+    def __init__(self, app: ChaosAppliance, topic: str) -> None:
+        super().__init__(app, topic)
+        self.leader: ChaosNode | None = None
+
+    def start(self, rng: random.Random) -> str:
+        leader, partition = find_leader(self.app.east, self.topic, rng)
+        followers = [n for n in self.app.east.nodes if n is not leader and n.running]
+        for node in followers:
+            node.pause()
+        try:
+            time.sleep(self.LAG_S)
+            self.leader = leader
+            leader.kill()
+        finally:
+            for node in followers:
+                node.resume()
+        return f"{leader.name} (leader of {self.topic}[{partition}]), after pausing {len(followers)} followers"
+
+    def heal(self) -> None:
+        if self.leader is not None and not self.leader.running:
+            self.leader.start()
+        self.leader = None
+
+
+FAULTS[LoseAcked.name] = _spec(LoseAcked)

@@ -1,0 +1,398 @@
+"""Runs chaos scenarios: an appliance, the workloads, a fault schedule derived from the seed, then the checkers.
+
+One scenario, in order (every phase bounded, every fault healed whatever happens):
+
+1. start a :class:`~chaos.appliance.ChaosAppliance` (two sites behind the fault proxy, a mirror)
+   in ``DIR/<scenario>/``, create the topic ``chaos-<scenario>`` on east and wait until the mirror
+   made it on west;
+2. start the workloads, each recording into ``DIR/<scenario>/history.jsonl``: a producer on
+   east (idempotent ``acks=all``, or what the scenario says), a consumer group, and a mirror
+   reader sampling west's lag;
+3. after a warm-up, run the **schedule**: the scenario's faults in an order and with hold and
+   quiet times drawn from the scenario's seed (so ``--seed`` replays the same schedule), each
+   recorded as nemesis ``start``/``stop`` entries with its target;
+4. heal everything, let the producer write on a healed cluster for a while, stop it, wait for
+   the mirror to catch up, drain the group to the end, and record final reads of east
+   (role primary) and west (role mirror);
+5. stop the appliance (a node that misses its controlled-shutdown window is a finding too) and
+   run the checkers on the history.
+
+A scenario's seed is the run's seed mixed with the scenario's name and repetition, so one
+``--seed`` fixes every schedule of a matrix and each scenario can be replayed alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import random
+import time
+import zlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+from chaos.appliance import ChaosAppliance
+from chaos.checkers import check
+from chaos.errors import ChaosError
+from chaos.faults import FAULTS, Fault
+from chaos.history import History, load
+from chaos.proxy import run_in_thread
+from chaos.report import render
+from chaos.scenarios import Scenario
+from chaos.workloads import GroupConsumer, MirrorReader, Producer, final_read
+
+__all__ = ["RunResult", "ScheduledFault", "run", "run_scenario", "scenario_seed", "schedule", "check_directory"]
+
+WARMUP_S = 5.0
+RECOVERY_S = 5.0  # writes on the healed cluster before the producer stops
+PRODUCER_STOP_S = 30.0
+MIRROR_CATCH_UP_S = 90.0
+DRAIN_S = 90.0
+FINAL_READ_S = 90.0
+TOPIC_READY_S = 60.0
+PARTITIONS = 3
+WRITE_RATE = 200.0  # writes per second
+
+Say = Callable[[str], None]
+
+
+def scenario_seed(seed: int, scenario: str, repetition: int = 0) -> int:
+    """The seed of one scenario's schedule: stable across Python runs (no ``hash()``)."""
+    return (seed * 1_000_003 + zlib.crc32(f"{scenario}#{repetition}".encode())) % (2**31)
+
+
+@dataclass(frozen=True)
+class ScheduledFault:
+    fault: str
+    at: float  # seconds after the warm-up
+    hold: float  # how long it stays before it is healed
+
+
+def schedule(scenario: Scenario, seed: int, duration: float | None = None) -> list[ScheduledFault]:
+    """The faults of a run of ``scenario`` with ``seed``: each of its faults at least once, in a
+    seeded order, then more drawn at random while ``duration`` lasts."""
+    rng = random.Random(seed)
+    total = scenario.duration if duration is None else duration
+    if not scenario.faults:
+        return []
+    order = list(scenario.faults)
+    rng.shuffle(order)
+    steps: list[ScheduledFault] = []
+    at = 0.0
+    while order or at < total:
+        name = order.pop(0) if order else rng.choice(scenario.faults)
+        hold = round(rng.uniform(*scenario.hold), 2)
+        if name == "zk-expire":
+            hold = max(hold, 9.0)
+        steps.append(ScheduledFault(name, round(at, 2), hold))
+        at += hold + round(rng.uniform(*scenario.quiet), 2)
+    return steps
+
+
+@dataclass
+class RunResult:
+    name: str
+    description: str
+    seed: int
+    expect: str
+    replay: str
+    history: str
+    verdict: str = "error"
+    error: str | None = None
+    duration_s: float = 0.0
+    checkers: list[dict[str, Any]] = field(default_factory=list)
+    findings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "seed": self.seed,
+            "replay": self.replay,
+            "expect": self.expect,
+            "verdict": self.verdict,
+            "error": self.error,
+            "duration_s": round(self.duration_s, 1),
+            "history": self.history,
+            "checkers": self.checkers,
+            "findings": self.findings,
+        }
+
+
+def _verdict(expect: str, checkers: list[dict[str, Any]]) -> str:
+    names = {a["name"] for c in checkers for a in c["anomalies"]}
+    if expect == "pass":
+        return "fail" if names else "pass"
+    return "pass" if expect in names else "fail"
+
+
+def evaluate(history: History, expect: str) -> tuple[str, list[dict[str, Any]]]:
+    """The checkers' results on ``history`` as JSON, and the scenario's verdict."""
+    results = [r.to_json() for r in check(history)]
+    return _verdict(expect, results), results
+
+
+def run_scenario(
+    scenario: Scenario,
+    directory: Path,
+    seed: int,
+    *,
+    duration: float | None = None,
+    say: Say = lambda _: None,
+    replay: str = "",
+) -> RunResult:
+    """Run one scenario in ``directory`` (its own), check its history, and return the result."""
+    directory = directory.absolute()
+    directory.mkdir(parents=True, exist_ok=True)
+    result = RunResult(
+        scenario.name,
+        scenario.description,
+        seed,
+        scenario.expect,
+        replay or f"strait chaos run --scenario {scenario.name} --seed {seed}",
+        f"{directory.name}/history.jsonl",
+    )
+    started = time.monotonic()
+    history = History(directory / "history.jsonl")
+    try:
+        _run(scenario, directory, seed, duration, history, result, say)
+        result.verdict, result.checkers = evaluate(history, scenario.expect)
+        if result.findings and scenario.expect == "pass":
+            result.verdict = "fail"
+    except ChaosError as exc:
+        result.error = str(exc)
+        result.verdict = "error"
+    except Exception as exc:  # a bug of ours: keep going with the other scenarios, say what it was
+        result.error = f"{type(exc).__name__}: {exc}"
+        result.verdict = "error"
+    finally:
+        history.close()
+        result.duration_s = time.monotonic() - started
+    return result
+
+
+def _run(
+    scenario: Scenario,
+    directory: Path,
+    seed: int,
+    duration: float | None,
+    history: History,
+    result: RunResult,
+    say: Say,
+) -> None:
+    topic = f"chaos-{scenario.name.replace('@', '-')}"
+    steps = schedule(scenario, seed, duration)
+    rng = random.Random(seed ^ 0x5EED)
+    with contextlib.ExitStack() as stack:
+        proxy = stack.enter_context(run_in_thread(api="127.0.0.1:0", seed=seed))
+        app = ChaosAppliance(directory / "appliance", proxy, nodes=scenario.nodes, properties=scenario.properties)
+        say(f"{scenario.name}: starting two sites of {scenario.nodes} nodes and a mirror")
+        app.start()
+
+        def stop_appliance() -> None:
+            result.findings.extend(app.stop())
+
+        stack.callback(stop_appliance)
+        _create_topic(app, topic)
+        producer = Producer(
+            app.east.bootstrap,
+            topic,
+            history,
+            idempotent=scenario.idempotent,
+            acks=scenario.acks,
+            rate=WRITE_RATE,
+        )
+        group = GroupConsumer(
+            app.east.bootstrap,
+            [topic],
+            f"chaos-group-{scenario.name}",
+            history,
+            commit=scenario.group_commit,
+            restart_every=scenario.group_restart_every,
+        )
+        mirror = MirrorReader(app.east.bootstrap, app.west.bootstrap, topic, history, site="west")
+        workloads = [producer, group, mirror]
+        for workload in workloads:
+            workload.start()
+            stack.callback(workload.stop, 10.0)
+        say(f"{scenario.name}: workloads running; warming up {WARMUP_S:g} s")
+        time.sleep(WARMUP_S)
+        _run_schedule(app, topic, steps, history, rng, say, scenario.name)
+        say(f"{scenario.name}: healed; {RECOVERY_S:g} s of writes on the healed cluster")
+        time.sleep(RECOVERY_S)
+        producer.stop(PRODUCER_STOP_S)
+        ends = _wait_mirror_caught_up(app, topic, say, scenario.name)
+        say(f"{scenario.name}: draining the group to the end")
+        group.drain({(topic, p): end for p, end in ends.items()}, DRAIN_S)
+        mirror.stop(10.0)
+        group.stop(10.0)
+        final_read(app.east.bootstrap, [topic], history, site="east", role="primary", timeout=FINAL_READ_S)
+        final_read(app.west.bootstrap, [topic], history, site="west", role="mirror", timeout=FINAL_READ_S)
+        for workload in workloads:
+            result.findings.extend(f"{type(workload).__name__}: {error}" for error in workload.errors)
+
+
+def _run_schedule(
+    app: ChaosAppliance,
+    topic: str,
+    steps: list[ScheduledFault],
+    history: History,
+    rng: random.Random,
+    say: Say,
+    name: str,
+) -> None:
+    origin = time.monotonic()
+    for index, step in enumerate(steps, start=1):
+        wait = origin + step.at - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        fault: Fault = FAULTS[step.fault].make(app, topic)
+        say(f"{name}: fault {index}/{len(steps)}: {step.fault} for {step.hold:g} s")
+        try:
+            target = fault.start(rng)
+        except BaseException as exc:
+            history.nemesis("start", step.fault, "(failed to start)", error=str(exc))
+            with contextlib.suppress(Exception):
+                fault.heal()
+            history.nemesis("stop", step.fault, "(failed to start)")
+            if isinstance(exc, ChaosError):
+                say(f"{name}: {step.fault} could not start: {exc}")
+                continue
+            raise
+        history.nemesis("start", step.fault, target)
+        try:
+            time.sleep(step.hold)
+        finally:
+            fault.heal()
+            history.nemesis("stop", step.fault, target)
+
+
+def _create_topic(app: ChaosAppliance, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": app.east.bootstrap})
+    futures = admin.create_topics([NewTopic(topic, PARTITIONS, replication_factor=min(3, app.node_count))])
+    try:
+        futures[topic].result(30)
+    except Exception as exc:
+        raise ChaosError(f"cannot create topic {topic} on east: {exc}") from None
+    deadline = time.monotonic() + TOPIC_READY_S
+    west = AdminClient({"bootstrap.servers": app.west.bootstrap})
+    while time.monotonic() < deadline:
+        meta = west.list_topics(topic=topic, timeout=5)
+        described = meta.topics.get(topic)
+        complete = described is not None and described.error is None and len(described.partitions) == PARTITIONS
+        if complete and all(p.leader >= 0 for p in described.partitions.values()):
+            return
+        time.sleep(0.5)
+    raise ChaosError(f"the mirror did not create {topic} on west within {TOPIC_READY_S:g} s")
+
+
+def _wait_mirror_caught_up(app: ChaosAppliance, topic: str, say: Say, name: str) -> dict[int, int]:
+    """East's high watermarks once west's equal them (bounded); they are the ends to drain to."""
+
+    def watermarks(bootstrap: str) -> dict[int, int]:
+        consumer = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": "chaos-watermarks", "enable.auto.commit": False}
+        )
+        try:
+            return {
+                p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1] for p in range(PARTITIONS)
+            }
+        finally:
+            consumer.close()
+
+    deadline = time.monotonic() + MIRROR_CATCH_UP_S
+    source: dict[int, int] = {}
+    target: dict[int, int] = {}
+    while time.monotonic() < deadline:
+        try:
+            source, target = watermarks(app.east.bootstrap), watermarks(app.west.bootstrap)
+        except Exception:  # a site still recovering: ask again
+            time.sleep(1)
+            continue
+        if source == target:
+            return source
+        time.sleep(1)
+    say(f"{name}: the mirror did not catch up within {MIRROR_CATCH_UP_S:g} s (east {source}, west {target})")
+    return source
+
+
+def run(
+    scenarios: Iterable[tuple[Scenario, int]],
+    directory: Path,
+    seed: int,
+    *,
+    command: str,
+    duration: float | None = None,
+    say: Say = lambda _: None,
+) -> dict[str, Any]:
+    """Run ``scenarios`` (with their repetition numbers) in ``directory``; write results.json and report.html."""
+    directory = directory.absolute()
+    directory.mkdir(parents=True, exist_ok=True)
+    results: dict[str, Any] = {
+        "format": 1,
+        "command": command,
+        "seed": seed,
+        "started": time.time(),
+        "finished": None,
+        "verdict": "pass",
+        "machine": _machine(),
+        "duration": duration,
+        "scenarios": [],
+    }
+    for scenario, repetition in scenarios:
+        run_seed = scenario_seed(seed, scenario.name, repetition)
+        folder = scenario.name.replace("@", "-") + (f"-{repetition}" if repetition else "")
+        replay = f"strait chaos run --scenario {scenario.name} --seed {seed}"
+        if repetition:
+            replay += f" --repetition {repetition}"
+        if duration is not None:
+            replay += f" --duration {duration:g}"
+        say(f"{scenario.name}: seed {run_seed}; schedule: " + _describe(schedule(scenario, run_seed, duration)))
+        result = run_scenario(scenario, directory / folder, run_seed, duration=duration, say=say, replay=replay)
+        results["scenarios"].append(result.to_json())
+        say(f"{scenario.name}: {result.verdict}" + (f" ({result.error})" if result.error else ""))
+        _finish(results, directory)
+    _finish(results, directory)
+    return results
+
+
+def _finish(results: dict[str, Any], directory: Path) -> None:
+    results["finished"] = time.time()
+    results["verdict"] = "pass" if all(s["verdict"] == "pass" for s in results["scenarios"]) else "fail"
+    (directory / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+    render(directory)
+
+
+def check_directory(directory: Path) -> dict[str, Any]:
+    """Run the checkers again on every history of a run's ``directory``; rewrite results.json and the report."""
+    path = directory / "results.json"
+    try:
+        results: dict[str, Any] = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ChaosError(f"cannot read {path}: {exc}") from None
+    for scenario in results.get("scenarios", []):
+        history_path = directory / scenario["history"]
+        if not history_path.exists():
+            continue
+        scenario["verdict"], scenario["checkers"] = evaluate(load(history_path), scenario.get("expect", "pass"))
+        if scenario.get("error"):
+            scenario["verdict"] = "error"
+        elif scenario.get("findings") and scenario.get("expect", "pass") == "pass":
+            scenario["verdict"] = "fail"
+    _finish(results, directory)
+    return results
+
+
+def _describe(steps: list[ScheduledFault]) -> str:
+    return ", ".join(f"{s.fault}@{s.at:g}s+{s.hold:g}s" for s in steps) or "no faults"
+
+
+def _machine() -> str:
+    return f"{platform.node()}: {platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"

@@ -1,0 +1,128 @@
+"""The scenarios ``strait chaos run`` knows, and the matrices that group them.
+
+A :class:`Scenario` is a topology (nodes per site, node properties), the workloads (the
+producer's guarantees, how the group commits) and the faults its schedule draws from. Scenarios
+whose ``expect`` names an anomaly are **positive controls**: configurations the docs warn
+against (acks=1, unclean leader election, committing before processing), run to prove the
+checkers fire. They pass only when that anomaly is found, and the ``short`` and ``full``
+matrices (what must pass) leave them out; ``controls`` runs them.
+
+- ``short``: every fault once, grouped into a few scenarios on one 3-node-per-site appliance
+  each (CI runs it: under 8 minutes on 2 cores);
+- ``full``: every fault on its own, on 3- and 4-node sites, each run with several seeds (on
+  demand; ``--duration`` stretches each scenario into a soak).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+__all__ = ["MATRICES", "SCENARIOS", "Scenario", "matrix"]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    faults: tuple[str, ...]
+    expect: str = "pass"  # or the anomaly name a positive control must produce
+    nodes: int = 3
+    properties: Mapping[str, str] = field(default_factory=dict)
+    idempotent: bool = True
+    acks: str = "all"
+    group_commit: str = "after"  # "before": commit before processing (a positive control)
+    group_restart_every: float | None = None
+    duration: float = 40.0  # seconds of faults (after a warm-up), unless --duration says otherwise
+    hold: tuple[float, float] = (3.0, 6.0)  # how long each fault stays, drawn from the seed
+    quiet: tuple[float, float] = (3.0, 5.0)  # healthy time between faults
+    site_loss: bool = False  # ends with the loss of east and an unplanned promote of west
+
+    @property
+    def control(self) -> bool:
+        return self.expect != "pass"
+
+    def with_nodes(self, nodes: int) -> Scenario:
+        return replace(self, name=f"{self.name}@{nodes}", nodes=nodes)
+
+
+def _all(*scenarios: Scenario) -> dict[str, Scenario]:
+    return {s.name: s for s in scenarios}
+
+
+_PROCESS_KILLS = ("kill-leader", "kill-follower", "kill-controller", "kill-random", "kill-site")
+_PROCESS_PAUSES = ("pause-leader", "pause-follower", "pause-controller", "pause-random", "pause-site")
+_ZOOKEEPER = ("zk-expire", "zk-loss")
+_NETWORK = ("isolate-node", "wan-latency", "wan-bandwidth", "wan-blackhole", "wan-reset")
+
+#: The short matrix's scenarios: every fault once.
+SHORT = _all(
+    Scenario(
+        "kills", "kill -9 of the leader, a follower, the controller, a random node and the whole site", _PROCESS_KILLS
+    ),
+    Scenario(
+        "pauses", "SIGSTOP of the leader, a follower, the controller, a random node and the whole site", _PROCESS_PAUSES
+    ),
+    Scenario("zookeeper", "a node's ZooKeeper session expires; the site's ZooKeeper dies and comes back", _ZOOKEEPER),
+    Scenario("network", "one node partitioned away; WAN latency, bandwidth cap, black hole and resets", _NETWORK),
+)
+
+#: Positive controls: each must make its checker fire.
+CONTROLS = _all(
+    Scenario(
+        "control-acks1-unclean",
+        "acks=1, unclean leader election, the leader killed while its followers lag: acknowledged writes are lost",
+        ("lose-acked",),
+        expect="lost",
+        idempotent=False,
+        acks="1",
+        properties={
+            "unclean.leader.election.enable": "true",
+            "min.insync.replicas": "1",
+            "replica.lag.time.max.ms": "2000",
+        },
+        duration=20.0,
+        hold=(2.0, 2.0),
+    ),
+    Scenario(
+        "control-commit-before-processing",
+        "a consumer commits what it polled before processing it and crashes in between: records are skipped",
+        (),
+        expect="skipped-read",
+        group_commit="before",
+        group_restart_every=2.0,
+        duration=15.0,
+    ),
+)
+
+#: Every fault on its own (the full matrix adds topologies and seeds).
+SINGLE = _all(
+    *(
+        Scenario(name, f"only {name}", (name,), duration=45.0)
+        for name in (*_PROCESS_KILLS, *_PROCESS_PAUSES, *_ZOOKEEPER, *_NETWORK)
+    )
+)
+
+SCENARIOS: dict[str, Scenario] = {**SHORT, **SINGLE, **CONTROLS}
+
+MATRICES: dict[str, tuple[str, ...]] = {
+    "short": tuple(SHORT),
+    "full": tuple(SINGLE),
+    "controls": tuple(CONTROLS),
+}
+
+#: The full matrix's topologies (nodes per site) and how many seeds each scenario runs with.
+FULL_TOPOLOGIES = (3, 4)
+FULL_SEEDS = 2
+
+
+def matrix(name: str) -> list[tuple[Scenario, int]]:
+    """The (scenario, repetition) pairs of a matrix; the repetition is folded into each run's seed."""
+    if name not in MATRICES:
+        raise KeyError(f"unknown matrix {name!r}; matrices are {', '.join(MATRICES)}")
+    scenarios = [SCENARIOS[n] for n in MATRICES[name]]
+    if name != "full":
+        return [(s, 0) for s in scenarios]
+    return [
+        (s.with_nodes(n) if n != 3 else s, r) for s in scenarios for n in FULL_TOPOLOGIES for r in range(FULL_SEEDS)
+    ]
