@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
+
 import click
 import pytest
 
 from chaos.faults import FAULTS
-from chaos.runner import schedule, scenario_seed
+from chaos.runner import scenario_seed, schedule
 from chaos.scenarios import MATRICES, SCENARIOS, matrix
 from strait._chaos_commands import parse_duration
 
@@ -24,7 +26,7 @@ def test_every_fault_of_a_scenario_runs_at_least_once_and_faults_do_not_overlap(
         scenario = SCENARIOS[name]
         steps = schedule(scenario, 7)
         assert set(scenario.faults) <= {s.fault for s in steps}, name
-        for before, after in zip(steps, steps[1:], strict=False):
+        for before, after in itertools.pairwise(steps):
             assert after.at >= before.at + before.hold, (name, before, after)
 
 
