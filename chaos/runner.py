@@ -23,11 +23,13 @@ A scenario's seed is the run's seed mixed with the scenario's name and repetitio
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
 import platform
 import random
+import subprocess
 import time
 import zlib
 from collections.abc import Callable, Iterable
@@ -38,11 +40,11 @@ from typing import Any
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from chaos.appliance import ChaosAppliance
+from chaos.appliance import LINK_NAME, STRAIT, ChaosAppliance
 from chaos.checkers import check
 from chaos.errors import ChaosError
 from chaos.faults import FAULTS, Fault
-from chaos.history import History, load
+from chaos.history import FAILOVER, History, load
 from chaos.proxy import run_in_thread
 from chaos.report import render
 from chaos.scenarios import Scenario
@@ -57,6 +59,8 @@ MIRROR_CATCH_UP_S = 90.0
 DRAIN_S = 90.0
 FINAL_READ_S = 90.0
 TOPIC_READY_S = 60.0
+SITE_LOSS_HOLD_S = 10.0  # west serves the clients alone this long before east comes back
+FAILOVER_TIMEOUT_S = 300.0
 PARTITIONS = 3
 WRITE_RATE = 200.0  # writes per second
 
@@ -225,18 +229,104 @@ def _run(
         say(f"{scenario.name}: workloads running; warming up {WARMUP_S:g} s")
         time.sleep(WARMUP_S)
         _run_schedule(app, topic, steps, history, rng, say, scenario.name)
+        primary, secondary = app.east, app.west
+        if scenario.site_loss:
+            mirror.stop(10.0)
+            group = _site_loss(app, topic, history, producer, group, directory, say, scenario.name)
+            stack.callback(group.stop, 10.0)
+            primary, secondary = app.west, app.east
         say(f"{scenario.name}: healed; {RECOVERY_S:g} s of writes on the healed cluster")
         time.sleep(RECOVERY_S)
         producer.stop(PRODUCER_STOP_S)
-        ends = _wait_mirror_caught_up(app, topic, say, scenario.name)
+        ends = _wait_mirror_caught_up(primary.bootstrap, secondary.bootstrap, topic, say, scenario.name)
         say(f"{scenario.name}: draining the group to the end")
         group.drain({(topic, p): end for p, end in ends.items()}, DRAIN_S)
         mirror.stop(10.0)
         group.stop(10.0)
-        final_read(app.east.bootstrap, [topic], history, site="east", role="primary", timeout=FINAL_READ_S)
-        final_read(app.west.bootstrap, [topic], history, site="west", role="mirror", timeout=FINAL_READ_S)
+        final_read(primary.bootstrap, [topic], history, site=primary.name, role="primary", timeout=FINAL_READ_S)
+        final_read(secondary.bootstrap, [topic], history, site=secondary.name, role="mirror", timeout=FINAL_READ_S)
         for workload in workloads:
             result.findings.extend(f"{type(workload).__name__}: {error}" for error in workload.errors)
+
+
+def _site_loss(
+    app: ChaosAppliance,
+    topic: str,
+    history: History,
+    producer: Producer,
+    group: GroupConsumer,
+    directory: Path,
+    say: Say,
+    name: str,
+) -> GroupConsumer:
+    """Lose east whole, promote west unplanned, move the clients, bring east back and reverse.
+
+    Returns the consumer group that now runs on west. The history gets the nemesis entries,
+    the promote (with the RPO it reported) and the divergence the reverse exported.
+    """
+    east = app.east
+    target = "all of east: its ZooKeeper and every node"
+    say(f"{name}: losing {target}")
+    history.nemesis("start", "site-loss", target)
+    for node in east.nodes:
+        node.kill()
+    east.kill_zookeeper()
+    promoted = _failover(app, ["promote", LINK_NAME, "--unplanned"], directory)
+    rpo = promoted.get("rpo", {})
+    history.append(
+        "info",
+        FAILOVER,
+        "promote",
+        value={
+            "link": LINK_NAME,
+            "planned": False,
+            "rpo_records": rpo.get("records"),
+            "source": "east",
+            "target": "west",
+        },
+    )
+    say(f"{name}: west promoted (RPO estimate {rpo.get('records')} records); clients move to west")
+    producer.repoint(app.west.bootstrap)
+    group.stop(10.0)
+    moved = GroupConsumer(app.west.bootstrap, [topic], group.group, history, process="group-1")
+    moved.start()
+    time.sleep(SITE_LOSS_HOLD_S)
+    say(f"{name}: bringing east back on its data")
+    east.start_zookeeper()
+    for node in east.nodes:
+        node.spawn()
+    for node in east.nodes:
+        node.wait_ready()
+    history.nemesis("stop", "site-loss", target)
+    export = directory / "export"
+    reversed_ = _failover(app, ["reverse", LINK_NAME, "--export", str(export)], directory)
+    records = []
+    data = Path(reversed_["divergence"]["dir"]) / "divergence.jsonl"
+    for line in data.read_text().splitlines():
+        entry = json.loads(line)
+        raw = str(entry["value"])
+        value = base64.b64decode(raw).decode() if entry["value_encoding"] == "base64" else raw
+        records.append(
+            {"topic": entry["topic"], "partition": entry["partition"], "offset": entry["offset"], "value": value}
+        )
+    history.append("info", FAILOVER, "export", records=records)
+    say(f"{name}: reversed; east mirrors west; {len(records)} records exported as divergence")
+    return moved
+
+
+def _failover(app: ChaosAppliance, args: list[str], directory: Path) -> dict[str, Any]:
+    """Run ``strait failover ARGS --json`` on the appliance; its JSON answer."""
+    argv = [*STRAIT, "failover", *args, "--topology", str(app.appliance_file), "--json"]
+    with (directory / "failover.log").open("a") as log:
+        done = subprocess.run(
+            argv, stdout=subprocess.PIPE, stderr=log, text=True, timeout=FAILOVER_TIMEOUT_S, check=False
+        )
+    if done.returncode != 0:
+        raise ChaosError(
+            f"strait failover {' '.join(args)} exited with {done.returncode}; see {directory / 'failover.log'}"
+        )
+    answer: dict[str, Any] = json.loads(done.stdout)
+    return answer
 
 
 def _run_schedule(
@@ -293,8 +383,10 @@ def _create_topic(app: ChaosAppliance, topic: str) -> None:
     raise ChaosError(f"the mirror did not create {topic} on west within {TOPIC_READY_S:g} s")
 
 
-def _wait_mirror_caught_up(app: ChaosAppliance, topic: str, say: Say, name: str) -> dict[int, int]:
-    """East's high watermarks once west's equal them (bounded); they are the ends to drain to."""
+def _wait_mirror_caught_up(
+    source_bootstrap: str, target_bootstrap: str, topic: str, say: Say, name: str
+) -> dict[int, int]:
+    """The source's high watermarks once the target's equal them (bounded); they are the ends to drain to."""
 
     def watermarks(bootstrap: str) -> dict[int, int]:
         consumer = Consumer(
@@ -312,14 +404,14 @@ def _wait_mirror_caught_up(app: ChaosAppliance, topic: str, say: Say, name: str)
     target: dict[int, int] = {}
     while time.monotonic() < deadline:
         try:
-            source, target = watermarks(app.east.bootstrap), watermarks(app.west.bootstrap)
+            source, target = watermarks(source_bootstrap), watermarks(target_bootstrap)
         except Exception:  # a site still recovering: ask again
             time.sleep(1)
             continue
         if source == target:
             return source
         time.sleep(1)
-    say(f"{name}: the mirror did not catch up within {MIRROR_CATCH_UP_S:g} s (east {source}, west {target})")
+    say(f"{name}: the mirror did not catch up within {MIRROR_CATCH_UP_S:g} s (source {source}, target {target})")
     return source
 
 

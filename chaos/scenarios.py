@@ -65,6 +65,14 @@ SHORT = _all(
     ),
     Scenario("zookeeper", "a node's ZooKeeper session expires; the site's ZooKeeper dies and comes back", _ZOOKEEPER),
     Scenario("network", "one node partitioned away; WAN latency, bandwidth cap, black hole and resets", _NETWORK),
+    Scenario(
+        "site-loss",
+        "east is lost whole (kill -9 of ZooKeeper and every node): unplanned promote of west, clients move, "
+        "east comes back and is reversed into a mirror of west",
+        (),
+        site_loss=True,
+        duration=10.0,
+    ),
 )
 
 #: Positive controls: each must make its checker fire.
