@@ -31,7 +31,6 @@ import platform
 import random
 import subprocess
 import time
-import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,10 +46,10 @@ from chaos.faults import FAULTS, Fault
 from chaos.history import FAILOVER, History, load
 from chaos.proxy import run_in_thread
 from chaos.report import render
-from chaos.scenarios import Scenario
+from chaos.scenarios import Scenario, ScheduledFault, scenario_seed, schedule
 from chaos.workloads import GroupConsumer, MirrorReader, Producer, final_read
 
-__all__ = ["RunResult", "ScheduledFault", "run", "run_scenario", "scenario_seed", "schedule", "check_directory"]
+__all__ = ["RunResult", "check_directory", "run", "run_scenario"]
 
 WARMUP_S = 5.0
 RECOVERY_S = 5.0  # writes on the healed cluster before the producer stops
@@ -65,39 +64,6 @@ PARTITIONS = 3
 WRITE_RATE = 200.0  # writes per second
 
 Say = Callable[[str], None]
-
-
-def scenario_seed(seed: int, scenario: str, repetition: int = 0) -> int:
-    """The seed of one scenario's schedule: stable across Python runs (no ``hash()``)."""
-    return (seed * 1_000_003 + zlib.crc32(f"{scenario}#{repetition}".encode())) % (2**31)
-
-
-@dataclass(frozen=True)
-class ScheduledFault:
-    fault: str
-    at: float  # seconds after the warm-up
-    hold: float  # how long it stays before it is healed
-
-
-def schedule(scenario: Scenario, seed: int, duration: float | None = None) -> list[ScheduledFault]:
-    """The faults of a run of ``scenario`` with ``seed``: each of its faults at least once, in a
-    seeded order, then more drawn at random while ``duration`` lasts."""
-    rng = random.Random(seed)
-    total = scenario.duration if duration is None else duration
-    if not scenario.faults:
-        return []
-    order = list(scenario.faults)
-    rng.shuffle(order)
-    steps: list[ScheduledFault] = []
-    at = 0.0
-    while order or at < total:
-        name = order.pop(0) if order else rng.choice(scenario.faults)
-        hold = round(rng.uniform(*scenario.hold), 2)
-        if name == "zk-expire":
-            hold = max(hold, 9.0)
-        steps.append(ScheduledFault(name, round(at, 2), hold))
-        at += hold + round(rng.uniform(*scenario.quiet), 2)
-    return steps
 
 
 @dataclass

@@ -15,10 +15,12 @@ matrices (what must pass) leave them out; ``controls`` runs them.
 
 from __future__ import annotations
 
+import random
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-__all__ = ["MATRICES", "SCENARIOS", "Scenario", "matrix"]
+__all__ = ["MATRICES", "SCENARIOS", "Scenario", "ScheduledFault", "matrix", "scenario_seed", "schedule"]
 
 
 @dataclass(frozen=True)
@@ -134,3 +136,36 @@ def matrix(name: str) -> list[tuple[Scenario, int]]:
     return [
         (s.with_nodes(n) if n != 3 else s, r) for s in scenarios for n in FULL_TOPOLOGIES for r in range(FULL_SEEDS)
     ]
+
+
+def scenario_seed(seed: int, scenario: str, repetition: int = 0) -> int:
+    """The seed of one scenario's schedule: stable across Python runs (no ``hash()``)."""
+    return (seed * 1_000_003 + zlib.crc32(f"{scenario}#{repetition}".encode())) % (2**31)
+
+
+@dataclass(frozen=True)
+class ScheduledFault:
+    fault: str
+    at: float  # seconds after the warm-up
+    hold: float  # how long it stays before it is healed
+
+
+def schedule(scenario: Scenario, seed: int, duration: float | None = None) -> list[ScheduledFault]:
+    """The faults of a run of ``scenario`` with ``seed``: each of its faults at least once, in a
+    seeded order, then more drawn at random while ``duration`` lasts."""
+    rng = random.Random(seed)
+    total = scenario.duration if duration is None else duration
+    if not scenario.faults:
+        return []
+    order = list(scenario.faults)
+    rng.shuffle(order)
+    steps: list[ScheduledFault] = []
+    at = 0.0
+    while order or at < total:
+        name = order.pop(0) if order else rng.choice(scenario.faults)
+        hold = round(rng.uniform(*scenario.hold), 2)
+        if name == "zk-expire":
+            hold = max(hold, 9.0)
+        steps.append(ScheduledFault(name, round(at, 2), hold))
+        at += hold + round(rng.uniform(*scenario.quiet), 2)
+    return steps

@@ -8,8 +8,7 @@ import click
 import pytest
 
 from chaos.faults import FAULTS
-from chaos.runner import scenario_seed, schedule
-from chaos.scenarios import MATRICES, SCENARIOS, matrix
+from chaos.scenarios import MATRICES, SCENARIOS, matrix, scenario_seed, schedule
 from strait._chaos_commands import parse_duration
 
 pytestmark = pytest.mark.unit
