@@ -98,7 +98,7 @@ CONTROLS = _all(
         "control-commit-before-processing",
         "a consumer commits what it polled before processing it and crashes in between: records are skipped",
         (),
-        expect="skipped-read",
+        expect="poll-skip",
         group_commit="before",
         group_restart_every=2.0,
         duration=15.0,
