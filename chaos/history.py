@@ -25,10 +25,15 @@ history that :func:`load` reads (a torn last line is skipped) and that a Spark j
            partition, offset}, ...] (the next offset)  ``offsets``
 ``reset``  ``group``, ``offsets``                      ok: a deliberate rewind (the commit-regression checker
                                                        allows the committed offset to go back here)
-``read``   ``site``, ``topic``                         ok: ``site``, ``records`` (as for poll), ``final`` (true: a
-                                                       complete read of every partition from its log start to
+``read``   ``site``, ``topic``                         ok: ``site``, ``role`` ("primary", "mirror" or
+                                                       "old-primary"), ``records`` (as for poll), ``final`` (true:
+                                                       a complete read of every partition from its log start to
                                                        its high watermark, what the lost-write checker trusts),
                                                        ``ends`` = {"<topic>/<partition>": [log start, end], ...}
+``assign`` (a consumer, no invoke: an ``info``)        ``group``, ``partitions`` = [{topic, partition}, ...]: its
+                                                       assignment after a rebalance (empty: all revoked)
+``drain``  ``group``, ``ends``                         ok: the group polled up to ``ends`` at the end of the run;
+                                                       fail: it could not in time (``error``)
 ``lag``    (no invoke: an ``info`` sample)             ``site``, ``value`` = {"records": N, "partitions": {...}}
 ``start``  (nemesis, no invoke)                        ``nemesis`` (name), ``target`` (what it hit, in words)
 ``stop``   (nemesis, no invoke)                        ``nemesis``, ``target``
@@ -37,7 +42,9 @@ history that :func:`load` reads (a torn last line is skipped) and that a Spark j
 =========  ==========================================  ===============================================================
 
 Values are text (the workloads write ``"<run id>-<process>-<seq>"``, unique per write).
-Any other key a workload adds is kept and ignored by checkers that do not know it.
+Sends, polls and commits may carry ``site`` (where they happened); without it the checkers place
+them by the promotes before them. Any other key a workload adds is kept and ignored by checkers
+that do not know it.
 """
 
 from __future__ import annotations
