@@ -337,6 +337,25 @@ class ChaosAppliance:
         return self.directory / "appliance.json"
 
     @property
+    def source(self) -> ChaosSite:
+        """The site the producers write to and the mirror reads (east)."""
+        return self.sites["east"]
+
+    @property
+    def target(self) -> ChaosSite:
+        """The mirror's target, the DR site (west)."""
+        return self.sites["west"]
+
+    @property
+    def link_name(self) -> str:
+        return LINK_NAME
+
+    @property
+    def topology_file(self) -> Path:
+        """What ``strait failover --topology`` reads for this appliance."""
+        return self.appliance_file
+
+    @property
     def east(self) -> ChaosSite:
         return self.sites["east"]
 

@@ -83,10 +83,10 @@ class _NodeFault(Fault):
         self.targets: list[ChaosNode] = []
 
     def choose(self, rng: random.Random) -> tuple[list[ChaosNode], str]:
-        site = self.app.east
+        site = self.app.source
         up = [n for n in site.nodes if n.running]
         if self.pick == "site":
-            return list(site.nodes), "all of site east"
+            return list(site.nodes), f"all of site {site.name}"
         if self.pick == "leader":
             node, partition = find_leader(site, self.topic, rng)
             return [node], f"{node.name}, leader of {self.topic}[{partition}]"
@@ -150,7 +150,7 @@ class ZooKeeperExpiry(Fault):
         self._cut: contextlib.ExitStack | None = None
 
     def start(self, rng: random.Random) -> str:
-        node = rng.choice([n for n in self.app.east.nodes if n.running])
+        node = rng.choice([n for n in self.app.source.nodes if n.running])
         self._cut = contextlib.ExitStack()
         self._cut.enter_context(self.app.proxy.blackhole(node.zookeeper_proxy_name))
         return f"{node.name}'s ZooKeeper link (held {ZK_EXPIRY_HOLD_S:g} s, past its session timeout)"
@@ -170,11 +170,11 @@ class ZooKeeperLoss(Fault):
     description = "kill -9 east's ZooKeeper; heal starts it again on its data"
 
     def start(self, rng: random.Random) -> str:
-        self.app.east.kill_zookeeper()
-        return "east's ZooKeeper"
+        self.app.source.kill_zookeeper()
+        return f"{self.app.source.name}'s ZooKeeper"
 
     def heal(self) -> None:
-        self.app.east.start_zookeeper()
+        self.app.source.start_zookeeper()
 
 
 class IsolateNode(Fault):
@@ -186,7 +186,7 @@ class IsolateNode(Fault):
         self._cut: contextlib.ExitStack | None = None
 
     def start(self, rng: random.Random) -> str:
-        node = rng.choice([n for n in self.app.east.nodes if n.running])
+        node = rng.choice([n for n in self.app.source.nodes if n.running])
         self._cut = contextlib.ExitStack()
         self._cut.enter_context(self.app.proxy.blackhole(node.proxy_name))
         self._cut.enter_context(self.app.proxy.blackhole(node.zookeeper_proxy_name))
@@ -215,14 +215,14 @@ class WanFault(Fault):
         self._added: list[tuple[str, str]] = []
 
     def start(self, rng: random.Random) -> str:
-        for node in self.app.east.nodes:
+        for node in self.app.source.nodes:
             for toxic in self.toxics:
                 for stream in toxic.streams:
                     name = f"wan_{toxic.type}_{stream}"
                     self.app.proxy.add_toxic(node.proxy_name, toxic.type, name=name, stream=stream, **toxic.attributes)
                     self._added.append((node.proxy_name, name))
         what = ", ".join(f"{t.type} {dict(t.attributes)}" for t in self.toxics)
-        return f"the WAN east -> west ({what})"
+        return f"the WAN {self.app.source.name} -> {self.app.target.name} ({what})"
 
     def heal(self) -> None:
         while self._added:
@@ -304,8 +304,8 @@ class LoseAcked(Fault):
         self.leader: ChaosNode | None = None
 
     def start(self, rng: random.Random) -> str:
-        leader, partition = find_leader(self.app.east, self.topic, rng)
-        followers = [n for n in self.app.east.nodes if n is not leader and n.running]
+        leader, partition = find_leader(self.app.source, self.topic, rng)
+        followers = [n for n in self.app.source.nodes if n is not leader and n.running]
         for node in followers:
             node.pause()
         try:

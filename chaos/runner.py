@@ -39,7 +39,7 @@ from typing import Any
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from chaos.appliance import LINK_NAME, STRAIT, ChaosAppliance
+from chaos.appliance import STRAIT, ChaosAppliance
 from chaos.checkers import check
 from chaos.errors import ChaosError
 from chaos.faults import FAULTS, Fault
@@ -172,7 +172,7 @@ def _run(
         stack.callback(stop_appliance)
         _create_topic(app, topic)
         producer = Producer(
-            app.east.bootstrap,
+            app.source.bootstrap,
             topic,
             history,
             idempotent=scenario.idempotent,
@@ -180,14 +180,14 @@ def _run(
             rate=WRITE_RATE,
         )
         group = GroupConsumer(
-            app.east.bootstrap,
+            app.source.bootstrap,
             [topic],
             f"chaos-group-{scenario.name}",
             history,
             commit=scenario.group_commit,
             restart_every=scenario.group_restart_every,
         )
-        mirror = MirrorReader(app.east.bootstrap, app.west.bootstrap, topic, history, site="west")
+        mirror = MirrorReader(app.source.bootstrap, app.target.bootstrap, topic, history, site=app.target.name)
         workloads = [producer, group, mirror]
         for workload in workloads:
             workload.start()
@@ -195,12 +195,12 @@ def _run(
         say(f"{scenario.name}: workloads running; warming up {WARMUP_S:g} s")
         time.sleep(WARMUP_S)
         _run_schedule(app, topic, steps, history, rng, say, scenario.name)
-        primary, secondary = app.east, app.west
+        primary, secondary = app.source, app.target
         if scenario.site_loss:
             mirror.stop(10.0)
             group = _site_loss(app, topic, history, producer, group, directory, say, scenario.name)
             stack.callback(group.stop, 10.0)
-            primary, secondary = app.west, app.east
+            primary, secondary = app.target, app.source
         say(f"{scenario.name}: healed; {RECOVERY_S:g} s of writes on the healed cluster")
         time.sleep(RECOVERY_S)
         producer.stop(PRODUCER_STOP_S)
@@ -230,34 +230,34 @@ def _site_loss(
     Returns the consumer group that now runs on west. The history gets the nemesis entries,
     the promote (with the RPO it reported) and the divergence the reverse exported.
     """
-    east = app.east
-    target = "all of east: its ZooKeeper and every node"
+    east, west, link = app.source, app.target, app.link_name
+    target = f"all of {east.name}: its ZooKeeper and every node"
     say(f"{name}: losing {target}")
     history.nemesis("start", "site-loss", target)
     for node in east.nodes:
         node.kill()
     east.kill_zookeeper()
-    promoted = _failover(app, ["promote", LINK_NAME, "--unplanned"], directory)
+    promoted = _failover(app, ["promote", link, "--unplanned"], directory)
     rpo = promoted.get("rpo", {})
     history.append(
         "info",
         FAILOVER,
         "promote",
         value={
-            "link": LINK_NAME,
+            "link": link,
             "planned": False,
             "rpo_records": rpo.get("records"),
-            "source": "east",
-            "target": "west",
+            "source": east.name,
+            "target": west.name,
         },
     )
-    say(f"{name}: west promoted (RPO estimate {rpo.get('records')} records); clients move to west")
-    producer.repoint(app.west.bootstrap)
+    say(f"{name}: {west.name} promoted (RPO estimate {rpo.get('records')} records); clients move to {west.name}")
+    producer.repoint(west.bootstrap)
     group.stop(10.0)
-    moved = GroupConsumer(app.west.bootstrap, [topic], group.group, history, process="group-1")
+    moved = GroupConsumer(west.bootstrap, [topic], group.group, history, process="group-1")
     moved.start()
     time.sleep(SITE_LOSS_HOLD_S)
-    say(f"{name}: bringing east back on its data")
+    say(f"{name}: bringing {east.name} back on its data")
     east.start_zookeeper()
     for node in east.nodes:
         node.spawn()
@@ -265,7 +265,7 @@ def _site_loss(
         node.wait_ready()
     history.nemesis("stop", "site-loss", target)
     export = directory / "export"
-    reversed_ = _failover(app, ["reverse", LINK_NAME, "--export", str(export)], directory)
+    reversed_ = _failover(app, ["reverse", link, "--export", str(export)], directory)
     records = []
     data = Path(reversed_["divergence"]["dir"]) / "divergence.jsonl"
     for line in data.read_text().splitlines():
@@ -276,13 +276,13 @@ def _site_loss(
             {"topic": entry["topic"], "partition": entry["partition"], "offset": entry["offset"], "value": value}
         )
     history.append("info", FAILOVER, "export", records=records)
-    say(f"{name}: reversed; east mirrors west; {len(records)} records exported as divergence")
+    say(f"{name}: reversed; {east.name} mirrors {west.name}; {len(records)} records exported as divergence")
     return moved
 
 
 def _failover(app: ChaosAppliance, args: list[str], directory: Path) -> dict[str, Any]:
     """Run ``strait failover ARGS --json`` on the appliance; its JSON answer."""
-    argv = [*STRAIT, "failover", *args, "--topology", str(app.appliance_file), "--json"]
+    argv = [*STRAIT, "failover", *args, "--topology", str(app.topology_file), "--json"]
     with (directory / "failover.log").open("a") as log:
         done = subprocess.run(
             argv, stdout=subprocess.PIPE, stderr=log, text=True, timeout=FAILOVER_TIMEOUT_S, check=False
@@ -331,22 +331,22 @@ def _run_schedule(
 
 
 def _create_topic(app: ChaosAppliance, topic: str) -> None:
-    admin = AdminClient({"bootstrap.servers": app.east.bootstrap})
+    admin = AdminClient({"bootstrap.servers": app.source.bootstrap})
     futures = admin.create_topics([NewTopic(topic, PARTITIONS, replication_factor=min(3, app.node_count))])
     try:
         futures[topic].result(30)
     except Exception as exc:
-        raise ChaosError(f"cannot create topic {topic} on east: {exc}") from None
+        raise ChaosError(f"cannot create topic {topic} on {app.source.name}: {exc}") from None
     deadline = time.monotonic() + TOPIC_READY_S
-    west = AdminClient({"bootstrap.servers": app.west.bootstrap})
+    target = AdminClient({"bootstrap.servers": app.target.bootstrap})
     while time.monotonic() < deadline:
-        meta = west.list_topics(topic=topic, timeout=5)
+        meta = target.list_topics(topic=topic, timeout=5)
         described = meta.topics.get(topic)
-        complete = described is not None and described.error is None and len(described.partitions) == PARTITIONS
-        if complete and all(p.leader >= 0 for p in described.partitions.values()):
+        partitions = described.partitions if described is not None and described.error is None else {}
+        if len(partitions) == PARTITIONS and all(p.leader >= 0 for p in partitions.values()):
             return
         time.sleep(0.5)
-    raise ChaosError(f"the mirror did not create {topic} on west within {TOPIC_READY_S:g} s")
+    raise ChaosError(f"the mirror did not create {topic} on {app.target.name} within {TOPIC_READY_S:g} s")
 
 
 def _wait_mirror_caught_up(
