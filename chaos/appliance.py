@@ -435,6 +435,10 @@ class ChaosAppliance:
         except ChaosError:
             return False
 
+    def supports(self, fault: str) -> str | None:
+        """Every fault runs on the local appliance."""
+        return None
+
     def write(self) -> None:
         atomic_write(self.appliance_file, json.dumps(self.describe(), indent=2) + "\n")
 

@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 
 from confluent_kafka.admin import AdminClient
 
-from chaos.appliance import ChaosAppliance, ChaosNode, ChaosSite
+from chaos.appliance import ChaosAppliance, ChaosNode
 from chaos.errors import ChaosError
+from chaos.sites import NodeControl, SiteControl, Sites
 
 __all__ = ["FAULTS", "Fault", "FaultSpec", "find_leader", "find_controller"]
 
@@ -31,12 +32,12 @@ __all__ = ["FAULTS", "Fault", "FaultSpec", "find_leader", "find_controller"]
 ZK_EXPIRY_HOLD_S = 9.0
 
 
-def _metadata(site: ChaosSite, topic: str | None) -> object:
+def _metadata(site: SiteControl, topic: str | None) -> object:
     admin = AdminClient({"bootstrap.servers": site.bootstrap, "socket.timeout.ms": 5000})
     return admin.list_topics(topic=topic, timeout=10)
 
 
-def find_leader(site: ChaosSite, topic: str, rng: random.Random) -> tuple[ChaosNode, int]:
+def find_leader(site: SiteControl, topic: str, rng: random.Random) -> tuple[NodeControl, int]:
     """The node leading a partition of ``topic`` (the partition drawn by ``rng``) and that partition."""
     meta = _metadata(site, topic)
     partitions = sorted(meta.topics[topic].partitions.values(), key=lambda p: p.id)  # type: ignore[attr-defined]
@@ -47,7 +48,7 @@ def find_leader(site: ChaosSite, topic: str, rng: random.Random) -> tuple[ChaosN
     return site.node(chosen.leader), chosen.id
 
 
-def find_controller(site: ChaosSite) -> ChaosNode:
+def find_controller(site: SiteControl) -> NodeControl:
     meta = _metadata(site, None)
     controller = meta.controller_id  # type: ignore[attr-defined]
     if controller < 0:
@@ -55,13 +56,19 @@ def find_controller(site: ChaosSite) -> ChaosNode:
     return site.node(controller)
 
 
+def _local(app: Sites, fault: str) -> ChaosAppliance:
+    if not isinstance(app, ChaosAppliance):
+        raise ChaosError(f"{fault} needs the fault proxy in front of every node: only the local appliance has it")
+    return app
+
+
 class Fault:
-    """One fault on a running appliance: ``start(rng) -> target`` and ``heal()``."""
+    """One fault on running sites: ``start(rng) -> target`` and ``heal()``."""
 
     name = "fault"
     description = ""
 
-    def __init__(self, app: ChaosAppliance, topic: str) -> None:
+    def __init__(self, app: Sites, topic: str) -> None:
         self.app = app
         self.topic = topic
 
@@ -78,11 +85,11 @@ class _NodeFault(Fault):
     pick = "random"
     action = "kill"
 
-    def __init__(self, app: ChaosAppliance, topic: str) -> None:
+    def __init__(self, app: Sites, topic: str) -> None:
         super().__init__(app, topic)
-        self.targets: list[ChaosNode] = []
+        self.targets: list[NodeControl] = []
 
-    def choose(self, rng: random.Random) -> tuple[list[ChaosNode], str]:
+    def choose(self, rng: random.Random) -> tuple[list[NodeControl], str]:
         site = self.app.source
         up = [n for n in site.nodes if n.running]
         if self.pick == "site":
@@ -145,14 +152,15 @@ class ZooKeeperExpiry(Fault):
     name = "zk-expire"
     description = "cut a random east node's ZooKeeper connection until its session expires, then heal"
 
-    def __init__(self, app: ChaosAppliance, topic: str) -> None:
+    def __init__(self, app: Sites, topic: str) -> None:
         super().__init__(app, topic)
         self._cut: contextlib.ExitStack | None = None
 
     def start(self, rng: random.Random) -> str:
-        node = rng.choice([n for n in self.app.source.nodes if n.running])
+        app = _local(self.app, self.name)
+        node: ChaosNode = rng.choice([n for n in app.source.nodes if n.running])
         self._cut = contextlib.ExitStack()
-        self._cut.enter_context(self.app.proxy.blackhole(node.zookeeper_proxy_name))
+        self._cut.enter_context(app.proxy.blackhole(node.zookeeper_proxy_name))
         return f"{node.name}'s ZooKeeper link (held {ZK_EXPIRY_HOLD_S:g} s, past its session timeout)"
 
     @property
@@ -181,15 +189,16 @@ class IsolateNode(Fault):
     name = "isolate-node"
     description = "black-hole every link to a random east node and its ZooKeeper link (a partition of one node)"
 
-    def __init__(self, app: ChaosAppliance, topic: str) -> None:
+    def __init__(self, app: Sites, topic: str) -> None:
         super().__init__(app, topic)
         self._cut: contextlib.ExitStack | None = None
 
     def start(self, rng: random.Random) -> str:
-        node = rng.choice([n for n in self.app.source.nodes if n.running])
+        app = _local(self.app, self.name)
+        node: ChaosNode = rng.choice([n for n in app.source.nodes if n.running])
         self._cut = contextlib.ExitStack()
-        self._cut.enter_context(self.app.proxy.blackhole(node.proxy_name))
-        self._cut.enter_context(self.app.proxy.blackhole(node.zookeeper_proxy_name))
+        self._cut.enter_context(app.proxy.blackhole(node.proxy_name))
+        self._cut.enter_context(app.proxy.blackhole(node.zookeeper_proxy_name))
         return f"{node.name} (its listener's and its ZooKeeper's proxies)"
 
     def heal(self) -> None:
@@ -210,16 +219,17 @@ class WanFault(Fault):
 
     toxics: tuple[_Toxic, ...] = ()
 
-    def __init__(self, app: ChaosAppliance, topic: str) -> None:
+    def __init__(self, app: Sites, topic: str) -> None:
         super().__init__(app, topic)
         self._added: list[tuple[str, str]] = []
 
     def start(self, rng: random.Random) -> str:
-        for node in self.app.source.nodes:
+        app = _local(self.app, self.name)
+        for node in app.source.nodes:
             for toxic in self.toxics:
                 for stream in toxic.streams:
                     name = f"wan_{toxic.type}_{stream}"
-                    self.app.proxy.add_toxic(node.proxy_name, toxic.type, name=name, stream=stream, **toxic.attributes)
+                    app.proxy.add_toxic(node.proxy_name, toxic.type, name=name, stream=stream, **toxic.attributes)
                     self._added.append((node.proxy_name, name))
         what = ", ".join(f"{t.type} {dict(t.attributes)}" for t in self.toxics)
         return f"the WAN {self.app.source.name} -> {self.app.target.name} ({what})"
@@ -241,7 +251,7 @@ def _wan(name: str, description: str, *toxics: _Toxic) -> type[Fault]:
 class FaultSpec:
     name: str
     description: str
-    make: Callable[[ChaosAppliance, str], Fault]
+    make: Callable[[Sites, str], Fault]
 
 
 def _spec(cls: type[Fault]) -> FaultSpec:
@@ -299,9 +309,9 @@ class LoseAcked(Fault):
     description = "pause a partition's followers, kill its leader, resume them (with unclean election: lost writes)"
     LAG_S = 3.0
 
-    def __init__(self, app: ChaosAppliance, topic: str) -> None:
+    def __init__(self, app: Sites, topic: str) -> None:
         super().__init__(app, topic)
-        self.leader: ChaosNode | None = None
+        self.leader: NodeControl | None = None
 
     def start(self, rng: random.Random) -> str:
         leader, partition = find_leader(self.app.source, self.topic, rng)

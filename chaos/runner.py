@@ -47,6 +47,7 @@ from chaos.history import FAILOVER, History, load
 from chaos.proxy import run_in_thread
 from chaos.report import render
 from chaos.scenarios import Scenario, ScheduledFault, scenario_seed, schedule
+from chaos.sites import Sites
 from chaos.workloads import GroupConsumer, MirrorReader, Producer, final_read
 
 __all__ = ["RunResult", "check_directory", "run", "run_scenario"]
@@ -79,6 +80,7 @@ class RunResult:
     duration_s: float = 0.0
     checkers: list[dict[str, Any]] = field(default_factory=list)
     findings: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # faults these sites cannot take, and why
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -93,6 +95,7 @@ class RunResult:
             "history": self.history,
             "checkers": self.checkers,
             "findings": self.findings,
+            "skipped_faults": self.skipped,
         }
 
 
@@ -117,6 +120,7 @@ def run_scenario(
     duration: float | None = None,
     say: Say = lambda _: None,
     replay: str = "",
+    sites: Sites | None = None,
 ) -> RunResult:
     """Run one scenario in ``directory`` (its own), check its history, and return the result."""
     directory = directory.absolute()
@@ -132,7 +136,7 @@ def run_scenario(
     started = time.monotonic()
     history = History(directory / "history.jsonl")
     try:
-        _run(scenario, directory, seed, duration, history, result, say)
+        _run(scenario, directory, seed, duration, history, result, say, sites)
         result.verdict, result.checkers = evaluate(history, scenario.expect)
         if result.findings and scenario.expect == "pass":
             result.verdict = "fail"
@@ -156,14 +160,29 @@ def _run(
     history: History,
     result: RunResult,
     say: Say,
+    sites: Sites | None,
 ) -> None:
     topic = f"chaos-{scenario.name.replace('@', '-')}"
-    steps = schedule(scenario, seed, duration)
+    steps = []
+    for step in schedule(scenario, seed, duration):
+        why = sites.supports(step.fault) if sites is not None else None
+        if why is None:
+            steps.append(step)
+        elif step.fault not in {s.split(":")[0] for s in result.skipped}:
+            result.skipped.append(f"{step.fault}: {why}")
+            say(f"{scenario.name}: skipping {step.fault}: {why}")
+    if scenario.site_loss and sites is not None and (why := sites.supports("site-loss")) is not None:
+        raise ChaosError(f"{scenario.name} cannot run on these sites: {why}")
     rng = random.Random(seed ^ 0x5EED)
     with contextlib.ExitStack() as stack:
-        proxy = stack.enter_context(run_in_thread(api="127.0.0.1:0", seed=seed))
-        app = ChaosAppliance(directory / "appliance", proxy, nodes=scenario.nodes, properties=scenario.properties)
-        say(f"{scenario.name}: starting two sites of {scenario.nodes} nodes and a mirror")
+        app: Sites
+        if sites is None:
+            proxy = stack.enter_context(run_in_thread(api="127.0.0.1:0", seed=seed))
+            app = ChaosAppliance(directory / "appliance", proxy, nodes=scenario.nodes, properties=scenario.properties)
+            say(f"{scenario.name}: starting two sites of {scenario.nodes} nodes and a mirror")
+        else:
+            app = sites
+            say(f"{scenario.name}: on the sites of {app.topology_file}, link {app.link_name}")
         app.start()
 
         def stop_appliance() -> None:
@@ -216,7 +235,7 @@ def _run(
 
 
 def _site_loss(
-    app: ChaosAppliance,
+    app: Sites,
     topic: str,
     history: History,
     producer: Producer,
@@ -280,7 +299,7 @@ def _site_loss(
     return moved
 
 
-def _failover(app: ChaosAppliance, args: list[str], directory: Path) -> dict[str, Any]:
+def _failover(app: Sites, args: list[str], directory: Path) -> dict[str, Any]:
     """Run ``strait failover ARGS --json`` on the appliance; its JSON answer."""
     argv = [*STRAIT, "failover", *args, "--topology", str(app.topology_file), "--json"]
     with (directory / "failover.log").open("a") as log:
@@ -296,7 +315,7 @@ def _failover(app: ChaosAppliance, args: list[str], directory: Path) -> dict[str
 
 
 def _run_schedule(
-    app: ChaosAppliance,
+    app: Sites,
     topic: str,
     steps: list[ScheduledFault],
     history: History,
@@ -330,7 +349,7 @@ def _run_schedule(
             history.nemesis("stop", step.fault, target)
 
 
-def _create_topic(app: ChaosAppliance, topic: str) -> None:
+def _create_topic(app: Sites, topic: str) -> None:
     admin = AdminClient({"bootstrap.servers": app.source.bootstrap})
     futures = admin.create_topics([NewTopic(topic, PARTITIONS, replication_factor=min(3, app.node_count))])
     try:
@@ -389,6 +408,7 @@ def run(
     command: str,
     duration: float | None = None,
     say: Say = lambda _: None,
+    sites: Sites | None = None,
 ) -> dict[str, Any]:
     """Run ``scenarios`` (with their repetition numbers) in ``directory``; write results.json and report.html."""
     directory = directory.absolute()
@@ -413,7 +433,9 @@ def run(
         if duration is not None:
             replay += f" --duration {duration:g}"
         say(f"{scenario.name}: seed {run_seed}; schedule: " + _describe(schedule(scenario, run_seed, duration)))
-        result = run_scenario(scenario, directory / folder, run_seed, duration=duration, say=say, replay=replay)
+        result = run_scenario(
+            scenario, directory / folder, run_seed, duration=duration, say=say, replay=replay, sites=sites
+        )
         results["scenarios"].append(result.to_json())
         say(f"{scenario.name}: {result.verdict}" + (f" ({result.error})" if result.error else ""))
         _finish(results, directory)

@@ -66,6 +66,13 @@ def list_command() -> None:
     default=None,
     help="Where histories, logs, results.json and report.html go (default: chaos-runs/<time>).",
 )
+@click.option(
+    "--topology",
+    "topology",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="Run against sites you run yourself, driven by this chaos file (docs/chaos.md); default: a local appliance.",
+)
 def run_command(
     scenarios: tuple[str, ...],
     matrix: str | None,
@@ -73,8 +80,9 @@ def run_command(
     repetition: int,
     duration: str | None,
     directory: Path | None,
+    topology: Path | None,
 ) -> None:
-    """Run scenarios on a local appliance this command starts, check their histories, write a report."""
+    """Run scenarios on a local appliance this command starts (or on --topology's sites), check, report."""
     import random
 
     from chaos.runner import run
@@ -89,6 +97,15 @@ def run_command(
             f"unknown scenario {unknown[0]!r}; `strait chaos list` shows them", param_hint="--scenario"
         )
     seconds = parse_duration(duration) if duration is not None else None
+    sites = None
+    if topology is not None:
+        from chaos.errors import ChaosError
+        from chaos.existing import load_existing
+
+        try:
+            sites = load_existing(topology)
+        except ChaosError as exc:
+            raise click.BadParameter(str(exc), param_hint="--topology") from None
     if seed is None:
         seed = random.SystemRandom().randrange(2**31)
     chosen = matrix_of(matrix) if matrix else [(SCENARIOS[s], repetition) for s in scenarios]
@@ -98,10 +115,11 @@ def run_command(
         [*(f"--scenario {shlex.quote(s)}" for s in scenarios), *([f"--matrix {matrix}"] if matrix else [])]
         + [f"--seed {seed}"]
         + ([f"--duration {duration}"] if duration else [])
+        + ([f"--topology {shlex.quote(str(topology))}"] if topology else [])
     )
     click.echo(f"seed {seed}: replay with `{command}`", err=True)
     say = _progress_printer()
-    results = run(chosen, directory, seed, command=command, duration=seconds, say=say)
+    results = run(chosen, directory, seed, command=command, duration=seconds, say=say, sites=sites)
     _print_summary(results, directory)
     if results["verdict"] != "pass":
         sys.exit(1)
