@@ -3,14 +3,17 @@
 Like ``strait up`` (sites ``east`` and ``west``, a ZooKeeper and N nodes each, a mirror east ->
 west), but built so that every fault the suite injects is real and cannot be routed around:
 
-- every node listens on a private port and **advertises a proxy** (``<site>-node<id>``): the
-  addresses in Metadata are the proxies', so clients, followers and the mirror all reach a node
-  through its proxy, and cutting that proxy isolates the node from everyone;
+- every node has two listeners on private ports, ``LOCAL`` (its site's clients and the other
+  nodes: ``inter.broker.listener.name``) and ``WAN`` (the other site's: the mirror), and
+  **advertises a proxy for each** (``<site>-node<id>`` and ``<site>-wan<id>``). Metadata answers
+  with the proxies of the listener a client came in on, so clients, followers and the mirror
+  all reach a node through a proxy and cannot route around a fault; cutting a node's LOCAL and
+  WAN proxies isolates it from everyone;
 - every node reaches its site's ZooKeeper through its **own proxy** (``<site>-zk<id>``): cutting
   it for longer than ``zookeeper.session.timeout.ms`` expires that node's session alone;
-- the mirror reads the source site through the source nodes' proxies, so the WAN nemeses put
-  their toxics (latency with jitter, bandwidth, black hole, reset, slicer, packet loss) on
-  those proxies. (Until nodes serve a second listener, the source's own clients share them.)
+- the mirror reads the source site through the source nodes' WAN proxies, so the WAN nemeses
+  put their toxics (latency with jitter, bandwidth, black hole, reset, slicer, packet loss) on
+  those, and the source's own clients and replication do not feel them.
 
 Processes are :class:`node.proc.Child` children of this process (their own process groups,
 SIGKILLed by the kernel if this thread dies), so a nemesis can kill -9, SIGSTOP, restart on the
@@ -91,11 +94,14 @@ class ChaosNode:
     site: str
     broker_id: int
     directory: Path
-    port: int  # the node's own listener (private: nothing but its proxy connects here)
-    advertised_port: int  # its proxy's: what Metadata gives out
+    port: int  # the node's LOCAL listener (private: nothing but its proxy connects here)
+    advertised_port: int  # its LOCAL proxy's: what Metadata gives out on LOCAL
+    wan_port: int  # the node's WAN listener
+    wan_advertised_port: int  # its WAN proxy's
     zookeeper_connect: str  # through its own ZooKeeper proxy, with the site's chroot
     properties: dict[str, str]
     proxy_name: str
+    wan_proxy_name: str
     zookeeper_proxy_name: str
     child: Child | None = None
     admin_url: str = ""
@@ -114,6 +120,10 @@ class ChaosNode:
         return f"127.0.0.1:{self.advertised_port}"
 
     @property
+    def wan_address(self) -> str:
+        return f"127.0.0.1:{self.wan_advertised_port}"
+
+    @property
     def log_path(self) -> Path:
         return self.directory / "node.log"
 
@@ -130,8 +140,10 @@ class ChaosNode:
             **NODE_DEFAULTS,
             **self.properties,
             "broker.id": str(self.broker_id),
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.advertised_port}",
+            "listeners": f"LOCAL://127.0.0.1:{self.port},WAN://127.0.0.1:{self.wan_port}",
+            "advertised.listeners": f"LOCAL://{self.address},WAN://{self.wan_address}",
+            "listener.security.protocol.map": "LOCAL:PLAINTEXT,WAN:PLAINTEXT",
+            "inter.broker.listener.name": "LOCAL",
             "log.dirs": ",".join(str(d) for d in self.log_dirs),
             "zookeeper.connect": self.zookeeper_connect,
             "strait.admin.listener": "127.0.0.1:0",
@@ -213,6 +225,11 @@ class ChaosSite:
         return ",".join(node.address for node in self.nodes)
 
     @property
+    def wan_bootstrap(self) -> str:
+        """The WAN listeners' proxies: what the other site's mirror reads this site through."""
+        return ",".join(node.wan_address for node in self.nodes)
+
+    @property
     def zookeeper_connect(self) -> str:
         """Direct (not proxied): for the mirror's and the failover tools' ZooKeeper clients."""
         return f"{self.zookeeper.connect_string}/{self.name}"
@@ -245,7 +262,13 @@ class ChaosSite:
             "zookeeper_chroot": f"/{self.name}",
             "admin": [node.admin_url for node in self.nodes if node.admin_url],
             "nodes": [
-                {"broker_id": n.broker_id, "address": n.address, "port": n.port, "pid": n.pid, "admin": n.admin_url}
+                {
+                    "broker_id": n.broker_id,
+                    "address": n.address,
+                    "wan_address": n.wan_address,
+                    "pid": n.pid,
+                    "admin": n.admin_url,
+                }
                 for n in self.nodes
             ],
         }
@@ -278,7 +301,7 @@ class ChaosMirror:
             "[[link]]\n"
             f'name = "{LINK_NAME}"\n'
             'mode = "offset-preserving"\n'
-            f'source = {{ name = "{self.source.name}", bootstrap = "{self.source.bootstrap}" }}\n'
+            f'source = {{ name = "{self.source.name}", bootstrap = "{self.source.wan_bootstrap}" }}\n'
             f'target = {{ name = "{self.target.name}", bootstrap = "{self.target.bootstrap}", '
             f'zookeeper = "{self.target.zookeeper_connect}" }}\n'
             'topics = { include = ["^chaos-.*"] }\n'
@@ -394,10 +417,12 @@ class ChaosAppliance:
             raise
 
     def _node(self, site: ChaosSite, broker_id: int) -> ChaosNode:
-        port = free_port()
+        port, wan_port = free_port(), free_port()
         node_proxy = f"{site.name}-node{broker_id}"
+        wan_proxy = f"{site.name}-wan{broker_id}"
         zk_proxy = f"{site.name}-zk{broker_id}"
         advertised = self.proxy.add_proxy(node_proxy, f"127.0.0.1:{port}")
+        wan = self.proxy.add_proxy(wan_proxy, f"127.0.0.1:{wan_port}")
         zk = self.proxy.add_proxy(zk_proxy, site.zookeeper.connect_string)
         return ChaosNode(
             site=site.name,
@@ -405,9 +430,12 @@ class ChaosAppliance:
             directory=site.directory / f"node-{broker_id}",
             port=port,
             advertised_port=advertised.port,
+            wan_port=wan_port,
+            wan_advertised_port=wan.port,
             zookeeper_connect=f"127.0.0.1:{zk.port}/{site.name}",
             properties=dict(self.properties),
             proxy_name=node_proxy,
+            wan_proxy_name=wan_proxy,
             zookeeper_proxy_name=zk_proxy,
         )
 

@@ -9,7 +9,8 @@ every fault by name with its one-line description (``strait chaos list`` shows t
 Process faults act on the source site ``east`` (where the producers write): kill -9
 (``kill-*``) restarts the node on its data when healed; SIGSTOP (``pause-*``) sends SIGCONT.
 Network faults cut or poison fault-proxy links: a node's own proxy (everyone's way to it) and
-its ZooKeeper proxy; the WAN faults poison the proxies the mirror reads the source through.
+its ZooKeeper proxy; the WAN faults poison the WAN-listener proxies the mirror reads the source
+through (the source's own clients and replication use the LOCAL listener's and do not feel them).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from confluent_kafka.admin import AdminClient
@@ -54,6 +55,29 @@ def find_controller(site: SiteControl) -> NodeControl:
     if controller < 0:
         raise ChaosError(f"site {site.name} has no controller now")
     return site.node(controller)
+
+
+@contextlib.contextmanager
+def partitioned(app: ChaosAppliance, proxy: str) -> Iterator[None]:
+    """While inside: nothing crosses ``proxy`` either way, as in a real partition.
+
+    Bytes are *held*, not dropped (``packet_loss`` at 100 %: TCP retransmits until the route is
+    back), so a connection that outlives the partition carries on where it was, and one that
+    does not is ended by its peer's own timeout. (toxiproxy's ``timeout`` black hole drops the
+    bytes instead, which leaves a Kafka connection desynchronised after the heal, something no
+    real network does.)
+    """
+    added: list[str] = []
+    try:
+        for stream in ("upstream", "downstream"):
+            name = f"partition_{stream}"
+            app.proxy.add_toxic(proxy, "packet_loss", name=name, stream=stream, probability=100)
+            added.append(name)
+        yield
+    finally:
+        for name in added:
+            with contextlib.suppress(ChaosError):
+                app.proxy.remove_toxic(proxy, name)
 
 
 def _local(app: Sites, fault: str) -> ChaosAppliance:
@@ -160,7 +184,7 @@ class ZooKeeperExpiry(Fault):
         app = _local(self.app, self.name)
         node: ChaosNode = rng.choice([n for n in app.source.nodes if n.running])
         self._cut = contextlib.ExitStack()
-        self._cut.enter_context(app.proxy.blackhole(node.zookeeper_proxy_name))
+        self._cut.enter_context(partitioned(app, node.zookeeper_proxy_name))
         return f"{node.name}'s ZooKeeper link (held {ZK_EXPIRY_HOLD_S:g} s, past its session timeout)"
 
     @property
@@ -187,7 +211,7 @@ class ZooKeeperLoss(Fault):
 
 class IsolateNode(Fault):
     name = "isolate-node"
-    description = "black-hole every link to a random east node and its ZooKeeper link (a partition of one node)"
+    description = "partition a random source node away: nothing crosses its listeners' or ZooKeeper link's proxies"
 
     def __init__(self, app: Sites, topic: str) -> None:
         super().__init__(app, topic)
@@ -197,9 +221,9 @@ class IsolateNode(Fault):
         app = _local(self.app, self.name)
         node: ChaosNode = rng.choice([n for n in app.source.nodes if n.running])
         self._cut = contextlib.ExitStack()
-        self._cut.enter_context(app.proxy.blackhole(node.proxy_name))
-        self._cut.enter_context(app.proxy.blackhole(node.zookeeper_proxy_name))
-        return f"{node.name} (its listener's and its ZooKeeper's proxies)"
+        for proxy in (node.proxy_name, node.wan_proxy_name, node.zookeeper_proxy_name):
+            self._cut.enter_context(partitioned(app, proxy))
+        return f"{node.name} (the proxies of its two listeners and of its ZooKeeper link)"
 
     def heal(self) -> None:
         if self._cut is not None:
@@ -215,7 +239,7 @@ class _Toxic:
 
 
 class WanFault(Fault):
-    """Toxics on every proxy the mirror reads east through."""
+    """Toxics on every WAN proxy of the source site: the mirror reads through them, the site's clients do not."""
 
     toxics: tuple[_Toxic, ...] = ()
 
@@ -229,8 +253,8 @@ class WanFault(Fault):
             for toxic in self.toxics:
                 for stream in toxic.streams:
                     name = f"wan_{toxic.type}_{stream}"
-                    app.proxy.add_toxic(node.proxy_name, toxic.type, name=name, stream=stream, **toxic.attributes)
-                    self._added.append((node.proxy_name, name))
+                    app.proxy.add_toxic(node.wan_proxy_name, toxic.type, name=name, stream=stream, **toxic.attributes)
+                    self._added.append((node.wan_proxy_name, name))
         what = ", ".join(f"{t.type} {dict(t.attributes)}" for t in self.toxics)
         return f"the WAN {self.app.source.name} -> {self.app.target.name} ({what})"
 
@@ -283,7 +307,25 @@ FAULTS: dict[str, FaultSpec] = {
         ),
         _spec(_wan("wan-bandwidth", "the WAN capped at 64 KB/s each way", _Toxic("bandwidth", {"rate": 64}))),
         _spec(
-            _wan("wan-blackhole", "no byte crosses the WAN (connections stay open)", _Toxic("timeout", {"timeout": 0}))
+            _wan(
+                "wan-blackhole",
+                "no byte crosses the WAN; connections stay open and TCP keeps retrying (held, not dropped)",
+                _Toxic("packet_loss", {"probability": 100}),
+            )
+        ),
+        _spec(
+            _wan(
+                "wan-packet-loss",
+                "10 % of the WAN's segments lost and retransmitted 200 ms later (doubling when lost again)",
+                _Toxic("packet_loss", {"probability": 10, "rto_ms": 200}),
+            )
+        ),
+        _spec(
+            _wan(
+                "wan-slicer",
+                "the WAN cuts every write into 32-96 byte slices, 500 us apart",
+                _Toxic("slicer", {"average_size": 64, "size_variation": 32, "delay": 500}),
+            )
         ),
         _spec(
             _wan(

@@ -55,7 +55,15 @@ def _all(*scenarios: Scenario) -> dict[str, Scenario]:
 _PROCESS_KILLS = ("kill-leader", "kill-follower", "kill-controller", "kill-random", "kill-site")
 _PROCESS_PAUSES = ("pause-leader", "pause-follower", "pause-controller", "pause-random", "pause-site")
 _ZOOKEEPER = ("zk-expire", "zk-loss")
-_NETWORK = ("isolate-node", "wan-latency", "wan-bandwidth", "wan-blackhole", "wan-reset")
+_NETWORK = (
+    "isolate-node",
+    "wan-latency",
+    "wan-bandwidth",
+    "wan-blackhole",
+    "wan-reset",
+    "wan-packet-loss",
+    "wan-slicer",
+)
 
 #: The short matrix's scenarios: every fault once.
 SHORT = _all(

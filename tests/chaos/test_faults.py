@@ -45,10 +45,12 @@ def _produce_one(bootstrap: str, timeout: float = 30.0) -> None:
 def test_the_nodes_advertise_their_proxies_not_their_own_ports(app: ChaosAppliance) -> None:
     from confluent_kafka.admin import AdminClient
 
-    brokers = AdminClient({"bootstrap.servers": app.east.bootstrap}).list_topics(timeout=10).brokers
+    brokers = AdminClient({"bootstrap.servers": app.source.bootstrap}).list_topics(timeout=10).brokers
     advertised = {f"{b.host}:{b.port}" for b in brokers.values()}
-    assert advertised == {n.address for n in app.east.nodes}
-    assert not advertised & {f"127.0.0.1:{n.port}" for n in app.east.nodes}
+    assert advertised == {n.address for n in app.source.nodes}
+    assert not advertised & {f"127.0.0.1:{n.port}" for n in app.source.nodes}
+    wan = AdminClient({"bootstrap.servers": app.source.wan_bootstrap}).list_topics(timeout=10).brokers
+    assert {f"{b.host}:{b.port}" for b in wan.values()} == {n.wan_address for n in app.source.nodes}
 
 
 @pytest.mark.parametrize("name", ["kill-leader", "kill-follower", "kill-controller", "kill-random"])
@@ -56,36 +58,36 @@ def test_a_kill_takes_the_chosen_node_down_and_heal_brings_it_back(app: ChaosApp
     fault = FAULTS[name].make(app, TOPIC)
     rng = random.Random(3)
     if name == "kill-leader":
-        expected, _ = find_leader(app.east, TOPIC, random.Random(3))
+        expected, _ = find_leader(app.source, TOPIC, random.Random(3))
     elif name == "kill-controller":
-        expected = find_controller(app.east)
+        expected = find_controller(app.source)
     target = fault.start(rng)
     try:
-        down = [n for n in app.east.nodes if not n.running]
+        down = [n for n in app.source.nodes if not n.running]
         assert len(down) == 1 and down[0].name in target
         if name in ("kill-leader", "kill-controller"):
             assert down[0] is expected
     finally:
         fault.heal()
-    assert all(n.running for n in app.east.nodes)
-    _produce_one(app.east.bootstrap)
+    assert all(n.running for n in app.source.nodes)
+    _produce_one(app.source.bootstrap)
 
 
 def test_pause_site_stops_every_node_and_heal_continues_them(app: ChaosAppliance) -> None:
     fault = FAULTS["pause-site"].make(app, TOPIC)
     fault.start(random.Random(1))
     try:
-        assert {_state(n.pid) for n in app.east.nodes if n.pid} == {"T"}
+        assert {_state(n.pid) for n in app.source.nodes if n.pid} == {"T"}
     finally:
         fault.heal()
-    assert {_state(n.pid) for n in app.east.nodes if n.pid} <= {"S", "R"}
+    assert {_state(n.pid) for n in app.source.nodes if n.pid} <= {"S", "R"}
 
 
 def test_isolate_node_black_holes_its_listener(app: ChaosAppliance) -> None:
     fault = FAULTS["isolate-node"].make(app, TOPIC)
     target = fault.start(random.Random(5))
     try:
-        node = next(n for n in app.east.nodes if n.name in target)
+        node = next(n for n in app.source.nodes if n.name in target)
         with socket.create_connection(("127.0.0.1", node.advertised_port), timeout=2) as sock:
             sock.sendall(b"\x00\x00\x00\x0a" + b"\x00" * 10)  # a request the node would answer
             sock.settimeout(1.0)
@@ -93,30 +95,31 @@ def test_isolate_node_black_holes_its_listener(app: ChaosAppliance) -> None:
                 sock.recv(1)
     finally:
         fault.heal()
-    _produce_one(app.east.bootstrap)
+    _produce_one(app.source.bootstrap)
 
 
 def test_zookeeper_loss_kills_zookeeper_and_heal_restarts_it_on_the_same_port(app: ChaosAppliance) -> None:
     fault = FAULTS["zk-loss"].make(app, TOPIC)
-    port = app.east.zookeeper.port
+    port = app.source.zookeeper.port
     fault.start(random.Random(1))
     try:
         with pytest.raises(OSError):
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
     finally:
         fault.heal()
-    assert app.east.zookeeper.port == port and app.east.zookeeper.poll() is None
-    _produce_one(app.east.bootstrap)
+    assert app.source.zookeeper.port == port and app.source.zookeeper.poll() is None
+    _produce_one(app.source.bootstrap)
 
 
 def test_wan_faults_put_their_toxics_on_every_east_proxy_and_heal_removes_them(app: ChaosAppliance) -> None:
     proxy: ProxyHandle = app.proxy
-    for name in ("wan-latency", "wan-bandwidth", "wan-blackhole", "wan-reset"):
+    for name in ("wan-latency", "wan-bandwidth", "wan-blackhole", "wan-reset", "wan-packet-loss", "wan-slicer"):
         fault = FAULTS[name].make(app, TOPIC)
         fault.start(random.Random(1))
         try:
-            assert all(proxy.toxics(n.proxy_name) for n in app.east.nodes), name
-            assert not any(proxy.toxics(n.proxy_name) for n in app.west.nodes), name
+            assert all(proxy.toxics(n.wan_proxy_name) for n in app.source.nodes), name
+            assert not any(proxy.toxics(n.proxy_name) for n in app.nodes()), name  # LOCAL: untouched
+            assert not any(proxy.toxics(n.wan_proxy_name) for n in app.target.nodes), name
         finally:
             fault.heal()
-        assert not any(proxy.toxics(n.proxy_name) for n in app.east.nodes), name
+        assert not any(proxy.toxics(n.wan_proxy_name) for n in app.source.nodes), name
