@@ -48,7 +48,7 @@ from chaos.proxy import run_in_thread
 from chaos.report import render
 from chaos.scenarios import Scenario, ScheduledFault, scenario_seed, schedule
 from chaos.sites import Sites
-from chaos.workloads import GroupConsumer, MirrorReader, Producer, final_read
+from chaos.workloads import GroupConsumer, MirrorReader, Producer, Workload, final_read
 
 __all__ = ["RunResult", "check_directory", "run", "run_scenario"]
 
@@ -207,7 +207,7 @@ def _run(
             restart_every=scenario.group_restart_every,
         )
         mirror = MirrorReader(app.source.bootstrap, app.target.bootstrap, topic, history, site=app.target.name)
-        workloads = [producer, group, mirror]
+        workloads: list[Workload[Any]] = [producer, group, mirror]
         for workload in workloads:
             workload.start()
             stack.callback(workload.stop, 10.0)
@@ -219,11 +219,14 @@ def _run(
             mirror.stop(10.0)
             group = _site_loss(app, topic, history, producer, group, directory, say, scenario.name)
             stack.callback(group.stop, 10.0)
+            workloads.append(group)
             primary, secondary = app.target, app.source
         say(f"{scenario.name}: healed; {RECOVERY_S:g} s of writes on the healed cluster")
         time.sleep(RECOVERY_S)
         producer.stop(PRODUCER_STOP_S)
-        ends = _wait_mirror_caught_up(primary.bootstrap, secondary.bootstrap, topic, say, scenario.name)
+        ends, behind = _wait_mirror_caught_up(primary.bootstrap, secondary.bootstrap, topic, say, scenario.name)
+        if behind:
+            result.findings.append(behind)
         say(f"{scenario.name}: draining the group to the end")
         group.drain({(topic, p): end for p, end in ends.items()}, DRAIN_S)
         mirror.stop(10.0)
@@ -359,7 +362,7 @@ def _create_topic(app: Sites, topic: str) -> None:
     deadline = time.monotonic() + TOPIC_READY_S
     target = AdminClient({"bootstrap.servers": app.target.bootstrap})
     while time.monotonic() < deadline:
-        meta = target.list_topics(topic=topic, timeout=5)
+        meta = target.list_topics(timeout=5)  # all topics: asking for one could create it
         described = meta.topics.get(topic)
         partitions = described.partitions if described is not None and described.error is None else {}
         if len(partitions) == PARTITIONS and all(p.leader >= 0 for p in partitions.values()):
@@ -370,7 +373,7 @@ def _create_topic(app: Sites, topic: str) -> None:
 
 def _wait_mirror_caught_up(
     source_bootstrap: str, target_bootstrap: str, topic: str, say: Say, name: str
-) -> dict[int, int]:
+) -> tuple[dict[int, int], str | None]:
     """The source's high watermarks once the target's equal them (bounded); they are the ends to drain to."""
 
     def watermarks(bootstrap: str) -> dict[int, int]:
@@ -394,10 +397,13 @@ def _wait_mirror_caught_up(
             time.sleep(1)
             continue
         if source == target:
-            return source
+            return source, None
         time.sleep(1)
-    say(f"{name}: the mirror did not catch up within {MIRROR_CATCH_UP_S:g} s (source {source}, target {target})")
-    return source
+    behind = (
+        f"the mirror did not catch up within {MIRROR_CATCH_UP_S:g} s of the heal (source {source}, target {target})"
+    )
+    say(f"{name}: {behind}")
+    return source, behind
 
 
 def run(

@@ -19,6 +19,7 @@ import random
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 __all__ = ["MATRICES", "SCENARIOS", "Scenario", "ScheduledFault", "matrix", "scenario_seed", "schedule"]
 
@@ -33,7 +34,7 @@ class Scenario:
     properties: Mapping[str, str] = field(default_factory=dict)
     idempotent: bool = True
     acks: str = "all"
-    group_commit: str = "after"  # "before": commit before processing (a positive control)
+    group_commit: Literal["after", "before"] = "after"  # "before": commit before processing (a positive control)
     group_restart_every: float | None = None
     duration: float = 40.0  # seconds of faults (after a warm-up), unless --duration says otherwise
     hold: tuple[float, float] = (3.0, 6.0)  # how long each fault stays, drawn from the seed

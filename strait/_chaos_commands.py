@@ -7,6 +7,7 @@ its anomaly was found), 1 an anomaly or a scenario error, 2 bad input.
 from __future__ import annotations
 
 import shlex
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -83,6 +84,9 @@ def run_command(
     topology: Path | None,
 ) -> None:
     """Run scenarios on a local appliance this command starts (or on --topology's sites), check, report."""
+    # `strait` restores SIGPIPE's default for pipelines into `head`; the fault proxy in this
+    # process writes to sockets whose peers a fault has just killed: EPIPE, not death.
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     import random
 
     from chaos.runner import run
@@ -158,12 +162,13 @@ def parse_duration(text: str) -> float:
 
 def _progress_printer() -> Callable[[str], None]:
     from rich.console import Console
+    from rich.markup import escape
 
     console = Console(stderr=True)
     started = time.monotonic()
 
     def say(line: str) -> None:
-        console.print(f"[dim]{time.monotonic() - started:7.1f}s[/dim] {line}", highlight=False, markup=False)
+        console.print(f"[dim]{time.monotonic() - started:7.1f}s[/dim] {escape(line)}", highlight=False)
 
     return say
 
