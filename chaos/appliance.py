@@ -24,6 +24,7 @@ Layout of DIR::
 
     DIR/<site>/zookeeper/         ZooKeeper's data and log
     DIR/<site>/node-<id>/         server.properties, node.log, ready.json, log dirs d1/ and d2/
+                                  (with ``disks``, the source's d2/ is d2.img, an XFS image, mounted)
     DIR/mirror/                   links.toml, the mirror's state dir, mirror.log, admin.token
     DIR/appliance.json            the addresses (proxied bootstraps, ZooKeeper, admin URLs, the link)
 """
@@ -39,7 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chaos.errors import ChaosError
-from chaos.nemesis import kill_9, kill_9_pid, pause, resume
+from chaos.nemesis import XfsImage, kill_9, kill_9_pid, pause, resume
 from node.coordination import EmbeddedZooKeeper
 from node.proc import (
     Child,
@@ -347,6 +348,7 @@ class ChaosAppliance:
         nodes: int = 3,
         properties: Mapping[str, str] | None = None,
         mirror: bool = True,
+        disks: bool = False,
     ) -> None:
         if not 1 <= nodes <= 9:
             raise ChaosError(f"nodes per site must be 1..9, got {nodes}")
@@ -355,6 +357,9 @@ class ChaosAppliance:
         self.node_count = nodes
         self.properties = dict(properties or {})
         self.with_mirror = mirror
+        self.with_disks = disks
+        #: With ``disks``: each source node's second log dir is a loop-mounted XFS image (by node name).
+        self.images: dict[str, XfsImage] = {}
         self.sites: dict[str, ChaosSite] = {}
         self.mirror: ChaosMirror | None = None
 
@@ -407,6 +412,10 @@ class ChaosAppliance:
                 self.sites[name] = site
                 for broker_id in range(1, self.node_count + 1):
                     site.nodes.append(self._node(site, broker_id))
+                if self.with_disks and name == SITES[0]:
+                    for node in site.nodes:
+                        node.directory.mkdir(parents=True, exist_ok=True)
+                        self.images[node.name] = XfsImage(node.directory / "d2.img", node.log_dirs[1])
                 for node in site.nodes:
                     node.spawn()
                 for node in site.nodes:
@@ -490,6 +499,11 @@ class ChaosAppliance:
                 if stopped.killed and not stopped.had_exited:
                     problems.append(f"{node.name} missed its {NODE_STOP_TIMEOUT_S:g} s shutdown and was killed")
             site.zookeeper.stop()
+        for image in self.images.values():
+            try:
+                image.close()
+            except ChaosError as exc:
+                problems.append(f"cannot unmount {image.mountpoint}: {exc}")
         self.appliance_file.unlink(missing_ok=True)
         return problems
 

@@ -20,11 +20,13 @@ import random
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 from confluent_kafka.admin import AdminClient
 
 from chaos.appliance import ChaosAppliance, ChaosNode
 from chaos.errors import ChaosError
+from chaos.nemesis import DiskFull, FailingDir, NemesisContext, ReadOnlyDir, TornTail, XfsImage
 from chaos.sites import NodeControl, SiteControl, Sites
 
 __all__ = ["FAULTS", "Fault", "FaultSpec", "find_leader", "find_controller"]
@@ -271,6 +273,88 @@ def _wan(name: str, description: str, *toxics: _Toxic) -> type[Fault]:
     )
 
 
+class _DiskFault(Fault):
+    """A disk nemesis of :mod:`chaos.nemesis` on a random source node's XFS log dir (``disks`` appliances)."""
+
+    def __init__(self, app: Sites, topic: str) -> None:
+        super().__init__(app, topic)
+        self.nemesis: NemesisContext | None = None
+
+    def make(self, image: XfsImage, node: ChaosNode, rng: random.Random) -> NemesisContext:
+        raise NotImplementedError
+
+    def start(self, rng: random.Random) -> str:
+        app = _local(self.app, self.name)
+        nodes = [n for n in app.source.nodes if n.running and n.name in app.images]
+        if not nodes:
+            raise ChaosError(f"{self.name} needs a running source node with an XFS log dir (scenario with disks)")
+        node = rng.choice(nodes)
+        self.nemesis = self.make(app.images[node.name], node, rng)
+        self.nemesis.start()
+        return str(getattr(self.nemesis, "target", node.name))
+
+    def heal(self) -> None:
+        if self.nemesis is not None:
+            self.nemesis.heal()
+            self.nemesis = None
+
+
+class DiskFullFault(_DiskFault):
+    name = "disk-full"
+    description = "fill a source node's XFS log dir to the last few KB (ENOSPC); heal frees it and restarts the node"
+
+    def make(self, image: XfsImage, node: ChaosNode, rng: random.Random) -> NemesisContext:
+        self.node = node
+        return DiskFull(image)
+
+    def heal(self) -> None:
+        had = self.nemesis is not None
+        super().heal()
+        if had:  # the node took the dir offline; only a restart brings it back (as in Kafka)
+            self.node.stop()
+            self.node.start()
+
+
+class FailingDirFault(_DiskFault):
+    name = "disk-failing"
+    description = "a source node's XFS log dir starts failing with EIO (xfs shutdown); heal remounts and restarts it"
+
+    def make(self, image: XfsImage, node: ChaosNode, rng: random.Random) -> NemesisContext:
+        return FailingDir(image, node)
+
+
+class ReadOnlyDirFault(_DiskFault):
+    name = "disk-readonly"
+    description = (
+        "a source node's XFS log dir turns read-only (EROFS for new files); heal restores it, restarts the node"
+    )
+
+    def make(self, image: XfsImage, node: ChaosNode, rng: random.Random) -> NemesisContext:
+        return ReadOnlyDir(image, node)
+
+
+class TornTailFault(Fault):
+    name = "torn-tail"
+    description = "kill -9 a source node, cut or garble the last 64 bytes of an active segment, restart it"
+
+    def __init__(self, app: Sites, topic: str) -> None:
+        super().__init__(app, topic)
+        self.nemesis: TornTail | None = None
+
+    def start(self, rng: random.Random) -> str:
+        app = _local(self.app, self.name)
+        node = rng.choice([n for n in app.source.nodes if n.running])
+        mode: Literal["cut", "garble"] = "cut" if rng.random() < 0.5 else "garble"
+        self.nemesis = TornTail(node, mode, 64, rng=rng, topics={self.topic})
+        self.nemesis.start()
+        return "; ".join(str(torn) for torn in self.nemesis.torn) or self.nemesis.target
+
+    def heal(self) -> None:
+        if self.nemesis is not None:
+            self.nemesis.heal()
+            self.nemesis = None
+
+
 @dataclass(frozen=True)
 class FaultSpec:
     name: str
@@ -376,3 +460,5 @@ class LoseAcked(Fault):
 
 
 FAULTS[LoseAcked.name] = _spec(LoseAcked)
+for _disk in (DiskFullFault, FailingDirFault, ReadOnlyDirFault, TornTailFault):
+    FAULTS[_disk.name] = _spec(_disk)

@@ -178,7 +178,13 @@ def _run(
         app: Sites
         if sites is None:
             proxy = stack.enter_context(run_in_thread(api="127.0.0.1:0", seed=seed))
-            app = ChaosAppliance(directory / "appliance", proxy, nodes=scenario.nodes, properties=scenario.properties)
+            app = ChaosAppliance(
+                directory / "appliance",
+                proxy,
+                nodes=scenario.nodes,
+                properties=scenario.properties,
+                disks=scenario.disks,
+            )
             say(f"{scenario.name}: starting two sites of {scenario.nodes} nodes and a mirror")
         else:
             app = sites

@@ -40,6 +40,7 @@ class Scenario:
     hold: tuple[float, float] = (3.0, 6.0)  # how long each fault stays, drawn from the seed
     quiet: tuple[float, float] = (3.0, 5.0)  # healthy time between faults
     site_loss: bool = False  # ends with the loss of east and an unplanned promote of west
+    disks: bool = False  # each source node's second log dir on a loop-mounted XFS image (needs root, xfsprogs)
 
     @property
     def control(self) -> bool:
@@ -56,6 +57,7 @@ def _all(*scenarios: Scenario) -> dict[str, Scenario]:
 _PROCESS_KILLS = ("kill-leader", "kill-follower", "kill-controller", "kill-random", "kill-site")
 _PROCESS_PAUSES = ("pause-leader", "pause-follower", "pause-controller", "pause-random", "pause-site")
 _ZOOKEEPER = ("zk-expire", "zk-loss")
+_DISKS = ("disk-full", "disk-failing", "disk-readonly", "torn-tail")
 _NETWORK = (
     "isolate-node",
     "wan-latency",
@@ -76,6 +78,12 @@ SHORT = _all(
     ),
     Scenario("zookeeper", "a node's ZooKeeper session expires; the site's ZooKeeper dies and comes back", _ZOOKEEPER),
     Scenario("network", "one node partitioned away; WAN latency, bandwidth cap, black hole and resets", _NETWORK),
+    Scenario(
+        "disks",
+        "a log dir fills up, fails with EIO, turns read-only (JBOD: the other dir serves); a segment's tail is torn",
+        _DISKS,
+        disks=True,
+    ),
     Scenario(
         "site-loss",
         "east is lost whole (kill -9 of ZooKeeper and every node): unplanned promote of west, clients move, "
@@ -117,8 +125,8 @@ CONTROLS = _all(
 #: Every fault on its own (the full matrix adds topologies and seeds).
 SINGLE = _all(
     *(
-        Scenario(name, f"only {name}", (name,), duration=45.0)
-        for name in (*_PROCESS_KILLS, *_PROCESS_PAUSES, *_ZOOKEEPER, *_NETWORK)
+        Scenario(name, f"only {name}", (name,), duration=45.0, disks=name in _DISKS)
+        for name in (*_PROCESS_KILLS, *_PROCESS_PAUSES, *_ZOOKEEPER, *_NETWORK, *_DISKS)
     )
 )
 
