@@ -23,6 +23,7 @@ setup: $(VENV)/.installed
 	.ci/ensure-java
 	.ci/ensure-kcat
 	.ci/ensure-chromium
+	.ci/ensure-xfsprogs
 
 run: setup
 	$(BIN)/strait up --dir .strait
