@@ -223,9 +223,12 @@ def _run(
         primary, secondary = app.source, app.target
         if scenario.site_loss:
             mirror.stop(10.0)
+            lost_group = group
             group = _site_loss(app, topic, history, producer, group, directory, say, scenario.name)
             stack.callback(group.stop, 10.0)
-            workloads.append(group)
+            # The member on the lost site cannot close (its coordinator is gone): being abandoned
+            # is what a site loss does to it, not a finding.
+            workloads[workloads.index(lost_group)] = group
             primary, secondary = app.target, app.source
         say(f"{scenario.name}: healed; {RECOVERY_S:g} s of writes on the healed cluster")
         time.sleep(RECOVERY_S)

@@ -96,6 +96,11 @@ class Partition:
         self.leader_id = NO_NODE
         self.leader_epoch = leader_epoch
         self.isr: tuple[NodeId, ...] = ()
+        #: Leader: followers an ISR expansion being written adds. They count for the high
+        #: watermark from the decision on (Kafka's "maximal ISR"): the write completes later, and
+        #: a HW that moved past such a follower's log end meanwhile would make it an ISR member
+        #: without every committed record, electable after a leader loss (a lost write).
+        self.joining_isr: frozenset[NodeId] = frozenset()
         self.replicas: tuple[NodeId, ...] = ()
         self.state_version = -1
         self.controller_epoch = 0
@@ -287,11 +292,12 @@ class Partition:
         ]
 
     def maybe_advance_hw(self) -> bool:
-        """Leader: HW = the lowest log end offset over the ISR; never moves back. Wakes waiters."""
+        """Leader: HW = the lowest log end offset over the ISR and the followers joining it (see
+        ``joining_isr``); never moves back. Wakes waiters."""
         if not self.is_leader:
             return False
         hw = self.log.log_end_offset
-        for r in self.isr:
+        for r in {*self.isr, *self.joining_isr}:
             if r == self.broker_id:
                 continue
             follower = self.followers.get(r)

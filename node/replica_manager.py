@@ -197,6 +197,7 @@ class ReplicaManager:
             truncation=partition.truncation,
         )
         self._isr_writes.add(partition.tp)
+        partition.joining_isr = frozenset(new_isr) - set(partition.isr)
         self._nursery.start_soon(self._change_isr, partition, decided, why)
 
     async def _change_isr(self, partition: Partition, decided: PartitionState, why: str) -> None:
@@ -234,6 +235,7 @@ class ReplicaManager:
                 partition.wake()
         finally:
             self._isr_writes.discard(tp)
+            partition.joining_isr = frozenset()
 
     async def settle_startup_claims(self) -> None:
         """At startup ZooKeeper may still name this broker leader (it restarted before its old
