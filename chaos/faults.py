@@ -422,6 +422,35 @@ FAULTS: dict[str, FaultSpec] = {
 }
 
 
+class ResetLeader(Fault):
+    """The duplicate control's fault: answers from a partition's leader never arrive (the connection is reset).
+
+    Requests get through and are written; their answers are lost with the connection, so a
+    producer without idempotence retries a write that is already in the log.
+    """
+
+    name = "reset-leader"
+    description = "reset every connection to a partition's leader 200 ms after it opens (answers lost, writes kept)"
+
+    def __init__(self, app: Sites, topic: str) -> None:
+        super().__init__(app, topic)
+        self._added: list[tuple[str, str]] = []
+
+    def start(self, rng: random.Random) -> str:
+        app = _local(self.app, self.name)
+        leader, partition = find_leader(app.source, self.topic, rng)
+        node = app.source.node(leader.broker_id)
+        app.proxy.add_toxic(node.proxy_name, "reset_peer", name="reset_leader", stream="downstream", timeout=200)
+        self._added.append((node.proxy_name, "reset_leader"))
+        return f"{node.name}, leader of {self.topic}[{partition}]: its connections reset after 200 ms"
+
+    def heal(self) -> None:
+        while self._added:
+            proxy, name = self._added.pop()
+            with contextlib.suppress(ChaosError):
+                _local(self.app, self.name).proxy.remove_toxic(proxy, name)
+
+
 class LoseAcked(Fault):
     """The positive control's fault: writes acknowledged by a leader alone, then that leader lost.
 
@@ -460,5 +489,6 @@ class LoseAcked(Fault):
 
 
 FAULTS[LoseAcked.name] = _spec(LoseAcked)
+FAULTS[ResetLeader.name] = _spec(ResetLeader)
 for _disk in (DiskFullFault, FailingDirFault, ReadOnlyDirFault, TornTailFault):
     FAULTS[_disk.name] = _spec(_disk)

@@ -43,7 +43,7 @@ from chaos.appliance import STRAIT, ChaosAppliance
 from chaos.checkers import check
 from chaos.errors import ChaosError
 from chaos.faults import FAULTS, Fault
-from chaos.history import FAILOVER, History, load
+from chaos.history import FAILOVER, History, Op, OpType, load
 from chaos.proxy import run_in_thread
 from chaos.report import render
 from chaos.scenarios import Scenario, ScheduledFault, scenario_seed, schedule
@@ -59,12 +59,44 @@ MIRROR_CATCH_UP_S = 90.0
 DRAIN_S = 90.0
 FINAL_READ_S = 90.0
 TOPIC_READY_S = 60.0
+SITE_LOSS_LAG_S = 3.0  # the mirror is cut off this long before the site is lost: writes only east has
 SITE_LOSS_HOLD_S = 10.0  # west serves the clients alone this long before east comes back
 FAILOVER_TIMEOUT_S = 300.0
 PARTITIONS = 3
 WRITE_RATE = 200.0  # writes per second
 
 Say = Callable[[str], None]
+
+
+#: The planted defects of positive controls: what a defect of the system under test would look like
+#: in the history, made on purpose in the recording (never in the product) so the checker must fire.
+PLANTS = {
+    "ack-offset-skew": "every acknowledged send is recorded one offset later than the broker answered",
+    "export-drop": "the failover's export is recorded without its last record that an acknowledged send wrote",
+}
+
+
+class PlantedHistory(History):
+    """A history that records one planted defect (see :data:`PLANTS`) as it is written."""
+
+    def __init__(self, path: Path, plant: str) -> None:
+        if plant not in PLANTS:
+            raise ChaosError(f"unknown planted defect {plant!r}; known: {', '.join(PLANTS)}")
+        super().__init__(path)
+        self.plant = plant
+
+    def append(self, type: OpType, process: str, f: str, **fields: Any) -> Op:
+        if self.plant == "ack-offset-skew" and type == "ok" and f == "send" and isinstance(fields.get("offset"), int):
+            fields["offset"] += 1
+        if self.plant == "export-drop" and f == "export" and fields.get("records"):
+            acked = {op["value"] for op in self.ops if op["type"] == "ok" and op["f"] == "send"}
+            records = list(fields["records"])
+            for i in range(len(records) - 1, -1, -1):
+                if records[i]["value"] in acked:
+                    del records[i]
+                    break
+            fields["records"] = records
+        return super().append(type, process, f, **fields)
 
 
 @dataclass
@@ -134,7 +166,8 @@ def run_scenario(
         f"{directory.name}/history.jsonl",
     )
     started = time.monotonic()
-    history = History(directory / "history.jsonl")
+    path = directory / "history.jsonl"
+    history = History(path) if scenario.plant is None else PlantedHistory(path, scenario.plant)
     try:
         _run(scenario, directory, seed, duration, history, result, say, sites)
         result.verdict, result.checkers = evaluate(history, scenario.expect)
@@ -263,11 +296,20 @@ def _site_loss(
     """
     east, west, link = app.source, app.target, app.link_name
     target = f"all of {east.name}: its ZooKeeper and every node"
+    lag: Fault | None = None
+    if isinstance(app, ChaosAppliance):  # let the mirror fall behind first, so the loss costs writes
+        lag = FAULTS["wan-blackhole"].make(app, topic)
+        history.nemesis("start", "wan-blackhole", lag.start(random.Random(0)))
+        say(f"{name}: the WAN holds every byte for {SITE_LOSS_LAG_S:g} s: the mirror falls behind")
+        time.sleep(SITE_LOSS_LAG_S)
     say(f"{name}: losing {target}")
     history.nemesis("start", "site-loss", target)
     for node in east.nodes:
         node.kill()
     east.kill_zookeeper()
+    if lag is not None:
+        lag.heal()
+        history.nemesis("stop", "wan-blackhole", "the WAN (its source is gone)")
     promoted = _failover(app, ["promote", link, "--unplanned"], directory)
     rpo = promoted.get("rpo", {})
     history.append(

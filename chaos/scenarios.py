@@ -41,6 +41,7 @@ class Scenario:
     quiet: tuple[float, float] = (3.0, 5.0)  # healthy time between faults
     site_loss: bool = False  # ends with the loss of east and an unplanned promote of west
     disks: bool = False  # each source node's second log dir on a loop-mounted XFS image (needs root, xfsprogs)
+    plant: str | None = None  # a planted defect of a positive control (see chaos.runner.PLANTS)
 
     @property
     def control(self) -> bool:
@@ -119,6 +120,32 @@ CONTROLS = _all(
         group_commit="before",
         group_restart_every=2.0,
         duration=15.0,
+    ),
+    Scenario(
+        "control-retries-without-idempotence",
+        "a producer without idempotence retries writes whose answers a reset connection lost: duplicates",
+        ("reset-leader",),
+        expect="duplicate",
+        idempotent=False,
+        duration=15.0,
+        hold=(4.0, 6.0),
+    ),
+    Scenario(
+        "control-broker-misreports-offsets",
+        "planted: every acknowledgement names the offset after the one written (a broker answering wrong offsets)",
+        (),
+        expect="moved",
+        plant="ack-offset-skew",
+        duration=5.0,
+    ),
+    Scenario(
+        "control-failover-underreports",
+        "planted: after a site loss the failover's export is recorded without its last acknowledged record",
+        (),
+        expect="unexported-loss",
+        site_loss=True,
+        plant="export-drop",
+        duration=5.0,
     ),
 )
 
