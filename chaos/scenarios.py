@@ -152,7 +152,7 @@ CONTROLS = _all(
 #: Every fault on its own (the full matrix adds topologies and seeds).
 SINGLE = _all(
     *(
-        Scenario(name, f"only {name}", (name,), duration=45.0, disks=name in _DISKS)
+        Scenario(name, f"only {name}", (name,), duration=20.0, disks=name in _DISKS)
         for name in (*_PROCESS_KILLS, *_PROCESS_PAUSES, *_ZOOKEEPER, *_NETWORK, *_DISKS)
     )
 )
@@ -161,7 +161,7 @@ SCENARIOS: dict[str, Scenario] = {**SHORT, **SINGLE, **CONTROLS}
 
 MATRICES: dict[str, tuple[str, ...]] = {
     "short": tuple(SHORT),
-    "full": tuple(SINGLE),
+    "full": (*SINGLE, "site-loss"),
     "controls": tuple(CONTROLS),
 }
 
