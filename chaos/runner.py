@@ -466,6 +466,7 @@ def run(
     duration: float | None = None,
     say: Say = lambda _: None,
     sites: Sites | None = None,
+    on_result: Callable[[dict[str, Any]], None] = lambda _: None,
 ) -> dict[str, Any]:
     """Run ``scenarios`` (with their repetition numbers) in ``directory``; write results.json and report.html."""
     directory = directory.absolute()
@@ -494,6 +495,7 @@ def run(
             scenario, directory / folder, run_seed, duration=duration, say=say, replay=replay, sites=sites
         )
         results["scenarios"].append(result.to_json())
+        on_result(result.to_json())
         say(f"{scenario.name}: {result.verdict}" + (f" ({result.error})" if result.error else ""))
         _finish(results, directory)
     _finish(results, directory)

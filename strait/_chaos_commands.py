@@ -6,12 +6,14 @@ its anomaly was found), 1 an anomaly or a scenario error, 2 bad input.
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -122,8 +124,8 @@ def run_command(
         + ([f"--topology {shlex.quote(str(topology))}"] if topology else [])
     )
     click.echo(f"seed {seed}: replay with `{command}`", err=True)
-    say = _progress_printer()
-    results = run(chosen, directory, seed, command=command, duration=seconds, say=say, sites=sites)
+    with _progress(len(chosen)) as (say, done):
+        results = run(chosen, directory, seed, command=command, duration=seconds, say=say, sites=sites, on_result=done)
     _print_summary(results, directory)
     if results["verdict"] != "pass":
         sys.exit(1)
@@ -160,17 +162,36 @@ def parse_duration(text: str) -> float:
     return value
 
 
-def _progress_printer() -> Callable[[str], None]:
+@contextlib.contextmanager
+def _progress(total: int) -> Iterator[tuple[Callable[[str], None], Callable[[dict[str, Any]], None]]]:
+    """A rich progress bar over the scenarios (on a terminal), with every line of the run above it."""
     from rich.console import Console
     from rich.markup import escape
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     console = Console(stderr=True)
     started = time.monotonic()
+    columns = (
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("chaos", total=total)
+        failed = 0
 
-    def say(line: str) -> None:
-        console.print(f"[dim]{time.monotonic() - started:7.1f}s[/dim] {escape(line)}", highlight=False)
+        def say(line: str) -> None:
+            progress.console.print(f"[dim]{time.monotonic() - started:7.1f}s[/dim] {escape(line)}", highlight=False)
+            progress.update(task, description=escape(line.split(":", 1)[0]))
 
-    return say
+        def done(scenario: dict[str, Any]) -> None:
+            nonlocal failed
+            failed += scenario["verdict"] != "pass"
+            progress.update(task, advance=1, description=f"{failed} failed so far" if failed else "all passed so far")
+
+        yield say, done
 
 
 def _print_summary(results: dict[str, object], directory: Path) -> None:
