@@ -49,6 +49,7 @@ from node.proc import (
     atomic_write,
     http_ok,
     log_tail,
+    port_open,
     read_ready_file,
     spawn,
     spawn_ready,
@@ -249,6 +250,16 @@ class ChaosSite:
         pid = self.zookeeper.pid
         if pid is not None and self.zookeeper.poll() is None:
             kill_9_pid(pid, f"{self.name} ZooKeeper")
+            # The JVM's main thread is a zombie before its other threads have let go of the
+            # listening socket: the fault is in place once nothing answers on the port.
+            port = self.zookeeper.port
+            try:
+                wait_until(
+                    lambda: not port_open("127.0.0.1", port, 0.2),
+                    Deadline(10, f"{self.name} ZooKeeper's port to close"),
+                )
+            except NotReady as exc:
+                raise ChaosError(str(exc)) from None
 
     def start_zookeeper(self) -> None:
         """Start the site's ZooKeeper again on its data and port (after :meth:`kill_zookeeper`)."""

@@ -22,12 +22,16 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+import trio
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from chaos.appliance import ChaosAppliance, ChaosNode
 from chaos.errors import ChaosError
 from chaos.nemesis import DiskFull, FailingDir, NemesisContext, ReadOnlyDir, TornTail, XfsImage
 from chaos.sites import NodeControl, SiteControl, Sites
+from node.client import AdminClient as NodeAdmin
+from node.config import FENCED
 
 __all__ = ["FAULTS", "Fault", "FaultSpec", "find_leader", "find_controller"]
 
@@ -291,7 +295,8 @@ class _DiskFault(Fault):
         node = rng.choice(nodes)
         self.nemesis = self.make(app.images[node.name], node, rng)
         self.nemesis.start()
-        return str(getattr(self.nemesis, "target", node.name))
+        target = str(getattr(self.nemesis, "target", ""))
+        return target if node.name in target else f"{node.name}: {target}"
 
     def heal(self) -> None:
         if self.nemesis is not None:
@@ -451,6 +456,50 @@ class ResetLeader(Fault):
                 _local(self.app, self.name).proxy.remove_toxic(proxy, name)
 
 
+class TruncateTail(Fault):
+    """The truncation control's fault: the topic's committed tail removed under its consumers.
+
+    What ``strait failover reverse`` does to an old primary, done to a live topic: fence it,
+    truncate every partition :data:`RECORDS` records below its end (acknowledged writes and
+    offsets the group already committed), unfence it. Consumers then find their position out
+    of range and start again from the beginning, and the group commits lower offsets.
+    """
+
+    name = "truncate-tail"
+    description = "fence the topic, truncate each partition 200 records below its end under its consumers, unfence"
+    RECORDS = 200
+
+    def start(self, rng: random.Random) -> str:
+        consumer = Consumer({"bootstrap.servers": self.app.source.bootstrap, "group.id": "chaos-truncate"})
+        try:
+            meta = consumer.list_topics(self.topic, timeout=10).topics[self.topic]
+            ends = {
+                p: consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=10)[1] for p in meta.partitions
+            }
+        finally:
+            consumer.close()
+        cuts = {(self.topic, p): max(0, end - self.RECORDS) for p, end in ends.items()}
+        trio.run(self._truncate, cuts)
+        return f"{self.topic}: partitions cut to {dict(sorted((p, c) for (_, p), c in cuts.items()))} (ends {ends})"
+
+    async def _truncate(self, cuts: Mapping[tuple[str, int], int]) -> None:
+        admin = await NodeAdmin.connect(self.app.source.bootstrap)
+        try:
+            await admin.alter_topic_configs(self.topic, {FENCED: "chaos: truncate-tail"}, [])
+            try:
+                results = await admin.truncate_partitions(cuts, timeout=60)
+            finally:
+                await admin.alter_topic_configs(self.topic, {}, [FENCED])
+        finally:
+            await admin.aclose()
+        failed = [f"{r.topic}[{r.partition}]: {r.error_message}" for r in results.values() if r.error_code != 0]
+        if failed:
+            raise ChaosError(f"truncate-tail: {'; '.join(failed)}")
+
+    def heal(self) -> None:
+        pass  # the cut is the fault; the topic was unfenced at once
+
+
 class LoseAcked(Fault):
     """The positive control's fault: writes acknowledged by a leader alone, then that leader lost.
 
@@ -490,5 +539,6 @@ class LoseAcked(Fault):
 
 FAULTS[LoseAcked.name] = _spec(LoseAcked)
 FAULTS[ResetLeader.name] = _spec(ResetLeader)
+FAULTS[TruncateTail.name] = _spec(TruncateTail)
 for _disk in (DiskFullFault, FailingDirFault, ReadOnlyDirFault, TornTailFault):
     FAULTS[_disk.name] = _spec(_disk)

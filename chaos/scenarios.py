@@ -131,6 +131,15 @@ CONTROLS = _all(
         hold=(4.0, 6.0),
     ),
     Scenario(
+        "control-truncation-under-a-group",
+        "a topic's committed tail is truncated under its consumer group (what reverse does to an old primary)",
+        ("truncate-tail",),
+        expect="commit-regression",
+        duration=8.0,
+        hold=(1.0, 1.0),
+        quiet=(6.0, 6.0),
+    ),
+    Scenario(
         "control-broker-misreports-offsets",
         "planted: every acknowledgement names the offset after the one written (a broker answering wrong offsets)",
         (),
