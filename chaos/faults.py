@@ -178,29 +178,42 @@ def _node_fault(action: str, pick: str, description: str) -> type[Fault]:
     )
 
 
-class ZooKeeperExpiry(Fault):
-    name = "zk-expire"
-    description = "cut a random east node's ZooKeeper connection until its session expires, then heal"
+class _Partitioned(Fault):
+    """Holds every byte through some proxies of a random running source node until healed."""
 
     def __init__(self, app: Sites, topic: str) -> None:
         super().__init__(app, topic)
         self._cut: contextlib.ExitStack | None = None
 
+    def proxies(self, node: ChaosNode) -> tuple[str, ...]:
+        raise NotImplementedError
+
+    def describe(self, node: ChaosNode) -> str:
+        raise NotImplementedError
+
     def start(self, rng: random.Random) -> str:
         app = _local(self.app, self.name)
         node: ChaosNode = rng.choice([n for n in app.source.nodes if n.running])
         self._cut = contextlib.ExitStack()
-        self._cut.enter_context(partitioned(app, node.zookeeper_proxy_name))
-        return f"{node.name}'s ZooKeeper link (held {ZK_EXPIRY_HOLD_S:g} s, past its session timeout)"
-
-    @property
-    def hold(self) -> float:
-        return ZK_EXPIRY_HOLD_S
+        for proxy in self.proxies(node):
+            self._cut.enter_context(partitioned(app, proxy))
+        return self.describe(node)
 
     def heal(self) -> None:
         if self._cut is not None:
             self._cut.close()
             self._cut = None
+
+
+class ZooKeeperExpiry(_Partitioned):
+    name = "zk-expire"
+    description = "cut a random source node's ZooKeeper link until its session expires, then heal"
+
+    def proxies(self, node: ChaosNode) -> tuple[str, ...]:
+        return (node.zookeeper_proxy_name,)
+
+    def describe(self, node: ChaosNode) -> str:
+        return f"{node.name}'s ZooKeeper link (held {ZK_EXPIRY_HOLD_S:g} s, past its session timeout)"
 
 
 class ZooKeeperLoss(Fault):
@@ -215,26 +228,15 @@ class ZooKeeperLoss(Fault):
         self.app.source.start_zookeeper()
 
 
-class IsolateNode(Fault):
+class IsolateNode(_Partitioned):
     name = "isolate-node"
     description = "partition a random source node away: nothing crosses its listeners' or ZooKeeper link's proxies"
 
-    def __init__(self, app: Sites, topic: str) -> None:
-        super().__init__(app, topic)
-        self._cut: contextlib.ExitStack | None = None
+    def proxies(self, node: ChaosNode) -> tuple[str, ...]:
+        return (node.proxy_name, node.wan_proxy_name, node.zookeeper_proxy_name)
 
-    def start(self, rng: random.Random) -> str:
-        app = _local(self.app, self.name)
-        node: ChaosNode = rng.choice([n for n in app.source.nodes if n.running])
-        self._cut = contextlib.ExitStack()
-        for proxy in (node.proxy_name, node.wan_proxy_name, node.zookeeper_proxy_name):
-            self._cut.enter_context(partitioned(app, proxy))
+    def describe(self, node: ChaosNode) -> str:
         return f"{node.name} (the proxies of its two listeners and of its ZooKeeper link)"
-
-    def heal(self) -> None:
-        if self._cut is not None:
-            self._cut.close()
-            self._cut = None
 
 
 @dataclass
