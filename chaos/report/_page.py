@@ -304,6 +304,14 @@ def _scenario(number: int, view: ScenarioView) -> str:
         parts.append(
             f'<div class="problem"><strong>The scenario errored:</strong><pre>{esc(scenario.error)}</pre></div>'
         )
+    if scenario.findings:
+        items = "".join(f"<li>{esc(finding)}</li>" for finding in scenario.findings)
+        parts.append(
+            f'<div class="problem findings"><strong>Findings besides the checkers:</strong><ul>{items}</ul></div>'
+        )
+    if scenario.skipped_faults:
+        items = "".join(f"<li>{esc(skipped)}</li>" for skipped in scenario.skipped_faults)
+        parts.append(f'<p class="note skipped-faults">Faults these sites could not take:</p><ul>{items}</ul>')
     timeline = series.Timeline.of(history) if history is not None else None
     if history is None or timeline is None:
         reason = view.problem or "its history is empty."

@@ -26,7 +26,7 @@ hold values from the history (arbitrary text).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,8 @@ class ScenarioResult:
     duration_s: float | None
     history: str | None  # relative to DIR
     checkers: list[CheckerResult]
+    findings: list[str] = field(default_factory=list)  # what the run saw besides the checkers
+    skipped_faults: list[str] = field(default_factory=list)  # faults the sites could not take, and why
 
     @property
     def anomaly_count(self) -> int:
@@ -140,7 +142,14 @@ def _scenario(data: dict[str, Any]) -> ScenarioResult:
         duration_s=_number(data, "duration_s"),
         history=_text(data, "history"),
         checkers=checkers,
+        findings=_texts(data, "findings"),
+        skipped_faults=_texts(data, "skipped_faults"),
     )
+
+
+def _texts(data: dict[str, Any], key: str) -> list[str]:
+    value = data.get(key)
+    return [str(v) for v in value] if isinstance(value, list) else []
 
 
 def _text(data: dict[str, Any], key: str) -> str | None:

@@ -165,6 +165,20 @@ def test_a_scenario_that_errored_gets_its_section_with_the_error_and_no_plots(tm
     assert "5 scenarios: 0 passed, 0 failed, 5 errored" in html
 
 
+def test_findings_and_skipped_faults_are_shown_with_the_scenario(tmp_path: Path) -> None:
+    behind = scenario("behind", "a mirror that never caught up", 12, 60.0, "fail", {})
+    behind |= {
+        "history": None,
+        "findings": ["the mirror did not catch up within 90 s of the heal <east>"],
+        "skipped_faults": ["wan-latency: it needs the fault proxy"],
+    }
+    write(tmp_path, results(behind))
+    html = render(tmp_path).read_text()
+    assert "Findings besides the checkers:" in html
+    assert "the mirror did not catch up within 90 s of the heal &lt;east&gt;" in html
+    assert "wan-latency: it needs the fault proxy" in html
+
+
 def test_a_positive_control_that_found_its_anomaly_shows_it_as_expected(tmp_path: Path) -> None:
     anomaly = {"checker": "lost-write", "name": "lost", "description": "acks=1 lost it", "records": [], "near": []}
     control = scenario(
