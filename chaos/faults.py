@@ -15,6 +15,7 @@ through (the source's own clients and replication use the LOCAL listener's and d
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import random
 import time
@@ -92,7 +93,7 @@ def _local(app: Sites, fault: str) -> ChaosAppliance:
     return app
 
 
-class Fault:
+class Fault(abc.ABC):
     """One fault on running sites: ``start(rng) -> target`` and ``heal()``."""
 
     name = "fault"
@@ -102,9 +103,11 @@ class Fault:
         self.app = app
         self.topic = topic
 
+    @abc.abstractmethod
     def start(self, rng: random.Random) -> str:
         raise NotImplementedError
 
+    @abc.abstractmethod
     def heal(self) -> None:
         raise NotImplementedError
 
@@ -185,9 +188,11 @@ class _Partitioned(Fault):
         super().__init__(app, topic)
         self._cut: contextlib.ExitStack | None = None
 
+    @abc.abstractmethod
     def proxies(self, node: ChaosNode) -> tuple[str, ...]:
         raise NotImplementedError
 
+    @abc.abstractmethod
     def describe(self, node: ChaosNode) -> str:
         raise NotImplementedError
 
@@ -286,6 +291,7 @@ class _DiskFault(Fault):
         super().__init__(app, topic)
         self.nemesis: NemesisContext | None = None
 
+    @abc.abstractmethod
     def make(self, image: XfsImage, node: ChaosNode, rng: random.Random) -> NemesisContext:
         raise NotImplementedError
 
