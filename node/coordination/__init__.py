@@ -22,6 +22,7 @@ from ._layout import Reassignment as Reassignment
 from ._layout import TopicAssignment as TopicAssignment
 from ._layout import Truncation as Truncation
 from ._layout import validate_topic_name as validate_topic_name
+from ._partition_states import StateWrites as StateWrites
 from ._session import ZkSession as ZkSession
 from ._snapshot import ClusterSnapshot as ClusterSnapshot
 from ._zk_state import ZkState as ZkState

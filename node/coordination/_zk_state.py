@@ -61,6 +61,9 @@ class ZkState(ZkSession):
 
     partition_state = Operation("read state of {topic}-{partition}", _partition_states.read)
     set_partition_state = Operation("write state of {topic}-{partition}", _partition_states.write)
+    set_partition_states = Operation(
+        lambda states, **_: f"write the states of {len(states)} partitions", _partition_states.write_many
+    )
     set_assignment = Operation("set the assignment of {topic!r}", _partition_states.set_assignment)
 
     # -- controller -----------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from node.coordination import (
     CoordinationError,
     PartitionState,
     StaleState,
+    StateWrites,
     TopicExists,
     UnknownTopic,
     ZkState,
@@ -362,6 +363,32 @@ def test_partition_state_write_can_require_the_assignment_it_was_checked_against
                 await a.set_partition_state("t", 1, STATE, assignment_version=1)
             with pytest.raises(UnknownTopic, match="'nope'"):
                 await a.set_partition_state("nope", 0, shrunk, assignment_version=0)
+
+    run(main)
+
+
+def test_partition_states_in_one_batch_each_compare_and_set_on_its_own(zk_connect: str) -> None:
+    """``set_partition_states``: the writes whose state is still at the version read land; one
+    another session moved meanwhile and one of a topic deleted meanwhile lose, alone."""
+
+    async def main() -> None:
+        async with ZkState(zk_connect) as a, ZkState(zk_connect) as b:
+            await a.create_topic("t", {p: (1, 2) for p in range(3)}, {}, dict.fromkeys(range(3), STATE))
+            await a.create_topic("gone", {0: (1, 2)}, {}, {0: STATE})
+            await b.set_partition_state("t", 1, PartitionState(2, 1, (2,), 1, version=0))
+            await b.delete_topic("gone")
+            shrunk = PartitionState(1, 0, (1,), 2, version=0)
+            keys = [("t", 0), ("t", 1), ("t", 2), ("gone", 0)]
+            written = await a.set_partition_states(dict.fromkeys(keys, shrunk))
+            assert written == StateWrites({("t", 0): 1, ("t", 2): 1}, frozenset({("t", 1), ("gone", 0)}))
+            snapshot = await b.snapshot()
+            assert snapshot.states == {
+                ("t", 0): PartitionState(1, 0, (1,), 2, version=1),
+                ("t", 1): PartitionState(2, 1, (2,), 1, version=1),
+                ("t", 2): PartitionState(1, 0, (1,), 2, version=1),
+            }
+            assert "gone" not in snapshot.topics
+            assert await a.set_partition_states({}) == StateWrites({}, frozenset())
 
     run(main)
 
