@@ -25,6 +25,13 @@ out partition reassignments (``/admin/reassign_partitions``) and records truncat
 A controller that lost its session may still write once before it notices: every write is a
 compare-and-set on the partition state's version, so it only succeeds if nothing changed the
 partition since the controller read it.
+
+Like Kafka's controller, it decides every partition a change touches first and then writes all
+their states as one batch (``ZkState.set_partition_states``: pipelined, each write its own
+compare-and-set), so a broker that stops or dies while it leads or follows hundreds of
+partitions costs a round trip or two, not one per partition; the brokers' state watches then
+fire together and each broker re-reads the cluster once or twice, not once per partition. A
+write that lost its race is decided again from a fresh read, alone.
 """
 
 from __future__ import annotations
@@ -55,6 +62,10 @@ from node.truncation import (
 from storage import LeaderEpoch, Offset, StorageError, TopicPartition
 
 log = logging.getLogger("strait.node.controller")
+
+#: Batches of writes a controlled shutdown makes at most: the partitions whose compare-and-set
+#: lost (a leader changed its ISR meanwhile) are decided again from a fresh read, this often.
+SHUTDOWN_WRITE_ROUNDS = 5
 
 
 class Controller:
@@ -138,15 +149,16 @@ class Controller:
     async def _reconcile(self, cluster: ClusterState, epoch: int) -> None:
         for gone in [b for b in self.shutting_down if b not in cluster.brokers]:
             self.shutting_down.discard(gone)
-        changed = False
+        decided: dict[PartitionKey, PartitionState] = {}
         for topic in list(cluster.topics.values()):
             for p, replicas in topic.assignment.items():
                 new = self._decide(cluster, topic, p, replicas, epoch)
                 if new is not None:
-                    await self._write(topic.name, p, new)
-                    changed = True
-        if changed:
-            await cluster.refresh()
+                    decided[topic.name, p] = new
+        if decided:
+            for name, p in sorted(await self._write(decided)):
+                log.info("%s-%d: the partition state moved meanwhile; deciding again", name, p)
+            await cluster.refresh()  # pokes this controller: the next pass decides the lost ones again
 
     def _decide(
         self, cluster: ClusterState, topic: TopicState, p: int, replicas: tuple[NodeId, ...], epoch: int
@@ -206,63 +218,103 @@ class Controller:
         # Keep the ISR: its members hold every committed record, so any of them may lead again.
         return replace(state, leader=NO_NODE, leader_epoch=LeaderEpoch(state.leader_epoch + 1), controller_epoch=epoch)
 
-    async def _write(self, topic: str, p: int, state: PartitionState) -> None:
-        try:
-            await self.zk.set_partition_state(topic, p, state)
-        except StaleState:
-            log.info("%s-%d: the partition state moved meanwhile; deciding again", topic, p)
+    async def _write(self, states: dict[PartitionKey, PartitionState]) -> frozenset[PartitionKey]:
+        """Write ``states`` as one batch, each a compare-and-set on the version it was decided
+        from; returns the partitions whose write lost (the state moved meanwhile, or the topic is
+        being deleted). Raises CoordinationError (ZooKeeper unreachable): re-read, decide again."""
+        if not states:
+            return frozenset()
+        return (await self.zk.set_partition_states(states)).lost
 
     # -- controlled shutdown ---------------------------------------------------------------------
 
     async def controlled_shutdown(self, broker_id: NodeId) -> list[tuple[str, int]]:
         """Move ``broker_id``'s leaderships to other ISR members and drop it from every ISR.
 
-        Returns the partitions it still leads (no other ISR member is alive).
+        Every partition it leads or follows is decided at once and written as one batch; the
+        partitions whose compare-and-set lost are decided again from a fresh read, up to
+        :data:`SHUTDOWN_WRITE_ROUNDS` batches in all. Returns the partitions it still leads (no
+        other ISR member is alive) and those whose writes kept losing. Raises CoordinationError
+        (not the controller, or ZooKeeper unreachable).
         """
         epoch = self.epoch
         if epoch is None:
             raise CoordinationError("this broker is not the controller")
         self.shutting_down.add(broker_id)
-        remaining: list[tuple[str, int]] = []
+        remaining: list[PartitionKey] = []
+        moved = 0
         async with self._lock:
             cluster = self.cluster
             await cluster.refresh()
-            for topic in list(cluster.topics.values()):
-                for p, replicas in topic.assignment.items():
-                    state = topic.states.get(p)
-                    if state is None or broker_id not in (state.leader, *state.isr):
-                        continue
-                    others = [b for b in replicas if b in state.isr and self._usable(cluster, b, topic.name, p)]
-                    isr = tuple(b for b in state.isr if b != broker_id)
-                    if not isr:
-                        # The last in-sync replica stays in the ISR: it must be able to lead again.
-                        if state.leader == broker_id:
-                            remaining.append((topic.name, p))
-                        continue
-                    if state.leader == broker_id:
-                        if not others:
-                            remaining.append((topic.name, p))
-                            continue
-                        new = replace(
-                            state,
-                            leader=others[0],
-                            leader_epoch=LeaderEpoch(state.leader_epoch + 1),
-                            isr=isr,
-                            controller_epoch=epoch,
-                        )
-                    else:
-                        new = replace(state, isr=isr, controller_epoch=epoch)
-                    try:
-                        await self.zk.set_partition_state(topic.name, p, new)
-                    except StaleState:
-                        remaining.append((topic.name, p))
+            only: frozenset[PartitionKey] | None = None  # the first batch: every partition
+            lost: frozenset[PartitionKey] = frozenset()
+            rounds = 0
+            while rounds < SHUTDOWN_WRITE_ROUNDS:
+                if rounds:
+                    await cluster.refresh()  # decide the lost ones again from what they are now
+                rounds += 1
+                decided, stays = self._shutdown_states(cluster, broker_id, epoch, only)
+                remaining += stays
+                lost = await self._write(decided)
+                moved += len(decided) - len(lost)
+                if not lost:
+                    break
+                only = lost
+            if lost:
+                log.warning(
+                    "controlled shutdown of broker %d: the states of %d partition(s) kept moving; left as they are",
+                    broker_id,
+                    len(lost),
+                )
+                remaining += sorted(lost)
             await cluster.refresh()
         log.info(
-            "controlled shutdown of broker %d: leaderships moved; %d partition(s) have no other ISR member",
+            "controlled shutdown of broker %d: %d partition state(s) written in %d batch(es); %d partition(s) have "
+            "no other ISR member",
             broker_id,
+            moved,
+            rounds,
             len(remaining),
         )
         return remaining
+
+    def _shutdown_states(
+        self, cluster: ClusterState, broker_id: NodeId, epoch: int, only: frozenset[PartitionKey] | None
+    ) -> tuple[dict[PartitionKey, PartitionState], list[PartitionKey]]:
+        """The new state of each partition ``broker_id`` leads or follows (of ``only``, when
+        given): leadership to the first other live ISR member in assignment order with the leader
+        epoch bumped, and ``broker_id`` out of the ISR; and the partitions it must keep leading
+        (no other ISR member is alive). The last in-sync replica stays in the ISR."""
+        decided: dict[PartitionKey, PartitionState] = {}
+        stays: list[PartitionKey] = []
+        for topic in list(cluster.topics.values()):
+            for p, replicas in topic.assignment.items():
+                if only is not None and (topic.name, p) not in only:
+                    continue
+                state = topic.states.get(p)
+                if state is None or broker_id not in (state.leader, *state.isr):
+                    continue
+                others = [b for b in replicas if b in state.isr and self._usable(cluster, b, topic.name, p)]
+                isr = tuple(b for b in state.isr if b != broker_id)
+                if not isr:
+                    # The last in-sync replica stays in the ISR: it must be able to lead again.
+                    if state.leader == broker_id:
+                        stays.append((topic.name, p))
+                    continue
+                if state.leader == broker_id:
+                    if not others:
+                        stays.append((topic.name, p))
+                        continue
+                    decided[topic.name, p] = replace(
+                        state,
+                        leader=others[0],
+                        leader_epoch=LeaderEpoch(state.leader_epoch + 1),
+                        isr=isr,
+                        controller_epoch=epoch,
+                    )
+                else:
+                    decided[topic.name, p] = replace(state, isr=isr, controller_epoch=epoch)
+        return decided, stays
 
     # -- truncation to a cut ---------------------------------------------------------------------
 
@@ -435,7 +487,7 @@ class Controller:
         epoch = self.epoch
         if epoch is None:
             return 0
-        moved = 0
+        decided: dict[PartitionKey, PartitionState] = {}
         async with self._lock:
             cluster = self.cluster
             preferred: dict[NodeId, list[tuple[TopicState, int]]] = {}
@@ -453,17 +505,13 @@ class Controller:
                     state = topic.states[p]
                     if broker_id not in state.isr or not self._usable(cluster, broker_id, topic.name, p):
                         continue
-                    new = replace(
+                    decided[topic.name, p] = replace(
                         state,
                         leader=broker_id,
                         leader_epoch=LeaderEpoch(state.leader_epoch + 1),
                         controller_epoch=epoch,
                     )
-                    try:
-                        await self.zk.set_partition_state(topic.name, p, new)
-                        moved += 1
-                    except StaleState:
-                        continue
+            moved = len(decided) - len(await self._write(decided))
             if moved:
                 log.info("preferred leader election moved %d leadership(s)", moved)
                 await cluster.refresh()
