@@ -6,13 +6,15 @@ again only the partitions whose compare-and-set lost."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 
+from node.cluster import ClusterState
 from node.controller import SHUTDOWN_WRITE_ROUNDS, Controller
 from node.coordination import BrokerRegistration, PartitionState, StaleState, StateWrites, ZkState
 from node.ids import NO_NODE, NodeId
@@ -66,6 +68,51 @@ PER_TOPIC = 6  # 180 partitions, replicas rotated over brokers 1, 2, 3
 ORDERS: tuple[tuple[NodeId, ...], ...] = ((1, 2, 3), (2, 3, 1), (3, 1, 2))
 
 
+@dataclasses.dataclass
+class Bulk:
+    """Broker 1 in process (its ``zk`` and ``cluster``), the active ``controller`` at ``epoch``;
+    ``other``, a second session (broker 2's registration) that writes behind the controller's
+    back; ``before``, the bulk topics' states as created (version 0)."""
+
+    zk: ZkState
+    cluster: ClusterState
+    controller: Controller
+    epoch: int
+    other: ZkState
+    before: dict[tuple[str, int], PartitionState]
+
+    async def create(self, name: str, replicas: tuple[int, ...], state: PartitionState, **config: str) -> None:
+        """A one-partition topic with ``state``; ``config`` keys with ``_`` for ``.``."""
+        configs = {k.replace("_", "."): v for k, v in config.items()}
+        await self.zk.create_topic(name, {0: tuple(NodeId(b) for b in replicas)}, configs, {0: state})
+
+    async def states(self) -> dict[tuple[str, int], PartitionState]:
+        return dict((await self.zk.snapshot()).states)
+
+
+@asynccontextmanager
+async def bulk_site(zk_connect: str, tmp_path: Path, live: tuple[int, ...] = (2,)) -> AsyncIterator[Bulk]:
+    """TOPICS topics of PER_TOPIC partitions, each led by its first replica with a full ISR;
+    brokers 1 and ``live`` registered (broker 3 only when named). Read the cluster again
+    (``bulk.cluster.refresh()``) after creating more topics."""
+    async with registered_broker(1, zk_connect, tmp_path) as (zk, cluster, config), AsyncExitStack() as stack:
+        sessions = [await stack.enter_async_context(ZkState(zk_connect)) for _ in live]
+        for broker_id, session in zip(live, sessions, strict=True):
+            await session.register_broker(BrokerRegistration(NodeId(broker_id), "127.0.0.1", broker_id))
+        epoch = await zk.elect_controller(1)
+        assert epoch is not None
+        before = {}
+        for t in range(TOPICS):
+            assignment = {p: ORDERS[(t + p) % 3] for p in range(PER_TOPIC)}
+            states = {p: PartitionState(r[0], LeaderEpoch(4), r, epoch) for p, r in assignment.items()}
+            await zk.create_topic(f"bulk-{t:02d}", assignment, {}, states)
+            before |= {(f"bulk-{t:02d}", p): dataclasses.replace(s, version=0) for p, s in states.items()}
+        await cluster.refresh()
+        controller = Controller(config, cluster, zk)
+        controller.epoch = epoch
+        yield Bulk(zk, cluster, controller, epoch, sessions[0], before)
+
+
 class Writes:
     """Counts the controller's state writes: each batch (the partitions in it) and single writes."""
 
@@ -89,28 +136,14 @@ class Writes:
         monkeypatch.setattr(zk, "set_partition_state", counted_single)
 
 
-async def _bulk_topics(zk: ZkState, epoch: int) -> dict[tuple[str, int], PartitionState]:
-    """TOPICS topics of PER_TOPIC partitions, each led by its first replica with a full ISR."""
-    created = {}
-    for t in range(TOPICS):
-        assignment = {p: ORDERS[(t + p) % 3] for p in range(PER_TOPIC)}
-        states = {p: PartitionState(r[0], LeaderEpoch(4), r, epoch) for p, r in assignment.items()}
-        await zk.create_topic(f"bulk-{t:02d}", assignment, {}, states)
-        created |= {(f"bulk-{t:02d}", p): dataclasses.replace(s, version=0) for p, s in states.items()}
-    return created
-
-
-async def _states(zk: ZkState) -> dict[tuple[str, int], PartitionState]:
-    return dict((await zk.snapshot()).states)
-
-
-def _without(broker: NodeId, assignment: tuple[NodeId, ...], state: PartitionState, epoch: int) -> PartitionState:
-    """``state`` after ``broker`` left it in a controlled shutdown (others alive and in sync)."""
+def _without(bulk: Bulk, broker: NodeId, key: tuple[str, int]) -> PartitionState:
+    """The bulk partition's state after ``broker`` left it (its other replicas alive and in sync)."""
+    state = bulk.before[key]
     isr = tuple(b for b in state.isr if b != broker)
     if state.leader != broker:
-        return dataclasses.replace(state, isr=isr, controller_epoch=epoch, version=state.version + 1)
-    leader = next(b for b in assignment if b in isr)
-    return PartitionState(leader, LeaderEpoch(state.leader_epoch + 1), isr, epoch, state.version + 1)
+        return dataclasses.replace(state, isr=isr, version=1)
+    leader = next(b for b in bulk.cluster.topics[key[0]].assignment[key[1]] if b in isr)
+    return PartitionState(leader, LeaderEpoch(state.leader_epoch + 1), isr, bulk.epoch, version=1)
 
 
 def test_controlled_shutdown_moves_every_partition_in_one_batch_of_writes(
@@ -123,35 +156,24 @@ def test_controlled_shutdown_moves_every_partition_in_one_batch_of_writes(
     shutdown never elects outside the ISR)."""
 
     async def main() -> None:
-        async with registered_broker(1, zk_connect, tmp_path) as (zk, cluster, config), ZkState(zk_connect) as zk2:
-            await zk2.register_broker(BrokerRegistration(2, "127.0.0.1", 2))
-            epoch = await zk.elect_controller(1)
-            assert epoch is not None
-            before = await _bulk_topics(zk, epoch)
-            alone = PartitionState(3, LeaderEpoch(2), (3,), epoch)
-            await zk.create_topic("alone", {0: (3, 1, 2)}, {}, {0: alone})
-            await zk.create_topic(
-                "alone-unclean", {0: (3, 1, 2)}, {"unclean.leader.election.enable": "true"}, {0: alone}
-            )
-            dead_isr = PartitionState(3, LeaderEpoch(2), (3, 4), epoch)  # broker 4 is not registered
-            await zk.create_topic("dead-isr", {0: (3, 4, 1)}, {}, {0: dead_isr})
-            await cluster.refresh()
-            controller = Controller(config, cluster, zk)
-            controller.epoch = epoch
-            writes = Writes(zk, monkeypatch)
+        async with bulk_site(zk_connect, tmp_path) as bulk:
+            alone = PartitionState(3, LeaderEpoch(2), (3,), bulk.epoch)
+            await bulk.create("alone", (3, 1, 2), alone)
+            await bulk.create("alone-unclean", (3, 1, 2), alone, unclean_leader_election_enable="true")
+            dead_isr = PartitionState(3, LeaderEpoch(2), (3, 4), bulk.epoch)  # broker 4 is not registered
+            await bulk.create("dead-isr", (3, 4, 1), dead_isr)
+            writes = Writes(bulk.zk, monkeypatch)
 
-            remaining = await controller.controlled_shutdown(NodeId(3))
+            remaining = await bulk.controller.controlled_shutdown(NodeId(3))
 
             assert sorted(remaining) == [("alone", 0), ("alone-unclean", 0), ("dead-isr", 0)]
-            assert writes.batches == [frozenset(before)] and writes.singles == 0
-            after = await _states(zk)
-            for key, state in before.items():
-                assignment = cluster.topics[key[0]].assignment[key[1]]
-                assert after[key] == _without(NodeId(3), assignment, state, epoch), key
+            assert writes.batches == [frozenset(bulk.before)] and writes.singles == 0
+            after = await bulk.states()
+            for key in bulk.before:
+                assert after[key] == _without(bulk, NodeId(3), key), key
             assert after["alone", 0] == after["alone-unclean", 0] == dataclasses.replace(alone, version=0)
             assert after["dead-isr", 0] == dataclasses.replace(dead_isr, version=0)
-            led = [s for s in after.values() if s.leader == 3]
-            assert len(led) == 3  # only the three it must keep
+            assert sum(1 for s in after.values() if s.leader == 3) == 3  # only the three it must keep
 
     trio.run(main)
 
@@ -164,32 +186,23 @@ def test_controlled_shutdown_decides_again_only_the_partitions_whose_write_lost(
     others land; the second batch holds those two only, decided from what they are now."""
 
     async def main() -> None:
-        async with (
-            registered_broker(1, zk_connect, tmp_path) as (zk, cluster, config),
-            ZkState(zk_connect) as zk2,
-        ):
-            await zk2.register_broker(BrokerRegistration(2, "127.0.0.1", 2))
-            epoch = await zk.elect_controller(1)
-            assert epoch is not None
-            before = await _bulk_topics(zk, epoch)
+        async with bulk_site(zk_connect, tmp_path) as bulk:
+            before, epoch = bulk.before, bulk.epoch
             led_by_3 = ("bulk-00", 2)  # replicas (3, 1, 2)
             led_by_1 = ("bulk-00", 0)  # replicas (1, 2, 3)
             assert before[led_by_3].leader == 3 and before[led_by_1].leader == 1
-            await cluster.refresh()
-            controller = Controller(config, cluster, zk)
-            controller.epoch = epoch
-            writes = Writes(zk, monkeypatch)
+            writes = Writes(bulk.zk, monkeypatch)
 
             async def leaders_shrink_their_isrs(batch: int) -> None:
                 if batch == 1:  # broker 3 drops 1 from its ISR; broker 1 drops 2 from its own
-                    await zk2.set_partition_state(*led_by_3, dataclasses.replace(before[led_by_3], isr=(3, 2)))
-                    await zk2.set_partition_state(*led_by_1, dataclasses.replace(before[led_by_1], isr=(1, 3)))
+                    await bulk.other.set_partition_state(*led_by_3, dataclasses.replace(before[led_by_3], isr=(3, 2)))
+                    await bulk.other.set_partition_state(*led_by_1, dataclasses.replace(before[led_by_1], isr=(1, 3)))
 
             writes.before_batch = leaders_shrink_their_isrs
-            assert await controller.controlled_shutdown(NodeId(3)) == []
+            assert await bulk.controller.controlled_shutdown(NodeId(3)) == []
 
             assert writes.batches == [frozenset(before), frozenset({led_by_3, led_by_1})]
-            after = await _states(zk)
+            after = await bulk.states()
             assert after[led_by_3] == PartitionState(2, LeaderEpoch(5), (2,), epoch, version=2)
             assert after[led_by_1] == PartitionState(1, LeaderEpoch(4), (1,), epoch, version=2)
             assert all(s.version == 1 and 3 not in s.isr for k, s in after.items() if k not in (led_by_3, led_by_1))
@@ -204,29 +217,22 @@ def test_controlled_shutdown_gives_up_on_a_partition_that_keeps_moving(
     reported among the remaining partitions, left as it is."""
 
     async def main() -> None:
-        async with registered_broker(1, zk_connect, tmp_path) as (zk, cluster, config), ZkState(zk_connect) as zk2:
-            await zk2.register_broker(BrokerRegistration(2, "127.0.0.1", 2))
-            epoch = await zk.elect_controller(1)
-            assert epoch is not None
-            before = await _bulk_topics(zk, epoch)
+        async with bulk_site(zk_connect, tmp_path) as bulk:
             busy = ("bulk-01", 1)  # replicas (3, 1, 2)
-            await cluster.refresh()
-            controller = Controller(config, cluster, zk)
-            controller.epoch = epoch
-            writes = Writes(zk, monkeypatch)
+            writes = Writes(bulk.zk, monkeypatch)
 
             async def someone_writes_it_again(batch: int) -> None:
-                current = await zk2.partition_state(*busy)
+                current = await bulk.other.partition_state(*busy)
                 assert current is not None
-                await zk2.set_partition_state(*busy, current)  # same content, new version
+                await bulk.other.set_partition_state(*busy, current)  # same content, new version
 
             writes.before_batch = someone_writes_it_again
-            assert await controller.controlled_shutdown(NodeId(3)) == [busy]
+            assert await bulk.controller.controlled_shutdown(NodeId(3)) == [busy]
 
             assert len(writes.batches) == SHUTDOWN_WRITE_ROUNDS
             assert writes.batches[1:] == [frozenset({busy})] * (SHUTDOWN_WRITE_ROUNDS - 1)
-            after = await _states(zk)
-            assert after[busy] == dataclasses.replace(before[busy], version=SHUTDOWN_WRITE_ROUNDS)
+            after = await bulk.states()
+            assert after[busy] == dataclasses.replace(bulk.before[busy], version=SHUTDOWN_WRITE_ROUNDS)
             assert sum(1 for s in after.values() if 3 in s.isr) == 1
 
     trio.run(main)
@@ -242,29 +248,23 @@ def test_a_dead_brokers_partitions_fail_over_in_one_batch_of_writes(
     where a live out-of-sync replica leads alone."""
 
     async def main() -> None:
-        async with registered_broker(1, zk_connect, tmp_path) as (zk, cluster, config), ZkState(zk_connect) as zk2:
-            await zk2.register_broker(BrokerRegistration(2, "127.0.0.1", 2))
-            epoch = await zk.elect_controller(1)
-            assert epoch is not None
-            before = await _bulk_topics(zk, epoch)
+        async with bulk_site(zk_connect, tmp_path) as bulk:
+            epoch = bulk.epoch
             alone = PartitionState(3, LeaderEpoch(2), (3,), epoch)
-            await zk.create_topic("alone", {0: (3, 1, 2)}, {}, {0: alone})
-            await zk.create_topic(
-                "alone-unclean", {0: (3, 2, 1)}, {"unclean.leader.election.enable": "true"}, {0: alone}
-            )
+            await bulk.create("alone", (3, 1, 2), alone)
+            await bulk.create("alone-unclean", (3, 2, 1), alone, unclean_leader_election_enable="true")
             offline = PartitionState(NO_NODE, LeaderEpoch(3), (3,), epoch)
-            await zk.create_topic("offline", {0: (3, 1, 2)}, {}, {0: offline})
-            await cluster.refresh()
-            writes = Writes(zk, monkeypatch)
+            await bulk.create("offline", (3, 1, 2), offline)
+            await bulk.cluster.refresh()
+            writes = Writes(bulk.zk, monkeypatch)
 
-            await Controller(config, cluster, zk)._reconcile(cluster, epoch)
+            await bulk.controller._reconcile(bulk.cluster, epoch)
 
-            assert writes.batches == [frozenset(before) | {("alone", 0), ("alone-unclean", 0)}]
+            assert writes.batches == [frozenset(bulk.before) | {("alone", 0), ("alone-unclean", 0)}]
             assert writes.singles == 0
-            after = await _states(zk)
-            for key, state in before.items():
-                assignment = cluster.topics[key[0]].assignment[key[1]]
-                assert after[key] == _without(NodeId(3), assignment, state, epoch), key
+            after = await bulk.states()
+            for key in bulk.before:
+                assert after[key] == _without(bulk, NodeId(3), key), key
             assert after["alone", 0] == PartitionState(NO_NODE, LeaderEpoch(3), (3,), epoch, version=1)
             assert after["alone-unclean", 0] == PartitionState(2, LeaderEpoch(3), (2,), epoch, version=1)
             assert after["offline", 0] == dataclasses.replace(offline, version=0)
@@ -279,28 +279,17 @@ def test_preferred_leader_election_moves_every_leadership_back_in_one_batch(
     leadership of each partition it is the first replica of, leader epoch + 1."""
 
     async def main() -> None:
-        async with (
-            registered_broker(1, zk_connect, tmp_path) as (zk, cluster, config),
-            ZkState(zk_connect) as zk2,
-            ZkState(zk_connect) as zk3,
-        ):
-            await zk2.register_broker(BrokerRegistration(2, "127.0.0.1", 2))
-            await zk3.register_broker(BrokerRegistration(3, "127.0.0.1", 3))
-            epoch = await zk.elect_controller(1)
-            assert epoch is not None
-            before = await _bulk_topics(zk, epoch)
-            elsewhere = {k: s for k, s in before.items() if s.leader == 3}
+        async with bulk_site(zk_connect, tmp_path, live=(2, 3)) as bulk:
+            elsewhere = {k: s for k, s in bulk.before.items() if s.leader == 3}
             for (name, p), state in elsewhere.items():  # led by the next replica meanwhile, all in sync
-                await zk.set_partition_state(name, p, dataclasses.replace(state, leader=NodeId(1)))
-            await cluster.refresh()
-            controller = Controller(config, cluster, zk)
-            controller.epoch = epoch
-            writes = Writes(zk, monkeypatch)
+                await bulk.zk.set_partition_state(name, p, dataclasses.replace(state, leader=NodeId(1)))
+            await bulk.cluster.refresh()
+            writes = Writes(bulk.zk, monkeypatch)
 
-            assert await controller.elect_preferred_leaders() == len(elsewhere)
+            assert await bulk.controller.elect_preferred_leaders() == len(elsewhere)
 
             assert writes.batches == [frozenset(elsewhere)] and writes.singles == 0
-            after = await _states(zk)
+            after = await bulk.states()
             for key, state in elsewhere.items():
                 assert after[key] == dataclasses.replace(state, leader_epoch=LeaderEpoch(5), version=2), key
 
