@@ -15,12 +15,13 @@ from node.proc import Child, spawn
 
 def spawn_cli(args: list[str], log_path: Path, *, name: str) -> Child:
     """``strait <args>`` as a :class:`~node.proc.Child`: its own session, output appended to
-    ``log_path``, killed by the kernel if the launcher's thread dies.
+    ``log_path``, killed by the kernel if the launcher's thread dies; if it misses a stop
+    deadline, its threads' stacks are in its log before it is killed.
 
     Raises:
         OSError: the log file cannot be opened or the interpreter cannot be started.
     """
-    return spawn([sys.executable, "-m", "strait.cli", *args], log_path, name=name)
+    return spawn([sys.executable, "-m", "strait.cli", *args], log_path, name=name, dump_signal=signal.SIGUSR1)
 
 
 def stop_child(child: Child, subject: str, timeout: float, hurry: Callable[[], bool]) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import signal
 
@@ -29,6 +30,9 @@ from ._zookeeper_commands import zookeeper
 def main(verbose: bool) -> None:
     # Behave like other Unix tools when piped into `head`: stop quietly.
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    # SIGUSR1 writes every thread's stack to stderr (a child's log): node.proc sends it to a
+    # `strait` child that misses its stop deadline, just before killing it, to show where it hung.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -37,6 +37,7 @@ from ._files import LOG_TAIL_LINES, log_tail
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 _WAIT_STEP_S = 0.05  # the longest single sleep while waiting for an exit
+_DUMP_WAIT_S = 1.0  # how long a child that missed its deadline gets to write its stacks
 _SWEEP_TIMEOUT_S = 10.0  # for the rest of a group to die after SIGKILL (only a process stuck in the kernel is slow)
 
 
@@ -56,10 +57,18 @@ class Stopped:
 class Child:
     """One spawned process, the leader of its own process group (its pid is the group id)."""
 
-    def __init__(self, name: str, popen: subprocess.Popen[bytes], log_path: Path, log_offset: int) -> None:
+    def __init__(
+        self,
+        name: str,
+        popen: subprocess.Popen[bytes],
+        log_path: Path,
+        log_offset: int,
+        dump_signal: int | None = None,
+    ) -> None:
         self.name = name
         self.log_path = log_path
         self.log_offset = log_offset
+        self.dump_signal = dump_signal
         self._popen = popen
 
     @property
@@ -132,8 +141,18 @@ class Child:
         while self.poll() is None and not hurry() and (remaining := deadline - time.monotonic()) > 0:
             self.wait(min(_WAIT_STEP_S, remaining))
         if self.poll() is None:
+            self._dump_stacks(hurried=hurry())
             return Stopped(self.kill(), had_exited=False, killed=True)
         return Stopped(self._reap(), had_exited=False, killed=False)
+
+    def _dump_stacks(self, *, hurried: bool) -> None:
+        """Before killing a child that missed its deadline: ask it (``dump_signal``) to write its
+        threads' stacks to its log, and give it a moment to, so the log shows where it hung."""
+        if self.dump_signal is None or hurried:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(self.pid, self.dump_signal)
+            self.wait(_DUMP_WAIT_S)
 
     def kill(self) -> int:
         """SIGKILL the child's whole group, wait until it has died and reap the child; returns its
@@ -174,13 +193,16 @@ def spawn(
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
     die_with_parent: bool = True,
+    dump_signal: int | None = None,
 ) -> Child:
     """Start ``argv`` as a :class:`Child` (see the module docstring for what it guarantees).
 
     ``log_path`` is appended to (its directory is created); ``env`` adds to (and overrides) this
     process's environment, to which ``PYTHONUNBUFFERED=1`` is added so that a Python child's log
     is current whenever it is read. ``name`` (default: the program's file name) is how errors
-    and :func:`~node.proc.wait_until` name the child. Returns at once: readiness is the caller's
+    and :func:`~node.proc.wait_until` name the child. ``dump_signal``: a signal the child answers
+    by writing its threads' stacks to its log (``strait`` commands: SIGUSR1, faulthandler), sent
+    by :meth:`Child.stop` before it kills a child that missed its deadline. Returns at once: readiness is the caller's
     to observe (:func:`~node.proc.wait_ready_file`, :func:`~node.proc.wait_port`, ...).
 
     Raises:
@@ -200,7 +222,7 @@ def spawn(
             start_new_session=True,
             preexec_fn=preexec,  # noqa: PLW1509 - only prctl(2) and getppid(2) run between fork and exec
         )
-    return Child(name or Path(argv[0]).name, popen, log_path, offset)
+    return Child(name or Path(argv[0]).name, popen, log_path, offset, dump_signal)
 
 
 def _live_members(group: int) -> list[int]:

@@ -147,6 +147,46 @@ def test_stop_escalates_to_sigkill_for_a_child_that_ignores_sigterm(tmp_path: Pa
 
 
 @pytest.mark.integration
+def test_a_child_that_misses_its_deadline_writes_its_stacks_to_its_log_before_it_is_killed(tmp_path: Path) -> None:
+    log = tmp_path / "hung.log"
+    hangs = (
+        "import faulthandler, signal, threading, time\n"
+        "faulthandler.register(signal.SIGUSR1, all_threads=True)\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "def stuck_in_close():\n    time.sleep(3600)\n"
+        "threading.Thread(target=stuck_in_close, name='closer', daemon=True).start()\n"
+        "print('ready', flush=True)\n"
+    )
+    child = spawn([*PYTHON, hangs + IDLES], log, name="hung", dump_signal=signal.SIGUSR1)
+    wait_until(lambda: says(log, "ready"), Deadline(30, "the handlers"), watch=[child])
+    stopped = child.stop(0.5)
+    assert (stopped.returncode, stopped.killed) == (-signal.SIGKILL, True)
+    dump = log_tail(log, 1000)
+    assert "stuck_in_close" in dump and "Current thread" in dump  # every thread, where it hung
+
+
+@pytest.mark.integration
+def test_strait_commands_answer_the_dump_signal_without_dying(tmp_path: Path) -> None:
+    log = tmp_path / "cli.log"
+    # `strait --help` exits at once; a command that idles is needed: run the CLI's main in-process
+    # with a callback that idles, as every `strait` command runs under it.
+    idles = (
+        "import sys, time, click\n"
+        "from strait import cli\n"
+        "@cli.main.command('idle')\n"
+        "def idle():\n    print('ready', flush=True)\n    time.sleep(3600)\n"
+        "sys.argv = ['strait', 'idle']\n"
+        "cli.main()\n"
+    )
+    child = spawn([*PYTHON, idles], log, name="cli", cwd=REPO, dump_signal=signal.SIGUSR1)
+    wait_until(lambda: says(log, "ready"), Deadline(60, "the command"), watch=[child])
+    assert child.signal(signal.SIGUSR1)
+    wait_until(lambda: says(log, "Current thread"), Deadline(30, "the stacks"), watch=[child])
+    assert child.running  # the dump signal does not end it
+    assert child.stop(30).returncode == -signal.SIGTERM
+
+
+@pytest.mark.integration
 def test_a_hurried_stop_kills_at_once(tmp_path: Path) -> None:
     child = stubborn(tmp_path)
     started = time.monotonic()
