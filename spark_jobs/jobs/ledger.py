@@ -99,9 +99,10 @@ def command(
         audited = {f: history_site if history_site is not None else history.primaries.get(f) for f in files}
         if segments:
             reader = job.spark.read.format("strait-segments").option("path", ",".join(segments))
+            source = reader.option("topics", ",".join(chosen)).load()
         else:
-            reader = job.spark.read.format("strait-kafka").option("bootstrap.servers", site)
-        source = reader.option("topics", ",".join(chosen)).load()
+            reader = job.spark.read.format("strait-kafka").option("kafka.bootstrap.servers", site)
+            source = reader.option("subscribe", ",".join(chosen)).load()
         ledger = audit(history, source, audited, chosen)
         job.inputs = {
             "history": files,
