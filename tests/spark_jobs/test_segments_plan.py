@@ -199,3 +199,15 @@ def test_committed_only_names_a_checkpoint_it_cannot_read(site: Path, tmp_path: 
     assert plan(parse_options({"path": str(copy)}))  # only committedOnly needs it
     with pytest.raises(ValueError, match=r"committedOnly=true: .*replication-offset-checkpoint"):
         plan(parse_options({"path": str(copy), "committedOnly": "true"}))
+
+
+def test_a_record_offset_outside_its_batch_makes_the_batch_undecodable(tmp_path: Path) -> None:
+    part_dir = tmp_path / "logs" / "t-0"
+    part_dir.mkdir(parents=True)
+    batch = bytearray(build_batch([(sd.T0, b"k", b"v"), (sd.T0, b"k", b"w")], base_offset=0))
+    batch[26] = 0  # lastOffsetDelta 1 -> 0: the second record's offset 1 lies outside the batch
+    good = build_batch([(sd.T0, None, b"x")], base_offset=1)
+    (part_dir / file_name(0, ".log")).write_bytes(bytes(batch) + good)
+    found = read_all(plan(parse_options({"path": str(part_dir)})))
+    assert [(r["offset"], r["valid"], r["value"]) for r in found] == [(0, False, None), (1, True, b"x")]
+    assert "offset 1 is outside the batch's 0..0" in found[0]["error"]
