@@ -32,7 +32,6 @@ Layout of DIR::
 from __future__ import annotations
 
 import json
-import socket
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -51,6 +50,7 @@ from node.proc import (
     log_tail,
     port_open,
     read_ready_file,
+    reserve_port,
     spawn,
     spawn_ready,
     wait_until,
@@ -86,10 +86,9 @@ NODE_DEFAULTS: Mapping[str, str] = {
 
 
 def free_port() -> int:
-    """A port no one listens on now on 127.0.0.1 (the kernel's choice; the caller binds it soon)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port no one listens on now on 127.0.0.1, below the ephemeral range (the node binds it
+    soon, and again after every restart: no other process's connection can take it meanwhile)."""
+    return reserve_port("127.0.0.1")
 
 
 @dataclass

@@ -24,6 +24,10 @@ BATCH_BYTES = 8 * 1024 * 1024
 
 _CODECS = {c.value: c.name.lower() for c in Compression}
 _NEVER = 2**63 - 1
+_SEQUENCES = 2**31  # a producer's sequence wraps from Integer.MAX_VALUE to 0 (Kafka's rule)
+# 9999-12-31T23:59:59.999Z, the last instant Python's datetime (and Spark's documented range)
+# holds: a timestamp past it (a damaged batch's) is null rather than a row nobody can collect.
+_LAST_MS = 253_402_300_799_999
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +88,11 @@ class Rows:
         crc_ok = crc_of(buf, 0, h.size) == h.crc
         try:
             records = list(RecordBatch(buf, validate=False).records())
+            stray = next((r.offset for r in records if not h.base_offset <= r.offset <= h.last_offset), None)
+            if stray is not None:
+                raise RecordFormatError(
+                    f"a record's offset {stray} is outside the batch's {h.base_offset}..{h.last_offset}"
+                )
         except RecordFormatError as exc:
             damage = f"batch at offset {h.base_offset} does not decode: {exc}"
             if not crc_ok:
@@ -102,12 +111,14 @@ class Rows:
             c["topic"].append(topic)
             c["partition"].append(partition)
             c["offset"].append(r.offset)
-            c["timestamp"].append(r.timestamp * 1000 if r.timestamp >= 0 else None)
+            c["timestamp"].append(r.timestamp * 1000 if 0 <= r.timestamp <= _LAST_MS else None)
             c["timestampType"].append(ts_type)
             c["headers"].append([{"key": k, "value": v} for k, v in r.headers])
             c["producerId"].append(h.producer_id)
             c["producerEpoch"].append(h.producer_epoch)
-            c["sequence"].append(h.base_sequence + (r.offset - h.base_offset) if h.base_sequence >= 0 else -1)
+            c["sequence"].append(
+                (h.base_sequence + r.offset - h.base_offset) % _SEQUENCES if h.base_sequence >= 0 else -1
+            )
             c["leaderEpoch"].append(h.partition_leader_epoch)
             c["isTransactional"].append(h.is_transactional)
             c["isControl"].append(h.is_control)

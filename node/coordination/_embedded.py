@@ -24,7 +24,7 @@ import socket
 from pathlib import Path
 from types import TracebackType
 
-from node.proc import Child, ChildExited, Deadline, NotReady, spawn, wait_until
+from node.proc import Child, ChildExited, Deadline, NotReady, reserve_port, spawn, wait_until
 
 from ._errors import ZooKeeperError
 
@@ -109,11 +109,8 @@ def server_status(host: str, port: int, timeout: float = 1.0) -> str | None:
 
 
 def _free_port(host: str) -> int:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
+    # Below the ephemeral range: a ZooKeeper restarted on its port finds it still free.
+    return reserve_port(host)
 
 
 class EmbeddedZooKeeper:

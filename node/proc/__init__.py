@@ -17,7 +17,9 @@ the standard library is imported, so any package may use it (storage keeps its o
   :class:`ChildExited` or :class:`NotReady` (both :class:`ProcessError`), naming what was
   awaited, with the child's log tail; the probes (:func:`read_ready_file`, :func:`port_open`,
   :func:`http_ok`) look once and never raise;
-- :func:`atomic_write` (temp file, fsync, rename, directory fsync) and :func:`log_tail`.
+- :func:`atomic_write` (temp file, fsync, rename, directory fsync) and :func:`log_tail`;
+- :func:`reserve_port`: a port to configure a server with before it starts, below the kernel's
+  ephemeral range so no other process's connection or port-0 bind takes it meanwhile.
 """
 
 from ._child import Child as Child
@@ -26,6 +28,7 @@ from ._child import spawn as spawn
 from ._files import LOG_TAIL_LINES as LOG_TAIL_LINES
 from ._files import atomic_write as atomic_write
 from ._files import log_tail as log_tail
+from ._ports import reserve_port as reserve_port
 from ._ready import POLL_S as POLL_S
 from ._ready import ChildExited as ChildExited
 from ._ready import Deadline as Deadline

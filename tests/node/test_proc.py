@@ -20,12 +20,14 @@ from node.proc import (
     atomic_write,
     log_tail,
     read_ready_file,
+    reserve_port,
     spawn,
     wait_http_ok,
     wait_port,
     wait_ready_file,
     wait_until,
 )
+from node.proc._ports import LOWEST, ephemeral_range
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = [sys.executable, "-c"]
@@ -300,3 +302,29 @@ def test_deadlines_and_waits_without_a_child() -> None:
     with pytest.raises(NotReady, match=r"^nothing: not within 0 s$"):
         wait_until(lambda: None, Deadline(0, "nothing"))
     assert read_ready_file(Path("/nonexistent/ready.json")) is None
+
+
+# -- ports ----------------------------------------------------------------------------------------
+
+
+def test_a_reserved_port_is_free_and_below_the_ephemeral_range() -> None:
+    low, _ = ephemeral_range()
+    ports = {reserve_port() for _ in range(20)}
+    assert all(LOWEST <= port < low for port in ports)
+    for port in ports:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", port))  # free: nothing else took it
+
+
+def test_a_port_someone_listens_on_is_never_reserved(monkeypatch: pytest.MonkeyPatch) -> None:
+    import node.proc._ports as ports
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        taken = held.getsockname()[1]
+        held.listen()
+        # The range below the "ephemeral" one is `taken` and the port after it: tried many
+        # times, `taken` never comes back (the other one, or the kernel's choice, does).
+        monkeypatch.setattr(ports, "LOWEST", taken)
+        monkeypatch.setattr(ports, "ephemeral_range", lambda: (taken + 2, 60999))
+        assert taken not in {reserve_port() for _ in range(20)}
