@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -141,9 +142,12 @@ class Promote:
 class History:
     """The parsed history: DataFrames of its entries, and the few facts small enough to hold.
 
-    ``entries``: one row per well-formed entry (``file``, the :data:`ENTRY_SCHEMA` fields).
-    ``promotes`` (in file and index order) and ``primaries`` (file -> the site of its last final
-    read with role "primary", absent when none) are collected: a history has a handful.
+    ``entries``: one row per well-formed entry (``file``, the :data:`ENTRY_SCHEMA` fields, and
+    ``line``, the text of an export entry). ``promotes`` (in file and index order),
+    ``primaries`` (file -> the site of its last final read with role "primary", None when it has
+    none), ``topics`` (every topic a write was acknowledged to) and ``exported`` (how many
+    records the exports hold) are collected: a history has a handful. :meth:`release` drops
+    the persisted entries.
     """
 
     files: list[str]
@@ -152,23 +156,28 @@ class History:
     promotes: list[Promote] = field(default_factory=list)
     primaries: dict[str, str | None] = field(default_factory=dict)
     torn: list[Malformed] = field(default_factory=list)
+    topics: list[str] = field(default_factory=list)
+    exported: int = 0
+    cached: list[DataFrame] = field(default_factory=list)
 
     @property
     def ok_sends(self) -> DataFrame:
         """Every acknowledged send: file, index, process, topic, partition, offset, value, site."""
-        e = self.entries
-        return e.where((e["type"] == "ok") & (e["f"] == "send") & ~e["process"].isin(NEMESIS, FAILOVER)).select(
+        return self.entries.where(_is_ok_send()).select(
             "file", "index", "process", "topic", "partition", "offset", "value", "site"
         )
 
     def exports(self) -> DataFrame:
         """Every exported record: file, index (of the export entry), topic, partition, offset, value."""
-        e = self.entries
-        exports = e.where((e["process"] == FAILOVER) & (e["f"] == "export"))
+        exports = self.entries.where(_is_export())
         records = F.from_json(exports["line"], RECORDS_SCHEMA, _JSON_OPTIONS)["records"]
         return exports.select("file", "index", F.explode(F.coalesce(records, F.array())).alias("r")).select(
             "file", "index", "r.topic", "r.partition", "r.offset", "r.value"
         )
+
+    def release(self) -> None:
+        for frame in self.cached:
+            frame.unpersist()
 
 
 def history_files(paths: Sequence[str]) -> list[str]:
@@ -196,37 +205,61 @@ def read_history(spark: SparkSession, files: Sequence[str]) -> History:
     """Parse ``files`` (local paths, or any path Spark reads) into a :class:`History`.
 
     Raises HistoryError listing the malformed lines (see the module docstring); a torn last
-    line is skipped and listed in ``History.torn``.
+    line is skipped and listed in ``History.torn``. Two passes over the history: the parsed
+    entries are persisted (without their text, but for exports' and malformed lines') by the first.
     """
     numbered = _numbered_lines(spark, files)
-    parsed = (
-        numbered.where(F.trim(F.col("line")) != "")
-        .withColumn("e", F.from_json("line", ENTRY_SCHEMA, _JSON_OPTIONS))
-        .select("file", "line", "block", "rank", "e.*")
-    )
-    parsed = parsed.withColumn("problem", _problem()).cache()
-    bad = parsed.where(F.col("problem").isNotNull())
-    last = numbered.groupBy("file").agg(F.max(F.struct("block", "rank")).alias("last"))
-    flagged = bad.join(F.broadcast(last), "file").withColumn("torn", F.struct("block", "rank") == F.col("last"))
-    counts = {(row["file"], row["torn"]): row["count"] for row in flagged.groupBy("file", "torn").count().collect()}
-    total_lines = numbered.count()
-    torn_rows = flagged.where("torn").collect() if any(torn for _, torn in counts) else []
-    torn = [_malformed(numbered, row) for row in torn_rows]
-    broken = {file: n for (file, is_torn), n in counts.items() if not is_torn}
+    blank = F.trim(F.col("line")) == ""
+    parsed = numbered.withColumn("blank", blank).withColumn("e", F.from_json("line", ENTRY_SCHEMA, _JSON_OPTIONS))
+    parsed = parsed.select("file", "line", "block", "rank", "blank", "e.*")
+    parsed = parsed.withColumn("problem", F.when(~F.col("blank"), _problem()))
+    rows = parsed.select(
+        *(c for c in parsed.columns if c not in ("line", CORRUPT)),
+        F.when(_is_export() | F.col("problem").isNotNull(), F.col("line")).alias("line"),
+    ).persist(StorageLevel.MEMORY_AND_DISK)
+    key = F.struct("block", "rank")
+    ok_send = F.col("problem").isNull() & ~F.col("blank") & _is_ok_send()
+    per_file = {
+        r["file"]: r
+        for r in rows.groupBy("file")
+        .agg(
+            F.count(F.lit(1)).alias("lines"),
+            F.max(key).alias("last"),
+            F.count("problem").alias("bad"),
+            F.max(F.when(F.col("problem").isNotNull(), key)).alias("last_bad"),
+            F.collect_set(F.when(ok_send, F.col("topic"))).alias("topics"),
+        )
+        .collect()
+    }
+    torn_files = {f for f, r in per_file.items() if r["last_bad"] is not None and r["last_bad"] == r["last"]}
+    broken = {f: r["bad"] - (f in torn_files) for f, r in per_file.items() if r["bad"] - (f in torn_files)}
     if broken:
-        samples = flagged.where(~F.col("torn")).orderBy("file", "block", "rank").limit(MALFORMED_SAMPLES).collect()
+        flagged = rows.where(F.col("problem").isNotNull())
+        samples = flagged.orderBy("file", "block", "rank").limit(MALFORMED_SAMPLES).collect()
         listed = "; ".join(str(_malformed(numbered, row)) for row in samples)
-        per_file = ", ".join(f"{file}: {n}" for file, n in sorted(broken.items()))
+        counted = ", ".join(f"{file}: {n}" for file, n in sorted(broken.items()))
         total = sum(broken.values())
-        parsed.unpersist()
+        rows.unpersist()
         raise HistoryError(
-            f"--history: {total} malformed line{'s' if total != 1 else ''} ({per_file}), "
+            f"--history: {total} malformed line{'s' if total != 1 else ''} ({counted}), "
             f"not a history entry the ledger can read; first: {listed}"
         )
-    entries = parsed.where(F.col("problem").isNull()).drop("problem", CORRUPT, "block", "rank")
-    history = History(list(files), entries, total_lines, torn=torn)
-    history.promotes = _promotes(entries)
-    history.primaries = _primaries(entries, files)
+    torn = []
+    if torn_files:
+        last_lines = rows.where(F.col("problem").isNotNull() & F.col("file").isin(*torn_files)).collect()
+        for row in last_lines:
+            if (row["block"], row["rank"]) == tuple(per_file[row["file"]]["last"]):
+                torn.append(_malformed(numbered, row, line=per_file[row["file"]]["lines"]))
+    entries = rows.where(F.col("problem").isNull() & ~F.col("blank")).drop("problem", "blank", "block", "rank")
+    history = History(
+        list(files),
+        entries,
+        sum(r["lines"] for r in per_file.values()),
+        torn=sorted(torn, key=lambda t: t.file),
+        topics=sorted({t for r in per_file.values() for t in r["topics"]}),
+        cached=[rows],
+    )
+    _facts(history)
     return history
 
 
@@ -249,9 +282,9 @@ def _numbered_lines(spark: SparkSession, files: Sequence[str]) -> DataFrame:
 def _problem() -> Column:
     """Why an entry is malformed (null when it is well formed)."""
     c = F.col
-    is_send = (c("type") == "ok") & (c("f") == "send") & ~c("process").isin(NEMESIS, FAILOVER)
+    is_send = _is_ok_send()
     send_ok = c("topic").isNotNull() & c("partition").isNotNull() & c("offset").isNotNull() & c("value").isNotNull()
-    is_export = (c("process") == FAILOVER) & (c("f") == "export")
+    is_export = _is_export()
     export = F.from_json(c("line"), RECORDS_SCHEMA, _JSON_OPTIONS)
     export_ok = export[CORRUPT].isNull() & ~F.exists(
         F.coalesce(export["records"], F.array()),
@@ -272,33 +305,64 @@ def _problem() -> Column:
     )
 
 
-def _malformed(numbered: DataFrame, row: Any) -> Malformed:
-    """``row`` (a flagged line) with its line number: one more than its file's lines before it."""
-    block, rank = row["block"], row["rank"]
-    before = numbered.where(
-        (F.col("file") == row["file"])
-        & ((F.col("block") < block) | ((F.col("block") == block) & (F.col("rank") < rank)))
-    ).count()
-    line = str(row["line"])
-    quoted = line if len(line) <= QUOTE_CHARS else line[:QUOTE_CHARS] + "..."
-    return Malformed(str(row["file"]), before + 1, str(row["problem"]), quoted)
+def _malformed(numbered: DataFrame, row: Any, line: int | None = None) -> Malformed:
+    """``row`` (a flagged line) with its line number (``line``, else one more than the lines
+    of its file before it)."""
+    if line is None:
+        block, rank = row["block"], row["rank"]
+        line = (
+            1
+            + numbered.where(
+                (F.col("file") == row["file"])
+                & ((F.col("block") < block) | ((F.col("block") == block) & (F.col("rank") < rank)))
+            ).count()
+        )
+    text = str(row["line"])
+    quoted = text if len(text) <= QUOTE_CHARS else text[:QUOTE_CHARS] + "..."
+    return Malformed(str(row["file"]), line, str(row["problem"]), quoted)
 
 
-def _promotes(entries: DataFrame) -> list[Promote]:
-    e = entries.where((F.col("process") == FAILOVER) & (F.col("f") == "promote"))
+def _is_ok_send() -> Column:
+    return (F.col("type") == "ok") & (F.col("f") == "send") & ~F.col("process").isin(NEMESIS, FAILOVER)
+
+
+def _is_export() -> Column:
+    return (F.col("process") == FAILOVER) & (F.col("f") == "export")
+
+
+def _facts(history: History) -> None:
+    """The few entries held in the driver, in one pass: promotes, final reads as primary, and
+    how many records the exports hold."""
+    e = history.entries
+    promote = (F.col("process") == FAILOVER) & (F.col("f") == "promote")
+    primary = (F.col("type") == "ok") & (F.col("f") == "read") & F.col("final") & (F.col("role") == "primary")
     value = F.from_json(F.col("value"), PROMOTE_SCHEMA)
-    rows = e.select(
-        "file", "index", value["source"].alias("s"), value["target"].alias("t"), value["planned"].alias("planned")
-    ).collect()
-    promotes = [Promote(r["file"], int(r["index"]), r["s"], r["t"], r["planned"] is True) for r in rows]
-    return sorted(promotes, key=lambda p: (p.file, p.index))
-
-
-def _primaries(entries: DataFrame, files: Sequence[str]) -> dict[str, str | None]:
-    """Per file, the site of its last final read with the role "primary" (None when it has none)."""
-    reads = entries.where(
-        (F.col("type") == "ok") & (F.col("f") == "read") & F.col("final") & (F.col("role") == "primary")
+    exported = F.size(F.coalesce(F.from_json("line", RECORDS_SCHEMA, _JSON_OPTIONS)["records"], F.array()))
+    rows = (
+        e.where(promote | primary | _is_export())
+        .select(
+            "file",
+            "index",
+            F.when(promote, "promote").when(primary, "primary").otherwise("export").alias("kind"),
+            "site",
+            value["source"].alias("source"),
+            value["target"].alias("target"),
+            value["planned"].alias("planned"),
+            F.when(_is_export(), exported).alias("exported"),
+        )
+        .collect()
     )
-    last = reads.groupBy("file").agg(F.max(F.struct("index", "site")).alias("last")).collect()
-    found = {row["file"]: row["last"]["site"] for row in last}
-    return {f: found.get(f) for f in files}
+    history.promotes = sorted(
+        (
+            Promote(r["file"], int(r["index"]), r["source"], r["target"], r["planned"] is True)
+            for r in rows
+            if r["kind"] == "promote"
+        ),
+        key=lambda p: (p.file, p.index),
+    )
+    last: dict[str, tuple[int, str | None]] = {}
+    for r in rows:
+        if r["kind"] == "primary" and (r["file"] not in last or r["index"] >= last[r["file"]][0]):
+            last[r["file"]] = (int(r["index"]), r["site"])
+    history.primaries = {f: last[f][1] if f in last else None for f in history.files}
+    history.exported = sum(int(r["exported"]) for r in rows if r["kind"] == "export")

@@ -74,6 +74,8 @@ def command(
     def work(job: Job) -> dict[str, Any]:
         if not copies:
             raise BadInput("the nodes' log dirs hold no partition to compare (name internal topics with --topics)")
+        # Cached grouped frames keep AQE's coalesced partitions (else 200 mostly empty tasks each).
+        job.spark.conf.set("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "true")
         log_dirs = sorted({c.log_dir for c in copies})
         source = (
             job.spark.read.format("strait-segments")

@@ -144,10 +144,7 @@ def write_history(path: Path, ops: Iterable[Mapping[str, Any]]) -> Path:
 def run_ledger(spark: Any, path: Path, site: Any, audited: str | None = None) -> tuple[list[Any], Ledger]:
     """The ledger of the history file ``path`` against the DataFrame ``site``: (its rows, the Ledger)."""
     history = read_history(spark, [str(path)])
-    topics = sorted(
-        {r["topic"] for r in history.ok_sends.select("topic").distinct().collect()}
-        | {r["topic"] for r in site.select("topic").distinct().collect()}
-    )
+    topics = sorted(set(history.topics) | {r["topic"] for r in site.select("topic").distinct().collect()})
     names = {str(path): audited if audited is not None else history.primaries.get(str(path))}
     ledger = audit(history, site, names, topics)
     ledger.count()
@@ -155,6 +152,7 @@ def run_ledger(spark: Any, path: Path, site: Any, audited: str | None = None) ->
         rows = ledger.anomalies.collect()
     finally:
         ledger.release()
+        history.release()
     return rows, ledger
 
 

@@ -1,0 +1,142 @@
+"""``python -m spark_jobs.jobs.ledger`` as an operator runs it, on log dirs written by strait's storage:
+its exit statuses, its output directory, and every kind of bad input named."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from storage import LogConfig, LogManager, TopicPartition
+from storage.records import LeaderEpoch, build_batch
+from tests.chaos.checkers.builder import Builder, log
+from tests.spark_jobs.ledger_agreement import write_history
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+T0 = 1_700_000_000_000
+JOB_TIMEOUT_S = 240
+
+
+def write_node(root: Path, values: dict[tuple[str, int], Sequence[str]]) -> Path:
+    """A node's data dir (one log dir) whose partitions hold ``values`` from offset 0, two per batch."""
+    manager = LogManager([root / "d1"], LogConfig(segment_bytes=1024), broker_id=1)
+    manager.startup()
+    for (topic, partition), held in values.items():
+        partition_log = manager.create_log(TopicPartition(topic, partition))
+        for i in range(0, len(held), 2):
+            batch = build_batch([(T0 + i, None, value.encode()) for value in held[i : i + 2]])
+            partition_log.append(batch, leader_epoch=LeaderEpoch(0))
+        partition_log.high_watermark = partition_log.log_end_offset
+    manager.shutdown()
+    return root
+
+
+def ledger(*args: str) -> tuple[int, str, dict[str, Any] | None]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+    argv = [sys.executable, "-m", "spark_jobs.jobs.ledger", "--master", "local[2]", *args]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=JOB_TIMEOUT_S, env=env, check=False)
+    out = Path(args[args.index("--out") + 1]) if "--out" in args else None
+    summary = json.loads((out / "summary.json").read_text()) if out and (out / "summary.json").exists() else None
+    return done.returncode, done.stdout + done.stderr, summary
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> Path:
+    b = Builder()
+    b.sends("producer-0", ["a", "b", "c", "d"])
+    b.read("east", log(["a", "b", "c", "d"]), ends={"t/0": [0, 4]})
+    return write_history(tmp_path / "history.jsonl", b.ops)
+
+
+def test_a_site_that_holds_every_acknowledged_write_is_clean(history: Path, tmp_path: Path) -> None:
+    node = write_node(tmp_path / "node-1", {("t", 0): ["a", "b", "c", "d", "x"]})
+    out = tmp_path / "out"
+    code, output, summary = ledger("--history", str(history), "--segments", str(node), "--out", str(out))
+    assert code == 0, output[-3000:]
+    assert "ledger: clean: 0 discrepancies, 0 invalid row(s)" in output
+    assert summary is not None and summary["verdict"] == "clean" and summary["job"] == "ledger"
+    assert summary["inputs"] == {
+        "history": [str(history)],
+        "segments": [str(node)],
+        "topics": ["t"],
+        "history_site": ["east"],
+    }
+    assert summary["totals"] == {
+        "history_files": 1,
+        "history_lines": 10,
+        "torn_lines": 0,
+        "acknowledged": 4,
+        "exported": 0,
+        "site_records": 5,
+        "partitions": 1,
+        "unacknowledged_landed": 1,
+    }
+    assert summary["partitions"][0]["ranges"] == {"site": [0, 5]}
+    assert (out / "report.html").exists() and pq.read_table(out / "discrepancies").num_rows == 0
+
+
+def test_what_the_site_lost_is_found_with_exit_status_1(history: Path, tmp_path: Path) -> None:
+    node = write_node(tmp_path / "node-1", {("t", 0): ["a", "b", "z"]})
+    out = tmp_path / "out"
+    code, output, summary = ledger("--history", str(history), "--segments", str(node), "--out", str(out))
+    assert code == 1, output[-3000:]
+    assert summary is not None and summary["verdict"] == "found"
+    assert summary["discrepancies"] == {"total": 3, "by_kind": {"inconsistent-offsets": 1, "lost": 2}}
+    rows = sorted(pq.read_table(out / "discrepancies").to_pylist(), key=lambda r: (r["kind"], r["offset"]))
+    assert [(r["kind"], r["offset"], r["value"]) for r in rows] == [
+        ("inconsistent-offsets", 2, None),
+        ("lost", 2, "c"),
+        ("lost", 3, "d"),
+    ]
+    assert sorted((s["kind"], s["offset"]) for s in summary["samples"]) == [
+        ("inconsistent-offsets", 2),
+        ("lost", 2),
+        ("lost", 3),
+    ]
+    code, output, _ = ledger("--history", str(history), "--segments", str(node), "--out", str(out))
+    assert code == 2 and "holds an earlier result (summary.json); pass --overwrite" in output
+
+
+def test_bad_input_is_named_and_leaves_no_result(history: Path, tmp_path: Path) -> None:
+    node = write_node(tmp_path / "node-1", {("t", 0): ["a", "b", "c", "d"]})
+    out = tmp_path / "out"
+    cases: list[tuple[list[str], str]] = [
+        (["--history", str(history)], "give the site to audit: --site BOOTSTRAP (live) or --segments DIR"),
+        (["--history", str(history), "--segments", str(node), "--site", "h:9092"], "give the site to audit"),
+        (["--history", str(tmp_path / "nowhere.jsonl"), "--segments", str(node)], "nowhere.jsonl: no such file"),
+        (["--history", str(history), "--segments", str(tmp_path / "nodisk")], "nodisk: no such directory"),
+        (["--history", str(history), "--segments", str(node), "--topics", " , "], "name at least one topic"),
+    ]
+    for args, message in cases:
+        code, output, summary = ledger(*args, "--out", str(out))
+        assert (code, summary) == (2, None), (args, output[-2000:])
+        assert message in output, (args, output[-2000:])
+        assert not out.exists(), "a job refused before it started leaves --out alone"
+    code, output, summary = ledger(
+        "--history", str(history), "--segments", str(node), "--topics", "u", "--out", str(out)
+    )
+    assert (code, summary) == (2, None) and "u" in output.splitlines()[-1], output[-2000:]
+
+
+def test_malformed_history_lines_exit_2_and_overwrite_leaves_no_old_result(history: Path, tmp_path: Path) -> None:
+    node = write_node(tmp_path / "node-1", {("t", 0): ["a", "b", "c", "d"]})
+    out = tmp_path / "out"
+    code, output, _ = ledger("--history", str(history), "--segments", str(node), "--out", str(out))
+    assert code == 0, output[-3000:]
+    lines = history.read_text().splitlines()
+    lines.insert(2, '{"index": 99, "type": "ok", "process": "producer-0", "f": "send", "topic": "t", "value": "q"}')
+    history.write_text("\n".join(lines) + "\n")
+    code, output, summary = ledger("--history", str(history), "--segments", str(node), "--out", str(out), "--overwrite")
+    assert (code, summary) == (2, None), output[-3000:]
+    assert f"error: ledger: --history: 1 malformed line ({history}: 1), not a history entry" in output
+    assert f"{history}:3: an acknowledged send needs topic, partition, offset and value" in output
+    assert not list(out.glob(".incomplete-*"))
