@@ -47,13 +47,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ._history import History
+
+if TYPE_CHECKING:
+    from ._common import Job
 
 __all__ = ["KINDS", "Ledger", "LedgerFrames", "anomalies", "audit", "prepare", "site_records"]
 
@@ -102,6 +105,14 @@ class Ledger:
     def release(self) -> None:
         for frame in self._cached:
             frame.unpersist()
+
+    def finish(self, job: Job) -> dict[str, Any]:
+        """Count, write the anomalies and the summary through ``job``, release; returns the summary."""
+        self.count()
+        try:
+            return job.finish(self.anomalies, totals=self.totals, partitions=self.partitions, invalid=self.invalid)
+        finally:
+            self.release()
 
 
 def audit(history: History, source: DataFrame, audited: Mapping[str, str | None], topics: Sequence[str]) -> Ledger:
@@ -337,20 +348,14 @@ def anomalies(frames: LedgerFrames, *, cache: list[DataFrame] | None = None) -> 
         "positions",
     )
     acked = by_value.select("value", "positions", F.explode("acks").alias("a")).select("value", "positions", "a.*")
+    acknowledged = F.format_string(
+        "%s acknowledged %s at %s/%d offset %d (%s #%d)",
+        *("process", "value", "topic", "partition", "offset", "file", "index"),
+    )
     moved = acked.where((F.size("positions") > 0) & ~F.col("here")).select(
         F.lit("moved").alias("kind"),
         *POSITION,
-        F.format_string(
-            "%s acknowledged %s at %s/%d offset %d (%s #%d); the site holds it only at %s",
-            "process",
-            "value",
-            "topic",
-            "partition",
-            "offset",
-            "file",
-            "index",
-            held,
-        ).alias("detail"),
+        F.concat(acknowledged, F.lit("; the site holds it only at "), held).alias("detail"),
         "value",
         "process",
         "file",
@@ -360,16 +365,7 @@ def anomalies(frames: LedgerFrames, *, cache: list[DataFrame] | None = None) -> 
     lost = acked.where((F.size("positions") == 0) & ~F.col("exported") & (F.col("offset") >= F.col("start"))).select(
         F.lit("lost").alias("kind"),
         *POSITION,
-        F.format_string(
-            "%s acknowledged %s at %s/%d offset %d (%s #%d); the site holds it nowhere",
-            "process",
-            "value",
-            "topic",
-            "partition",
-            "offset",
-            "file",
-            "index",
-        ).alias("detail"),
+        F.concat(acknowledged, F.lit("; the site holds it nowhere")).alias("detail"),
         "value",
         "process",
         "file",

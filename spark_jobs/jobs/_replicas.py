@@ -50,7 +50,7 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -58,7 +58,15 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, IntegerType, LongType, StringType, StructField, StructType
 
 from storage import StorageError, parse_partition_dir, read_offsets
-from storage._files import HIGH_WATERMARK_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, META_PROPERTIES_FILE
+from storage._files import (
+    HIGH_WATERMARK_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    META_PROPERTIES_FILE,
+    parse_segment_file,
+)
+
+if TYPE_CHECKING:
+    from ._common import Job
 
 __all__ = [
     "INFORMATIONAL",
@@ -105,6 +113,8 @@ PARTITION_INFO = StructType(
     ]
 )
 ROW_COLUMNS = ("kind", *POSITION, "detail", "copy", "hw", "copies")
+#: Where the informational rows go in the output directory (Parquet).
+INFORMATIONAL_DIR = "informational"
 
 
 class ReplicaInputError(ValueError):
@@ -149,9 +159,16 @@ def node_dirs(nodes: Sequence[str], site_dir: str | None) -> list[Path]:
 
 
 def _is_log_dir(path: Path) -> bool:
+    """A dir holding checkpoints or ``meta.properties``, or a partition dir with a segment file
+    (a node's dir named ``node-1`` is no partition dir: it holds ``node.log``, not a segment)."""
     if any((path / name).exists() for name in _CHECKPOINTS):
         return True
-    return any(child.is_dir() and parse_partition_dir(child.name) is not None for child in path.iterdir())
+    return any(
+        child.is_dir()
+        and parse_partition_dir(child.name) is not None
+        and any(parse_segment_file(f.name) is not None for f in child.iterdir())
+        for child in path.iterdir()
+    )
 
 
 def log_dirs_of(node: Path) -> list[Path]:
@@ -215,10 +232,29 @@ class Replicas:
     invalid: dict[str, int]
     notes: list[str] = field(default_factory=list)
     cached: list[DataFrame] = field(default_factory=list)
+    informational_kinds: tuple[str, ...] = INFORMATIONAL
 
     def release(self) -> None:
         for frame in self.cached:
             frame.unpersist()
+
+    def finish(self, job: Job) -> dict[str, Any]:
+        """Write the informational rows (``informational/``), then the discrepancies and the
+        summary through ``job`` (counting the informational rows in it); release; returns the summary."""
+        try:
+            self.informational.write.mode("overwrite").parquet(job.out.path(INFORMATIONAL_DIR))
+            by_kind: dict[tuple[str, int], dict[str, int]] = {}
+            for row in self.informational.groupBy("topic", "partition", "kind").count().collect():
+                by_kind.setdefault((row["topic"], row["partition"]), {})[row["kind"]] = row["count"]
+            for part in self.partitions:
+                for kind, n in by_kind.get((part["topic"], part["partition"]), {}).items():
+                    part["counts"][f"informational.{kind}"] = n
+            for kind in self.informational_kinds:
+                self.totals[f"informational.{kind}"] = sum(counts.get(kind, 0) for counts in by_kind.values())
+            job.notes += self.notes
+            return job.finish(self.discrepancies, totals=self.totals, partitions=self.partitions, invalid=self.invalid)
+        finally:
+            self.release()
 
 
 def compare(spark: SparkSession, source: DataFrame, copies: Sequence[Copy], *, strict: bool = False) -> Replicas:
@@ -363,6 +399,7 @@ def compare(spark: SparkSession, source: DataFrame, copies: Sequence[Copy], *, s
         invalid,
         notes=[note for p in parts for note in p.notes(strict)],
         cached=[slim],
+        informational_kinds=tuple(k for k in INFORMATIONAL if not (strict and k == "short")),
     )
 
 

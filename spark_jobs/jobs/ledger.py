@@ -27,7 +27,6 @@ history line among them), 3 the job could not run.
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -121,20 +120,14 @@ def command(
         names = ", ".join(repr(name) for name in sorted({str(name) for name in audited.values()}))
         how = "as --history-site says" if history_site is not None else "the site of its final read as primary"
         job.notes.append(f"the audited site is the one the history calls {names} ({how})")
-        ledger.count()
-        try:
-            return job.finish(
-                ledger.anomalies, totals=ledger.totals, partitions=ledger.partitions, invalid=ledger.invalid
-            )
-        finally:
-            ledger.release()
+        return ledger.finish(job)
 
     run_job(JOB, out, work, overwrite=overwrite, master=master)
 
 
 def main() -> None:
     """The spark-submit entry point: ``spark-submit spark_jobs/jobs/ledger.py --history ... --out ...``."""
-    command.main(args=sys.argv[1:], prog_name=f"{JOB}.py", standalone_mode=True)
+    command(prog_name=f"{JOB}.py")
 
 
 if __name__ == "__main__":

@@ -22,17 +22,15 @@ Options: ``--node DIR`` (repeatable: a node's data dir holding its log dirs, or 
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
 from spark_jobs.jobs._common import BadInput, Job, run_job
-from spark_jobs.jobs._replicas import INFORMATIONAL, ReplicaInputError, compare, discover, node_dirs
+from spark_jobs.jobs._replicas import ReplicaInputError, compare, discover, node_dirs
 
 JOB = "replicas"
-INFORMATIONAL_DIR = "informational"
 
 
 @click.command(JOB)
@@ -86,36 +84,20 @@ def command(
             .load()
         )
         result = compare(job.spark, source, copies, strict=strict)
-        try:
-            result.informational.write.mode("overwrite").parquet(job.out.path(INFORMATIONAL_DIR))
-            by_kind: dict[tuple[str, int], dict[str, int]] = {}
-            for row in result.informational.groupBy("topic", "partition", "kind").count().collect():
-                by_kind.setdefault((row["topic"], row["partition"]), {})[row["kind"]] = row["count"]
-            for part in result.partitions:
-                for kind, n in by_kind.get((part["topic"], part["partition"]), {}).items():
-                    part["counts"][f"informational.{kind}"] = n
-            for kind in INFORMATIONAL:
-                if kind != "short" or not strict:
-                    result.totals[f"informational.{kind}"] = sum(counts.get(kind, 0) for counts in by_kind.values())
-            job.inputs = {
-                "nodes": [str(d) for d in dirs],
-                "log_dirs": log_dirs,
-                "topics": sorted({c.topic for c in copies}),
-                "strict": strict,
-            }
-            job.notes += result.notes
-            return job.finish(
-                result.discrepancies, totals=result.totals, partitions=result.partitions, invalid=result.invalid
-            )
-        finally:
-            result.release()
+        job.inputs = {
+            "nodes": [str(d) for d in dirs],
+            "log_dirs": log_dirs,
+            "topics": sorted({c.topic for c in copies}),
+            "strict": strict,
+        }
+        return result.finish(job)
 
     run_job(JOB, out, work, overwrite=overwrite, master=master)
 
 
 def main() -> None:
     """The spark-submit entry point: ``spark-submit spark_jobs/jobs/replicas.py --site-dir ... --out ...``."""
-    command.main(args=sys.argv[1:], prog_name=f"{JOB}.py", standalone_mode=True)
+    command(prog_name=f"{JOB}.py")
 
 
 if __name__ == "__main__":

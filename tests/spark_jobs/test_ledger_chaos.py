@@ -69,6 +69,11 @@ def ledger(*args: str) -> tuple[int, str, dict[str, Any] | None]:
     return done.returncode, done.stdout + done.stderr, summary
 
 
+def nodes(run: Path) -> list[Path]:
+    """East's node dirs (each holding its log dirs d1/ and d2/)."""
+    return sorted((run / "appliance" / "east").glob("node-*"))
+
+
 def checker_count(scenario: dict[str, Any], checker: str) -> int:
     (result,) = [c for c in scenario["checkers"] if c["name"] == checker]
     return int(result["count"])
@@ -82,8 +87,9 @@ def test_the_ledger_agrees_with_the_checkers_on_a_real_run(
     from spark_jobs.sources.segments import SegmentSource
 
     directory, scenarios = chaos_runs
-    history, east = directory / name / "history.jsonl", directory / name / "appliance" / "east"
-    code, output, summary = ledger("--history", str(history), "--segments", str(east), "--out", str(tmp_path / "out"))
+    history, east = directory / name / "history.jsonl", nodes(directory / name)
+    segments = [arg for node in east for arg in ("--segments", str(node))]
+    code, output, summary = ledger("--history", str(history), *segments, "--out", str(tmp_path / "out"))
     assert code == (1 if name == LOSSY else 0), output[-3000:]
     assert summary is not None
     rows = pq.read_table(tmp_path / "out" / "discrepancies").to_pylist()
@@ -93,7 +99,7 @@ def test_the_ledger_agrees_with_the_checkers_on_a_real_run(
     assert site == "east"
     spark.dataSource.register(SegmentSource)
     topic = f"chaos-{name}"
-    held = spark.read.format("strait-segments").option("topics", topic).load(str(east))
+    held = spark.read.format("strait-segments").option("topics", topic).load([str(node) for node in east])
     assert held.where("NOT valid").count() == 0
     on_disk = {(r["topic"], r["partition"], r["offset"], r["value"].decode()) for r in held.collect()}
     assert on_disk == {(r["topic"], r["partition"], r["offset"], r["value"]) for r in records}, "one input"
@@ -118,9 +124,9 @@ def test_the_ledger_agrees_with_the_checkers_on_a_real_run(
 def test_a_run_directory_and_bad_history_lines(chaos_runs: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
     """A run directory is every scenario's history; a malformed line is bad input (exit 2, no result)."""
     directory, _ = chaos_runs
-    east = directory / LOSSY / "appliance" / "east"
+    segments = [arg for node in nodes(directory / LOSSY) for arg in ("--segments", str(node))]
     code, output, summary = ledger(
-        "--history", str(directory), "--segments", str(east), "--topics", f"chaos-{LOSSY}", "--out", str(tmp_path / "a")
+        "--history", str(directory), *segments, "--topics", f"chaos-{LOSSY}", "--out", str(tmp_path / "a")
     )
     assert code == 1, output[-3000:]
     assert summary is not None and summary["inputs"]["history"] == [
@@ -131,7 +137,7 @@ def test_a_run_directory_and_bad_history_lines(chaos_runs: tuple[Path, dict[str,
     lines[3:3] = ["{not json", '{"index": 5, "type": "ok", "process": "producer-0", "f": "send", "value": "v"}']
     broken.write_text("\n".join(lines) + "\n")
     out = tmp_path / "b"
-    code, output, summary = ledger("--history", str(broken), "--segments", str(east), "--out", str(out))
+    code, output, summary = ledger("--history", str(broken), *segments, "--out", str(out))
     assert (code, summary) == (2, None), output[-3000:]
     assert f"--history: 2 malformed lines ({broken}: 2)" in output
     assert f"{broken}:4: not a JSON object" in output and f"{broken}:5: an acknowledged send needs" in output

@@ -198,6 +198,8 @@ def test_several_partitions_and_topics(spark: Any) -> None:
 def make_node(root: Path, name: str, parts: dict[str, tuple[int, int]], dirs: int = 2) -> Path:
     """A node dir with log dirs d1..dN, the partitions spread over them, with HW and log start checkpoints."""
     node = root / name
+    node.mkdir(parents=True)
+    (node / "node.log").write_text("a node's log: no segment\n")
     for i in range(1, dirs + 1):
         (node / f"d{i}").mkdir(parents=True)
         (node / f"d{i}" / "meta.properties").write_text("version=0\nbroker.id=1\n")
@@ -223,6 +225,7 @@ def test_discovery_reads_each_log_dir_s_checkpoints(tmp_path: Path) -> None:
     assert [n.name for n in nodes] == ["node-1", "node-2"]
     assert log_dirs_of(one) == [one / "d1", one / "d2"]
     assert log_dirs_of(one / "d1") == [one / "d1"]
+    assert log_dirs_of(tmp_path / "site") == [], "node-1/ holding node.log is no partition dir"
     found = {(c.name, c.topic, c.partition, c.hw, c.log_start) for c in discover(nodes, None)}
     assert found == {
         ("node-1", "t", 0, 10, 0),
