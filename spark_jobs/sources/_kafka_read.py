@@ -6,7 +6,8 @@ the range). Its guarantees:
 
 - **Bounded memory**: one Fetch answer (``kafka.fetch.max.bytes``, 4 MiB by default; a single
   batch larger than that is fetched whole, as Kafka does) plus the Arrow batch being filled,
-  which is handed out as soon as it is full (``Rows.full``).
+  which is handed out as soon as it is full (``Rows.full``), even in the middle of an answer
+  (compressed batches can hold far more rows than their bytes suggest).
 - **Gaps are not records**: compaction and control batches leave holes in the offsets, so the
   read ends when the next offset to fetch reaches the range's end, never by counting records.
 - **Leaders move**: a connection failure or a leadership error (NOT_LEADER_OR_FOLLOWER, a
@@ -76,6 +77,7 @@ class RangeReader:
         self._problem = "no answer yet"
         self._high_watermark = -1
         self._unknown = False  # the leader last said it does not know the topic (deleted?)
+        self._pending: Iterator[None] | None = None  # batches of the last Fetch answer not yet decoded
 
     @property
     def where(self) -> str:
@@ -99,6 +101,9 @@ class RangeReader:
         self._progress_at = time.monotonic()  # the time Spark spent between two batches is not ours
         try:
             while self.offset < self.piece.end and not self.rows.full:
+                if self._pending is not None:  # what the last Fetch answered beyond a full batch
+                    self._drain()
+                    continue
                 try:
                     progressed = await self._fetch_once(site)
                 except ClientError as exc:  # the leader unreachable, no leader, no broker at all
@@ -162,10 +167,37 @@ class RangeReader:
         return self._take(fetched)
 
     def _take(self, fetched: FetchedPartition) -> bool:
-        """Decode the whole batches of a Fetch answer; True when the read moved on."""
+        """Decode the whole batches of a Fetch answer, until the Arrow batch is full (the rest
+        waits in ``_pending``); True when the read moved on."""
+        self._pending = self._decode(fetched)
+        if self._drain():
+            return True
+        view = fetched.records
+        if len(view) >= HEADER_SIZE and read_header(view).size > self._max_bytes:
+            # One batch larger than kafka.fetch.max.bytes came cut short: ask for all of it.
+            self._max_bytes = read_header(view).size
+            return True
+        self._problem = (
+            f"{self.where} has no records at offset {self.offset} yet "
+            f"(high watermark {fetched.high_watermark}, last stable offset {fetched.last_stable_offset})"
+        )
+        return False
+
+    def _drain(self) -> bool:
+        """Decode pending batches until the Arrow batch is full or none are left; True when one was."""
+        moved = False
+        for _ in self._pending or ():
+            moved = True
+            if self.rows.full:
+                return True  # the rest of the answer is decoded into the next Arrow batch
+        self._pending = None
+        return moved
+
+    def _decode(self, fetched: FetchedPartition) -> Iterator[None]:
+        """Add each whole batch of the answer to the rows, one per step (read_committed: not those
+        of aborted transactions); the offset moves past each."""
         view = fetched.records
         aborted = _AbortedTransactions(fetched) if self.opts.isolation_level == READ_COMMITTED else None
-        moved = False
         try:
             for pos, header in complete_batches(view):
                 if header.next_offset <= self.offset:
@@ -173,7 +205,7 @@ class RangeReader:
                 if aborted is None or not aborted.drops(header):
                     self.rows.add_batch(view[pos : pos + header.size], self.piece.topic, self.piece.partition, None)
                 self.offset = header.next_offset
-                moved = True
+                yield
         except ClientError as exc:
             # A length field that cannot be right: nothing after it can be found. Count it, stop.
             self.rows.add_invalid(
@@ -185,17 +217,7 @@ class RangeReader:
                 None,
             )
             self.offset = self.piece.end
-            return True
-        if not moved and len(view) >= HEADER_SIZE and read_header(view).size > self._max_bytes:
-            # One batch larger than kafka.fetch.max.bytes came cut short: ask for all of it.
-            self._max_bytes = read_header(view).size
-            return True
-        if not moved:
-            self._problem = (
-                f"{self.where} has no records at offset {self.offset} yet "
-                f"(high watermark {fetched.high_watermark}, last stable offset {fetched.last_stable_offset})"
-            )
-        return moved
+            yield
 
     async def _out_of_range(self, site: SiteClient) -> bool:
         """OFFSET_OUT_OF_RANGE: below the log start the records are gone; above its end the log

@@ -239,3 +239,15 @@ def test_read_committed_drops_aborted_transactions_and_a_cut_batch_waits_for_the
     alone.offset = 3
     assert alone._take(fetched(cut[:100]))
     assert alone._max_bytes == len(cut)  # a batch larger than kafka.fetch.max.bytes is asked for whole
+
+
+def test_a_fetch_answer_with_more_rows_than_an_arrow_batch_is_handed_out_in_pieces() -> None:
+    records = batch(0, 5000) + batch(5000, 5000) + batch(10_000, 5000)
+    reader = RangeReader(read_options(opts(), streaming=False), OffsetRange("orders", 0, 0, 15_000))
+    assert reader._take(fetched(records, hw=15_000))
+    assert reader.rows.full and reader.offset == 10_000  # stopped at the batch that filled it
+    first = reader.rows.flush()
+    assert reader._drain() and reader.offset == 15_000 and reader._pending is None
+    rest = reader.rows.flush()
+    assert first is not None and rest is not None
+    assert first.column("offset").to_pylist() + rest.column("offset").to_pylist() == list(range(15_000))
