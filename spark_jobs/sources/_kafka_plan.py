@@ -210,15 +210,24 @@ async def plan_batch(site: SiteClient, opts: ReadOptions) -> list[OffsetRange]:
         name = f"{tp[0]}-{tp[1]}"
         if end > log_end:
             raise OptionError(f"{opts.ending.option}: {name} ends at {end}, beyond the partition's end {log_end}")
-        if start > log_end:
-            raise OptionError(f"{opts.starting.option}: {name} starts at {start}, beyond the partition's end {log_end}")
+        check_start(opts, tp, start, (log_start, log_end), end)
         if start > end:
             raise OptionError(f"{name}: {opts.starting.option} {start} is after {opts.ending.option} {end}")
-        if start < log_start and opts.fail_on_data_loss:
-            raise KafkaSourceError(data_loss(tp[0], tp[1], start, min(log_start, end), log_start))
         if start < end:
             ranges.append(OffsetRange(tp[0], tp[1], start, end))
     return ranges
+
+
+def check_start(opts: ReadOptions, tp: TopicPartition, start: int, bounds: tuple[int, int], end: int) -> None:
+    """A read may start at ``start``: not past the partition's end (OptionError), not below its
+    log start unless ``failOnDataLoss=false`` (KafkaSourceError; the reader then counts the loss)."""
+    log_start, log_end = bounds
+    if start > log_end:
+        raise OptionError(
+            f"{opts.starting.option}: {tp[0]}-{tp[1]} starts at {start}, beyond the partition's end {log_end}"
+        )
+    if start < log_start and opts.fail_on_data_loss:
+        raise KafkaSourceError(data_loss(tp[0], tp[1], start, min(log_start, end), log_start))
 
 
 def data_loss(topic: str, partition: int, first: int, end: int, log_start: int) -> str:

@@ -30,7 +30,17 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from node.client import SiteClient
 
 from ._kafka_options import Offsets, ReadOptions
-from ._kafka_plan import Bounds, KafkaSourceError, OffsetRange, bounds, on_site, resolve, split, topic_partitions
+from ._kafka_plan import (
+    Bounds,
+    KafkaSourceError,
+    OffsetRange,
+    bounds,
+    check_start,
+    on_site,
+    resolve,
+    split,
+    topic_partitions,
+)
 from ._kafka_read import RangeReader
 
 #: A streaming offset as JSON: topic -> partition (as a string) -> next offset to read.
@@ -81,7 +91,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def initialOffset(self) -> JsonOffsets:
         async def initial(site: SiteClient) -> Offsets:
             found = await bounds(site, self.opts, await topic_partitions(site, self.opts.subscription))
-            return await resolve(site, self.opts, self.opts.starting, found, starting=True)
+            starts = await resolve(site, self.opts, self.opts.starting, found, starting=True)
+            for tp, start in starts.items():
+                check_start(self.opts, tp, start, found[tp], found[tp][1])
+            return starts
 
         return to_json(on_site(self.opts.bootstrap, self.opts.request_timeout_s, initial))
 
@@ -105,7 +118,6 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         latest = {tp: end for tp, (_, end) in found.items()}
         if self._target is not None:
             latest = {tp: min(end, self._target[tp]) for tp, end in latest.items() if tp in self._target}
-            latest |= {tp: begin[tp] for tp in begin if tp not in latest and tp in self._target}
         gone = sorted(set(begin) - set(found))
         if gone and self.opts.fail_on_data_loss:
             raise KafkaSourceError(

@@ -19,7 +19,7 @@ sources agree row for row. Reads talk to each partition's leader with strait's o
 ========================================  =========  ===============================================
 option                                    default    meaning
 ========================================  =========  ===============================================
-``kafka.bootstrap.servers``                required   ``host:port,...`` of the site
+``kafka.bootstrap.servers``               required   ``host:port,...`` of the site (read and write)
 (or ``bootstrap.servers``)
 ``subscribe``                                        topics, comma-separated (exactly one of
                                                      subscribe, subscribePattern, assign)
@@ -58,8 +58,9 @@ option                                    default    meaning
 ``kafka.group.id``                                   are always read; no consumer group is used)
 ``topic`` (write)                                    the topic of every row (overrides the column)
 ``kafka.*`` (write)                                  librdkafka producer settings (``linger.ms``,
-                                                     ``compression.type``, ...); idempotence, acks
-                                                     and serializers are fixed
+                                                     ``compression.type``, ``delivery.timeout.ms``
+                                                     as ``message.timeout.ms``, 120000 by default
+                                                     ...); idempotence, acks, serializers fixed
 ========================================  =========  ===============================================
 
 Unknown options and bad values are a ValueError (:class:`OptionError`) naming the option and the

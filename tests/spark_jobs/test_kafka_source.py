@@ -300,10 +300,16 @@ def test_offset_gaps_and_control_batches_are_skipped_and_split_reads_equal_one_r
 
 def test_split_ranges_read_the_same_records_as_whole_ones(sp: Spark, nodes: list[NodeProcess], boot: str) -> None:
     name = topic(nodes, "split", 3)
-    produce(boot, [{"topic": name, "key": f"{i}".encode(), "value": f"v{i}".encode() * (i % 13)} for i in range(900)])
+    produce(
+        boot,
+        [
+            {"topic": name, "partition": i % 3, "key": f"{i}".encode(), "value": f"v{i}".encode() * (i % 13)}
+            for i in range(900)
+        ],
+    )
     whole = load(sp, boot, subscribe=name)
-    split = load(sp, boot, subscribe=name, maxRecordsPerPartition="37", minPartitions="40")
-    assert whole.rdd.getNumPartitions() == 3 and split.rdd.getNumPartitions() >= 40
+    split = load(sp, boot, subscribe=name, maxRecordsPerPartition="70", minPartitions="20")
+    assert whole.rdd.getNumPartitions() == 3 and split.rdd.getNumPartitions() == 20  # 15 by size, 5 more cut
     assert rows(split) == rows(whole) and len(rows(whole)) == 900
 
 
