@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
+import io
 import logging
 import signal
 
@@ -32,7 +34,8 @@ def main(verbose: bool) -> None:
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     # SIGUSR1 writes every thread's stack to stderr (a child's log): node.proc sends it to a
     # `strait` child that misses its stop deadline, just before killing it, to show where it hung.
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    with contextlib.suppress(io.UnsupportedOperation, AttributeError, ValueError):
+        faulthandler.register(signal.SIGUSR1, all_threads=True)  # not when stderr is no file (tests)
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
