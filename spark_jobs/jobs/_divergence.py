@@ -81,6 +81,17 @@ _REQUIRED = ("topic", "partition", "offset", "timestamp")
 
 
 @dataclass(frozen=True)
+class ExportedPartition:
+    """One partition's line of an export's summary: ``[cut, end)`` of the old primary's log."""
+
+    topic: str
+    partition: int
+    cut: int
+    end: int
+    records: int
+
+
+@dataclass(frozen=True)
 class Export:
     """One complete export (an epoch directory) and what its summary says."""
 
@@ -90,19 +101,20 @@ class Export:
     site: str
     records: int
     sha256: str
-    partitions: tuple[dict[str, Any], ...]
+    partitions: tuple[ExportedPartition, ...]
 
     @property
     def data(self) -> Path:
         return self.directory / DATA_FILE
 
-    def cuts(self) -> dict[tuple[str, int], int]:
-        """Where each exported partition was cut (the new primary's end at the promote)."""
-        return {(str(p["topic"]), int(p["partition"])): int(p["cut"]) for p in self.partitions}
-
     def describe(self) -> dict[str, Any]:
-        return {"directory": str(self.directory), "link": self.link, "epoch": self.epoch, "site": self.site,
-                "records": self.records}  # fmt: skip
+        return {
+            "directory": str(self.directory),
+            "link": self.link,
+            "epoch": self.epoch,
+            "site": self.site,
+            "records": self.records,
+        }
 
 
 def find_exports(path: Path) -> list[Export]:
@@ -156,9 +168,11 @@ def _complete_export(directory: Path) -> Export:
             site=str(summary.get("site", "")),
             records=int(summary["records"]),
             sha256=str(summary["sha256"]),
-            partitions=tuple(summary["partitions"]),
+            partitions=tuple(
+                ExportedPartition(str(p["topic"]), int(p["partition"]), int(p["cut"]), int(p["end"]), int(p["records"]))
+                for p in summary["partitions"]
+            ),
         )
-        export.cuts()
     except (KeyError, TypeError, ValueError) as exc:
         raise BadInput(f"--export {summary_path}: not a divergence export's summary ({exc!r} is wrong)") from None
     if not export.data.is_file():
@@ -263,14 +277,15 @@ def _undecodable(text: Column, encoding: Column) -> Column:
 
 def _check(export: Export, frame: DataFrame) -> None:
     """One pass over the file: its line count and its first malformed lines."""
-    counted = frame.agg(
-        F.count(F.lit(1)).alias("lines"), F.count("_problem").alias("bad")
-    ).first()  # fmt: skip
+    counted = frame.agg(F.count(F.lit(1)).alias("lines"), F.count("_problem").alias("bad")).first()
     assert counted is not None
     if counted["bad"]:
-        shown = frame.where(F.col("_problem").isNotNull()).select(
-            "_problem", CORRUPT, "topic", "partition", "offset"
-        ).limit(_SHOWN).collect()  # fmt: skip
+        shown = (
+            frame.where(F.col("_problem").isNotNull())
+            .select("_problem", CORRUPT, "topic", "partition", "offset")
+            .limit(_SHOWN)
+            .collect()
+        )
         examples = "; ".join(_quote(r) for r in shown)
         raise BadInput(f"--export {export.data}: {counted['bad']} malformed line(s), e.g. {examples}")
     if counted["lines"] != export.records:

@@ -165,12 +165,8 @@ def classify(records: DataFrame, target: DataFrame, rules: Rules, pending: str =
         content_hash(F.col("key"), F.col("value"), F.col("headers")).alias("contentHash"),
         _match_time(rules, F.unix_millis(F.col("timestamp"))).alias("_matchTime"),
     )
-    held = held.select(
-        "*", F.row_number().over(Window.partitionBy(*group).orderBy("targetOffset")).alias("_copy")
-    )  # fmt: skip
-    found = numbered.join(held, on=[*group, "_copy"], how="inner").select(
-        *EXPORT_ORDER, "topic", "targetOffset"
-    )  # fmt: skip
+    held = held.select("*", F.row_number().over(Window.partitionBy(*group).orderBy("targetOffset")).alias("_copy"))
+    found = numbered.join(held, on=[*group, "_copy"], how="inner").select(*EXPORT_ORDER, "topic", "targetOffset")
     joined = marked.join(found, on=[*EXPORT_ORDER, "topic"], how="left")
     where = F.concat(F.col("topic"), F.lit("-"), F.col("targetPartition").cast("string"))
     kind = (

@@ -56,7 +56,7 @@ from spark_jobs.jobs._replay_match import (
     Rules,
     classify,
 )
-from spark_jobs.jobs._site import SiteTopic, SiteUnreachable, describe_topics
+from spark_jobs.jobs._site import SiteUnreachable, describe_topics
 from spark_jobs.schema import RECORD_SCHEMA
 from spark_jobs.session import get_session
 
@@ -81,7 +81,6 @@ Exit status:
 class Settings:
     exports: list[Export]
     site: str
-    topics: dict[str, SiteTopic]  # the selected topics holding exported records, on the new primary
     rules: Rules
     execute: bool
     present_from: str
@@ -164,7 +163,7 @@ def _bootstrap(ctx: click.Context, param: click.Parameter, value: str) -> str:
 )
 @click.option("--execute", is_flag=True, help="Write the records (default: a dry run that writes nothing).")
 @click.option("--overwrite", is_flag=True, help="Replace a result already in --out.")
-@click.option("--master", default=None, help="Spark master (default: spark-submit's, else local[*]).")  # fmt: skip
+@click.option("--master", default=None, help="Spark master (default: spark-submit's, else local[*]).")
 def command(
     export_path: Path,
     site: str,
@@ -217,12 +216,14 @@ def _plan(
     top: dict[str, int] = {}  # topic -> highest partition the export names
     for export in exports:
         for entry in export.partitions:
-            exported[entry["topic"]] = exported.get(entry["topic"], 0) + int(entry["records"])
-            top[entry["topic"]] = max(top.get(entry["topic"], 0), int(entry["partition"]))
+            exported[entry.topic] = exported.get(entry.topic, 0) + entry.records
+            top[entry.topic] = max(top.get(entry.topic, 0), entry.partition)
     if topics is not None and topics - set(exported):
         unknown = ", ".join(sorted(topics - set(exported)))
-        _fail(f"--topics {unknown}: not in the export (it holds {', '.join(sorted(exported)) or 'no topic'})",
-              EXIT_BAD_INPUT)  # fmt: skip
+        _fail(
+            f"--topics {unknown}: not in the export (it holds {', '.join(sorted(exported)) or 'no topic'})",
+            EXIT_BAD_INPUT,
+        )
     wanted = sorted(t for t, n in exported.items() if n and (topics is None or t in topics))
     try:
         described = describe_topics(site, wanted)
@@ -230,9 +231,11 @@ def _plan(
         _fail(str(exc), EXIT_FAILED)
     absent = [t for t in wanted if described[t] is None]
     if absent:
-        _fail(f"--site {site} has no topic {', '.join(absent)}: create it (the export holds "
-              f"{', '.join(f'{t}: {exported[t]} records' for t in absent)}) or leave it out with --topics",
-              EXIT_BAD_INPUT)  # fmt: skip
+        _fail(
+            f"--site {site} has no topic {', '.join(absent)}: create it (the export holds "
+            f"{', '.join(f'{t}: {exported[t]} records' for t in absent)}) or leave it out with --topics",
+            EXIT_BAD_INPUT,
+        )
     on_site = {t: d for t, d in described.items() if d is not None}
     by_key = {t: len(d.partitions) for t, d in on_site.items() if len(d.partitions) <= top[t]}
     notes = [
@@ -243,9 +246,9 @@ def _plan(
     cuts: dict[tuple[str, int], int] = {}  # of the partitions holding exported records
     for export in exports:
         for entry in export.partitions:
-            tp, cut = (str(entry["topic"]), int(entry["partition"])), int(entry["cut"])
-            if int(entry["records"]):
-                cuts[tp] = min(cut, cuts.get(tp, cut))
+            tp = (entry.topic, entry.partition)
+            if entry.records:
+                cuts[tp] = min(entry.cut, cuts.get(tp, entry.cut))
     ranges: dict[tuple[str, int], tuple[int, int]] = {}
     for t, d in sorted(on_site.items()):
         for p, (start, end) in sorted(d.partitions.items()):
@@ -260,12 +263,14 @@ def _plan(
             else:
                 ranges[(t, p)] = (start, end)
                 if present_from == "cut":
-                    notes.append(f"{t}-{p}: the cut {cut} is outside the new primary's log [{start}, {end}): "
-                                 "looked for present records from its start")  # fmt: skip
+                    notes.append(
+                        f"{t}-{p}: the cut {cut} is outside the new primary's log [{start}, {end}): "
+                        "looked for present records from its start"
+                    )
     log_append = frozenset(t for t, d in on_site.items() if d.log_append_time)
     notes += [f"{t}: LogAppendTime on the new primary: timestamps are not compared" for t in sorted(log_append)]
     rules = Rules(topics, from_ms, to_ms, include_transactional, by_key, log_append)
-    return Settings(exports, site, on_site, rules, execute, present_from, ranges, notes)
+    return Settings(exports, site, rules, execute, present_from, ranges, notes)
 
 
 # -- the Spark part ---------------------------------------------------------------------------------
@@ -333,10 +338,9 @@ def _run(job: Job, settings: Settings) -> dict[str, Any]:
     job.notes.extend(settings.notes)
     records = read_exports(spark, settings.exports)
     target = read_site(spark, settings.site, settings.ranges)
-    invalid = {
-        r["error"] or "invalid": r["count"] for r in target.where(~F.col("valid")).groupBy("error").count().collect()
-    }
-    target_records = target.where(F.col("valid")).count()
+    read = target.groupBy("valid", "error").count().collect()
+    invalid = {r["error"] or "invalid": r["count"] for r in read if not r["valid"]}
+    target_records = sum(r["count"] for r in read if r["valid"])
     plan_path = job.out.path(_PLAN if settings.execute else RECORDS)
     classify(records, target, rules).write.parquet(plan_path)
     plan = spark.read.parquet(plan_path)
@@ -377,9 +381,7 @@ def _run(job: Job, settings: Settings) -> dict[str, Any]:
         "link",
         "export",
     )
-    return job.finish(
-        discrepancies, totals=totals, partitions=_partitions(settings, counts), invalid=invalid
-    )  # fmt: skip
+    return job.finish(discrepancies, totals=totals, partitions=_partitions(settings, counts), invalid=invalid)
 
 
 def _read_back(spark: SparkSession, plan: DataFrame, settings: Settings) -> DataFrame:
@@ -397,20 +399,17 @@ def _read_back(spark: SparkSession, plan: DataFrame, settings: Settings) -> Data
         pending=MISSING,
     )
     was_pending = F.col("planKind") == WOULD_REPLAY
-    kind = F.when(was_pending & (F.col("kind") == PRESENT), F.lit(REPLAYED)).when(
-        was_pending, F.col("kind")
-    ).otherwise(F.col("planKind"))  # fmt: skip
+    written = was_pending & (F.col("kind") == PRESENT)
+    kind = F.when(written, F.lit(REPLAYED)).when(was_pending, F.col("kind")).otherwise(F.col("planKind"))
     detail = (
         F.when(
-            was_pending & (F.col("kind") == PRESENT),
+            written,
             F.concat(F.lit("written: "), F.regexp_replace(F.col("detail"), "^on the new primary: ", "")),
         )
         .when(was_pending, F.lit("written, but not found when the new primary was read back"))
         .otherwise(F.col("detail"))
     )
-    return again.select("*", kind.alias("_kind"), detail.alias("_detail")).drop("kind", "detail", "planKind").select(
-        "*", F.col("_kind").alias("kind"), F.col("_detail").alias("detail")
-    ).drop("_kind", "_detail")  # fmt: skip
+    return again.withColumns({"kind": kind, "detail": detail}).drop("planKind")
 
 
 def _counts(records: DataFrame) -> dict[tuple[str, int], dict[str, int]]:
@@ -425,20 +424,20 @@ def _partitions(settings: Settings, counts: dict[tuple[str, int], dict[str, int]
     spans: dict[tuple[str, int], list[int]] = {}
     exported: dict[tuple[str, int], int] = {}
     for export in settings.exports:
-        for p in export.partitions:
-            tp = (str(p["topic"]), int(p["partition"]))
-            lo, hi = int(p["cut"]), int(p["end"])
-            span = spans.setdefault(tp, [lo, hi])
-            span[0], span[1] = min(span[0], lo), max(span[1], hi)
-            exported[tp] = exported.get(tp, 0) + int(p["records"])
+        for entry in export.partitions:
+            tp = (entry.topic, entry.partition)
+            span = spans.setdefault(tp, [entry.cut, entry.end])
+            span[0], span[1] = min(span[0], entry.cut), max(span[1], entry.end)
+            exported[tp] = exported.get(tp, 0) + entry.records
     out = []
     for tp in sorted(spans):
         per = {k.replace("-", "_"): n for k, n in sorted(counts.get(tp, {}).items())}
         ranges: dict[str, list[int]] = {"export": spans[tp]}
         if tp[0] not in settings.rules.by_key and tp in settings.ranges:
             ranges["target"] = list(settings.ranges[tp])
-        out.append({"topic": tp[0], "partition": tp[1], "counts": {"export_records": exported[tp], **per},
-                    "ranges": ranges})  # fmt: skip
+        out.append(
+            {"topic": tp[0], "partition": tp[1], "counts": {"export_records": exported[tp], **per}, "ranges": ranges}
+        )
     return out
 
 

@@ -25,7 +25,7 @@ def test_an_epoch_directory_or_any_directory_above_it_is_an_export(tmp_path: Pat
     found = find_exports(tmp_path)
     assert [(e.link, e.epoch, e.records) for e in found] == [("east-to-west", 1, 2), ("east-to-west", 2, 1)]
     assert [e.directory for e in find_exports(tmp_path / "east-to-west")] == [one, two]
-    assert found[0].cuts() == {("orders", 0): 10}
+    assert [(p.topic, p.partition, p.cut, p.end, p.records) for p in found[0].partitions] == [("orders", 0, 10, 12, 2)]
 
 
 def test_an_export_without_its_summary_is_incomplete_and_refused(tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
 """The Spark standalone cluster fixture (tests/spark_jobs/cluster.py): a job submitted with
-``spark-submit`` runs on its executor with strait's packages shipped as ``--py-files``."""
+``spark-submit`` runs on its executor with strait's packages shipped as ``--py-files``; the
+replay job, submitted as ``spark-submit spark_jobs/jobs/replay.py``, against a real site."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.spark_jobs.cluster import StandaloneCluster, spark_cluster  # noqa: F401 - the fixture
+from tests.spark_jobs.cluster import REPO, StandaloneCluster, spark_cluster  # noqa: F401 - the fixture
+from tests.spark_jobs.replay_sites import Sites, end_offsets, failed_over, read, replay_sites  # noqa: F401
 
-pytestmark = [pytest.mark.spark, pytest.mark.integration]
+pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
 
 APP = """
 import json, sys
@@ -46,3 +48,28 @@ def test_a_submitted_application_runs_on_the_worker_with_the_shipped_packages(
     path, offsets = executor.split("|")
     assert "strait-packages.zip" in path and offsets == "[5]"
     assert "Registering app strait-standalone-check" in spark_cluster.master.log_path.read_text()
+
+
+def test_replay_submitted_to_the_cluster_writes_the_missing_records_to_a_real_site(
+    spark_cluster: StandaloneCluster,  # noqa: F811
+    replay_sites: Sites,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    scenario = failed_over(replay_sites, tmp_path / "exports", "submitted")
+    west = replay_sites.west.bootstrap
+    out = tmp_path / "out"
+    args = ["--export", str(scenario.root), "--site", west, "--out", str(out), "--execute"]
+    done = spark_cluster.submit(REPO / "spark_jobs" / "jobs" / "replay.py", args, name="replay")
+    assert done.returncode == 0, done.output[-6000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["spark"]["master"] == spark_cluster.url
+    assert summary["verdict"] == "clean"
+    assert summary["totals"] == {"export_records": 8, "target_records": 3, "present": 2, "replayed": 6}
+    assert summary["command"].split()[1:] == args
+    for p in (0, 1):
+        assert [r for _, r in read(west, "submitted", p)] == scenario.expected(p)
+
+    again = spark_cluster.submit(REPO / "spark_jobs" / "jobs" / "replay.py", [*args, "--overwrite"], name="replay")
+    assert again.returncode == 0, again.output[-6000:]
+    assert json.loads((out / "summary.json").read_text())["totals"]["present"] == 8
+    assert end_offsets(west, "submitted", 2) == [12, 13]
