@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
@@ -188,7 +188,8 @@ def command(
         exports = find_exports(export_path)
     except BadInput as exc:
         _fail(str(exc), EXIT_BAD_INPUT)
-    settings = _plan(exports, site, topics, from_ms, to_ms, include_transactional, present_from, execute)
+    selection = Rules(topics, from_ms, to_ms, include_transactional)
+    settings = _plan(exports, site, selection, present_from=present_from, execute=execute)
     if execute:
         # A Spark task that is retried re-sends its records (the writer is idempotent within a task
         # only): fail the job instead; a second run writes only what is still missing.
@@ -201,17 +202,11 @@ def _fail(message: str, status: int) -> NoReturn:
     sys.exit(status)
 
 
-def _plan(
-    exports: list[Export],
-    site: str,
-    topics: frozenset[str] | None,
-    from_ms: int | None,
-    to_ms: int | None,
-    include_transactional: bool,
-    present_from: str,
-    execute: bool,
-) -> Settings:
-    """Check the selection against the export and the new primary, and decide what to read."""
+def _plan(exports: list[Export], site: str, selection: Rules, *, present_from: str, execute: bool) -> Settings:
+    """Check ``selection`` (topics, time range, transactions) against the export and the new
+    primary; decide where records go, how they are compared and what to read. Exits (2, 3) on
+    a topic the export or the site lacks, and on a site that does not answer."""
+    topics = selection.topics
     exported: dict[str, int] = {}  # topic -> records in the export
     top: dict[str, int] = {}  # topic -> highest partition the export names
     for export in exports:
@@ -269,7 +264,7 @@ def _plan(
                     )
     log_append = frozenset(t for t, d in on_site.items() if d.log_append_time)
     notes += [f"{t}: LogAppendTime on the new primary: timestamps are not compared" for t in sorted(log_append)]
-    rules = Rules(topics, from_ms, to_ms, include_transactional, by_key, log_append)
+    rules = replace(selection, by_key=by_key, log_append=log_append)
     return Settings(exports, site, rules, execute, present_from, ranges, notes)
 
 
