@@ -341,20 +341,27 @@ def _run(job: Job, settings: Settings) -> dict[str, Any]:
     plan = spark.read.parquet(plan_path)
     pending = plan.where(F.col("kind") == WOULD_REPLAY).count()
     final = plan
+    outcome = (
+        "nothing to replay" if not pending else f"dry run: {pending} record(s) would be written to {settings.site}"
+    )
     if settings.execute:
         records_path = job.out.path(RECORDS)
         if pending and not invalid:
             write_site(plan.where(F.col("kind") == WOULD_REPLAY), settings.site, len(settings.ranges))
             _read_back(spark, plan, settings).write.parquet(records_path)
             shutil.rmtree(plan_path)
+            outcome = f"wrote {pending} record(s) to {settings.site}"
         else:
             Path(plan_path).rename(records_path)
         final = spark.read.parquet(records_path)
         if pending and invalid:
-            job.notes.append(
+            outcome = (
                 f"nothing written: the new primary's read held {sum(invalid.values())} invalid batch row(s), "
                 "which may hold records this job would otherwise write twice"
             )
+    elif pending:
+        outcome += "; run again with --execute to write them"
+    job.notes.append(outcome)
     lacking = final.where(F.col("kind").isin(WOULD_REPLAY, MISSING))
     counts = _counts(final)
     kinds = {k for per in counts.values() for k in per}
@@ -363,10 +370,6 @@ def _run(job: Job, settings: Settings) -> dict[str, Any]:
         "target_records": target_records,
         **{k.replace("-", "_"): sum(per.get(k, 0) for per in counts.values()) for k in sorted(kinds)},
     }
-    if settings.execute and pending and not invalid:
-        job.notes.append(f"wrote {pending} record(s) to {settings.site}")
-    elif not settings.execute and pending:
-        job.notes.append(f"dry run: {pending} record(s) would be written; run again with --execute to write them")
     discrepancies = lacking.select(
         *DISCREPANCY_COLUMNS,
         "targetPartition",
@@ -376,7 +379,9 @@ def _run(job: Job, settings: Settings) -> dict[str, Any]:
         "link",
         "export",
     )
-    return job.finish(discrepancies, totals=totals, partitions=_partitions(settings, counts), invalid=invalid)
+    summary = job.finish(discrepancies, totals=totals, partitions=_partitions(settings, counts), invalid=invalid)
+    click.echo(f"{JOB}: {outcome} (" + ", ".join(f"{n} {kind.replace('_', ' ')}" for kind, n in totals.items()) + ")")
+    return summary
 
 
 def _read_back(spark: SparkSession, plan: DataFrame, settings: Settings) -> DataFrame:

@@ -57,6 +57,7 @@ def test_replay_writes_exactly_what_the_new_primary_lacks_once(
 
     code, text = replay(spark, *args, "--out", str(tmp_path / "dry"))
     assert code == 1, text
+    assert f"replay: dry run: 6 record(s) would be written to {west}; run again with --execute" in text
     assert end_offsets(west, "orders", 2) == [10, 9]  # a dry run writes nothing
     dry = summary(tmp_path / "dry")
     assert dry["verdict"] == "found"
