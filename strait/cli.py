@@ -10,6 +10,7 @@ import signal
 
 import click
 
+from ._audit_commands import audit_group
 from ._chaos_commands import chaos_group
 from ._failover_commands import failover_group
 from ._groups_commands import groups_group
@@ -42,6 +43,7 @@ def main(verbose: bool) -> None:
     )
 
 
+main.add_command(audit_group)
 main.add_command(chaos_group)
 main.add_command(failover_group)
 main.add_command(groups_group)
