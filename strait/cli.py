@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
+import io
 import logging
 import signal
 
 import click
 
+from ._audit_commands import audit_group
 from ._chaos_commands import chaos_group
 from ._failover_commands import failover_group
 from ._groups_commands import groups_group
@@ -32,13 +35,15 @@ def main(verbose: bool) -> None:
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     # SIGUSR1 writes every thread's stack to stderr (a child's log): node.proc sends it to a
     # `strait` child that misses its stop deadline, just before killing it, to show where it hung.
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    with contextlib.suppress(io.UnsupportedOperation, AttributeError, ValueError):
+        faulthandler.register(signal.SIGUSR1, all_threads=True)  # not when stderr is no file (tests)
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
 
 
+main.add_command(audit_group)
 main.add_command(chaos_group)
 main.add_command(failover_group)
 main.add_command(groups_group)

@@ -185,10 +185,16 @@ async def list_offset(conn: NodeConnection, topic: str, partition: int, timestam
 
 
 async def list_offsets(
-    route: Route, topic: str, partitions: list[int], timestamp: int, *, strict: bool = True
+    route: Route,
+    topic: str,
+    partitions: list[int],
+    timestamp: int,
+    *,
+    strict: bool = True,
+    isolation_level: int = READ_UNCOMMITTED,
 ) -> dict[int, Offset]:
     """Each partition's offset at a ListOffsets target: EARLIEST (-2), LATEST (-1) or a time in ms,
-    asked of the partitions' leaders (read_uncommitted).
+    asked of the partitions' leaders (read_committed: LATEST is the last stable offset).
 
     A partition error, or a partition the answer leaves out, raises ClientError, or gives -1 when
     ``strict`` is False. Raises ClientError when a leader cannot be reached.
@@ -199,7 +205,7 @@ async def list_offsets(
             raise ClientError(f"a node{route.where} serves only ListOffsets v0")
         return {
             "replica_id": -1,
-            "isolation_level": READ_UNCOMMITTED,
+            "isolation_level": isolation_level,
             "topics": [{"name": topic, "partitions": [{"partition_index": p, "timestamp": timestamp} for p in parts]}],
         }
 
