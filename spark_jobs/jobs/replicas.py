@@ -95,9 +95,9 @@ def command(
     run_job(JOB, out, work, overwrite=overwrite, master=master)
 
 
-def main() -> None:
-    """The spark-submit entry point: ``spark-submit spark_jobs/jobs/replicas.py --site-dir ... --out ...``."""
-    command(prog_name=f"{JOB}.py")
+def main(argv: list[str] | None = None) -> None:
+    """``spark-submit spark_jobs/jobs/replicas.py ...`` and ``python -m spark_jobs.jobs.replicas ...``."""
+    command.main(args=argv, prog_name=JOB)
 
 
 if __name__ == "__main__":

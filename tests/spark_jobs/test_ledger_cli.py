@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,9 @@ import pytest
 
 from storage import LogConfig, LogManager, TopicPartition
 from storage.records import LeaderEpoch, build_batch
-from tests.chaos.checkers.builder import Builder, log
+from tests.chaos.checkers.builder import Builder, log, rec
+from tests.node.harness import NodeProcess
+from tests.node.test_replication import create_topic, produce
 from tests.spark_jobs.ledger_agreement import write_history
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -125,6 +128,31 @@ def test_bad_input_is_named_and_leaves_no_result(history: Path, tmp_path: Path) 
         "--history", str(history), "--segments", str(node), "--topics", "u", "--out", str(out)
     )
     assert (code, summary) == (2, None) and "u" in output.splitlines()[-1], output[-2000:]
+
+
+@pytest.mark.integration
+def test_a_live_site_through_strait_kafka(zookeeper: str, tmp_path: Path) -> None:
+    """--site reads the site through the Kafka protocol: what it lost is found the same way."""
+    node = NodeProcess(1, tmp_path / "node-1", f"{zookeeper}/ledger-{uuid.uuid4().hex}", {})
+    try:
+        node.start()
+        create_topic([node], "t", partitions=2, rf=1)
+        acked = produce(node.bootstrap, "t", [f"v{i}".encode() for i in range(20)])
+        b = Builder()
+        for partition, offset, value in sorted(acked):
+            b.send("producer-0", value.decode(), offset, partition=partition)
+        b.send("producer-0", "never-written", 100, partition=1)
+        b.read("east", [rec(o, v.decode(), partition=p) for p, o, v in acked])
+        path = write_history(tmp_path / "history.jsonl", b.ops)
+        out = tmp_path / "out"
+        code, output, summary = ledger("--history", str(path), "--site", node.bootstrap, "--out", str(out))
+    finally:
+        node.stop()
+    assert code == 1, output[-3000:]
+    assert summary is not None and summary["inputs"]["site"] == node.bootstrap
+    assert summary["totals"]["site_records"] == 20 and summary["totals"]["acknowledged"] == 21
+    rows = pq.read_table(out / "discrepancies").to_pylist()
+    assert [(r["kind"], r["partition"], r["offset"], r["value"]) for r in rows] == [("lost", 1, 100, "never-written")]
 
 
 def test_malformed_history_lines_exit_2_and_overwrite_leaves_no_old_result(history: Path, tmp_path: Path) -> None:
