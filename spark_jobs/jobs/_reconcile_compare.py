@@ -38,9 +38,9 @@ their offset sync not written yet) and records before it ``outside_window``: cou
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from functools import reduce
 from operator import or_
-from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark import StorageLevel
@@ -395,9 +395,9 @@ def mark_superseded(d: DataFrame, kind: str, last: DataFrame, offset: str) -> Da
     joined = d.join(last, cond, "left")
     side = "source" if kind == MISSING else "target"
     later = F.col("_last").isNotNull() & (F.col("_last") > F.col(offset))
-    return joined.withColumn(
-        "outcome", F.when(later, F.lit(f"{SUPERSEDED}:{side}")).otherwise(F.col("outcome"))
-    ).drop("_lt", "_lp", "_lkh", "_last")
+    return joined.withColumn("outcome", F.when(later, F.lit(f"{SUPERSEDED}:{side}")).otherwise(F.col("outcome"))).drop(
+        "_lt", "_lp", "_lkh", "_last"
+    )
 
 
 def mark_unreadable(d: DataFrame, shadows: DataFrame | None) -> DataFrame:

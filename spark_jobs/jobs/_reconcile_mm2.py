@@ -181,8 +181,9 @@ def compare_mm2(
     )
     cached = [s, t]
     counts = {tp: dict.fromkeys(COUNT_KEYS + MM2_COUNT_KEYS, 0) for tp in ranges}
-    add_state_counts(counts, s, "source", {BEHIND: BEHIND, NOT_COMPARED: NOT_COMPARED, OUTSIDE_WINDOW: OUTSIDE_WINDOW})
-    add_state_counts(counts, t, "target", {UNSYNCED: UNSYNCED, NOT_COMPARED: NOT_COMPARED, OUTSIDE_WINDOW: OUTSIDE_WINDOW})
+    counted = {NOT_COMPARED: NOT_COMPARED, OUTSIDE_WINDOW: OUTSIDE_WINDOW}
+    add_state_counts(counts, s, "source", {BEHIND: BEHIND, **counted})
+    add_state_counts(counts, t, "target", {UNSYNCED: UNSYNCED, **counted})
     invalid, examples, _ = invalid_rows(s, t, counts)
 
     nth = Window.partitionBy("topic", "partition", "ch").orderBy("offset")
@@ -215,7 +216,7 @@ def compare_mm2(
             paired.filter(F.col(f"{p}_key").isNotNull())
             .groupBy("topic", "partition", f"{p}_kh")
             .agg(F.max(f"{p}_offset").alias("_last"))
-            .select(F.col("topic").alias("_lt"), F.col("partition").alias("_lp"), F.col(f"{p}_kh").alias("_lkh"), "_last")
+            .withColumnsRenamed({"topic": "_lt", "partition": "_lp", f"{p}_kh": "_lkh"})
         )
 
     d = mark_superseded(d, MISSING, last_paired("s"), "offset")
