@@ -37,7 +37,7 @@ their offset sync not written yet) and records before it ``outside_window``: cou
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import reduce
 from operator import or_
@@ -168,6 +168,16 @@ def hashed(df: DataFrame) -> DataFrame:
     return out.withColumn("ch", F.xxhash64("kh", "vh", "hh", F.col("ts").isNull(), F.coalesce("ts", F.lit(0))))
 
 
+def classified(df: DataFrame, frame: DataFrame, rules: Sequence[tuple[Column, str]]) -> DataFrame:
+    """A side's :func:`hashed` rows with their partition's bounds (``frame``) and a ``state``:
+    ``invalid``, else the first rule that holds, else ``compare``. Persisted: the side is read once."""
+    state = F.when(~F.col("valid"), INVALID)
+    for condition, name in rules:
+        state = state.when(condition, name)
+    joined = hashed(df).join(frame, ["topic", "partition"], "left")
+    return joined.withColumn("state", state.otherwise(COMPARE)).persist(StorageLevel.MEMORY_AND_DISK)
+
+
 def ranges_frame(spark: Any, rows: list[tuple[Any, ...]], names: list[str]) -> DataFrame:
     fields = [StructField("topic", StringType(), False), StructField("partition", IntegerType(), False)]
     fields += [StructField(n, LongType(), False) for n in names]
@@ -196,30 +206,8 @@ def compare_offsets(
     )
     o = F.col("offset")
     below = (o < F.col("s_start")) | (o < F.col("t_start"))
-    s = (
-        hashed(source)
-        .join(frame, ["topic", "partition"], "left")
-        .withColumn(
-            "state",
-            F.when(~F.col("valid"), INVALID)
-            .when(below, NOT_COMPARED)
-            .when(o >= F.col("t_end"), BEHIND)
-            .otherwise(COMPARE),
-        )
-        .persist(StorageLevel.MEMORY_AND_DISK)
-    )
-    t = (
-        hashed(target)
-        .join(frame, ["topic", "partition"], "left")
-        .withColumn(
-            "state",
-            F.when(~F.col("valid"), INVALID)
-            .when(below, NOT_COMPARED)
-            .when(o >= F.col("s_end"), AHEAD)
-            .otherwise(COMPARE),
-        )
-        .persist(StorageLevel.MEMORY_AND_DISK)
-    )
+    s = classified(source, frame, [(below, NOT_COMPARED), (o >= F.col("t_end"), BEHIND)])
+    t = classified(target, frame, [(below, NOT_COMPARED), (o >= F.col("s_end"), AHEAD)])
     cached = [s, t]
     counts: dict[TP, dict[str, int]] = {tp: dict.fromkeys(COUNT_KEYS, 0) for tp in ranges}
     add_state_counts(counts, s, "source", {BEHIND: BEHIND, NOT_COMPARED: NOT_COMPARED})

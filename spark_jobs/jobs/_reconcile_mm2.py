@@ -28,7 +28,6 @@ from ._reconcile_compare import (
     COMPARE,
     COUNT_KEYS,
     EXTRA,
-    INVALID,
     MATCHED,
     MISSING,
     MM2_COUNT_KEYS,
@@ -40,7 +39,7 @@ from ._reconcile_compare import (
     CopyWindow,
     Ranges,
     add_state_counts,
-    hashed,
+    classified,
     invalid_rows,
     mark_superseded,
     ranges_frame,
@@ -150,34 +149,18 @@ def compare_mm2(
         rows.append((*tp, r.source[0], r.target[0], ws[0], ws[1], wt[0], wt[1]))
     frame = ranges_frame(spark, rows, ["s_start", "t_start", "ws_lo", "ws_hi", "wt_lo", "wt_hi"])
     o = F.col("offset")
-    s = (
-        hashed(source)
-        .join(frame, ["topic", "partition"], "left")
-        .withColumn(
-            "state",
-            F.when(~F.col("valid"), INVALID)
-            .when(o < F.col("s_start"), NOT_COMPARED)
-            .when(o < F.col("ws_lo"), OUTSIDE_WINDOW)
-            .when(o >= F.col("ws_hi"), BEHIND)
-            .otherwise(COMPARE),
-        )
-        .persist(StorageLevel.MEMORY_AND_DISK)
+    s = classified(
+        source,
+        frame,
+        [(o < F.col("s_start"), NOT_COMPARED), (o < F.col("ws_lo"), OUTSIDE_WINDOW), (o >= F.col("ws_hi"), BEHIND)],
     )
     remote = target.filter(F.col("topic").startswith(prefix)).withColumn(
         "topic", F.col("topic").substr(len(prefix) + 1, 1 << 16)
     )
-    t = (
-        hashed(remote)
-        .join(frame, ["topic", "partition"], "left")
-        .withColumn(
-            "state",
-            F.when(~F.col("valid"), INVALID)
-            .when(o < F.col("t_start"), NOT_COMPARED)
-            .when(o < F.col("wt_lo"), OUTSIDE_WINDOW)
-            .when(o >= F.col("wt_hi"), UNSYNCED)
-            .otherwise(COMPARE),
-        )
-        .persist(StorageLevel.MEMORY_AND_DISK)
+    t = classified(
+        remote,
+        frame,
+        [(o < F.col("t_start"), NOT_COMPARED), (o < F.col("wt_lo"), OUTSIDE_WINDOW), (o >= F.col("wt_hi"), UNSYNCED)],
     )
     cached = [s, t]
     counts = {tp: dict.fromkeys(COUNT_KEYS + MM2_COUNT_KEYS, 0) for tp in ranges}

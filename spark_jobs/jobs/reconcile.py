@@ -121,6 +121,9 @@ def find_target_alias(opts: Options) -> str:
 def reconcile(job: Job, opts: Options) -> dict[str, Any]:
     """The batch job: read both sides over their ranges, compare, write the result."""
     spark = job.spark
+    # Cached joins keep their shuffle's partition count unless AQE may coalesce them (tiny
+    # partitions cost more than the data in them).
+    spark.conf.set("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "true")
     if opts.mode == "mm2":
         opts.target_alias = find_target_alias(opts)
     job.inputs = opts.inputs()
