@@ -129,9 +129,10 @@ class Side:
     def read_topic(self, spark: Any, topic: str) -> Any:
         """A whole (small) topic, such as the offset syncs."""
         if self.kind == "segments":
-            return spark.read.format("strait-segments").option("path", ",".join(self.entries)).option("topics", topic)
+            reader = spark.read.format("strait-segments").option("path", ",".join(self.entries))
+            return reader.option("topics", topic).load()
         reader = spark.read.format("strait-kafka").option("kafka.bootstrap.servers", self.value)
-        return reader.option("subscribe", topic)
+        return reader.option("subscribe", topic).load()
 
     # -- helpers --------------------------------------------------------------------------------------
 
