@@ -21,7 +21,7 @@ from typing import Any, Literal, TypeVar
 
 import trio
 
-from node.client import EARLIEST, LATEST, ClientError, SiteClient, list_offsets
+from node.client import EARLIEST, LATEST, READ_COMMITTED, READ_UNCOMMITTED, ClientError, SiteClient, list_offsets
 from storage import StorageError
 
 from ..schema import RECORD_SCHEMA
@@ -75,8 +75,9 @@ class Side:
 
         return self._on_site(topics)
 
-    def ranges(self, topics: Mapping[str, list[int]]) -> dict[TP, tuple[int, int]]:
-        """``[log start, log end)`` of each named partition the side holds."""
+    def ranges(self, topics: Mapping[str, list[int]], *, committed: bool = False) -> dict[TP, tuple[int, int]]:
+        """``[log start, log end)`` of each named partition the side holds; ``committed``: a live
+        site's end is the last stable offset (what a read_committed read reaches)."""
         if not topics:
             return {}
         if self.kind == "segments":
@@ -99,7 +100,8 @@ class Side:
             await site.refresh(list(topics))
             for topic, parts in topics.items():
                 starts = await list_offsets(site, topic, parts, EARLIEST)
-                ends = await list_offsets(site, topic, parts, LATEST)
+                isolation = READ_COMMITTED if committed else READ_UNCOMMITTED
+                ends = await list_offsets(site, topic, parts, LATEST, isolation_level=isolation)
                 out.update({(topic, p): (int(starts[p]), int(ends[p])) for p in parts})
             return out
 

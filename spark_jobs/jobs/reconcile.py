@@ -148,7 +148,7 @@ def reconcile(job: Job, opts: Options) -> dict[str, Any]:
         if names[t] not in target_held:
             job.notes.append(f"topic {names[t]} does not exist on the target: all of {t} is behind")
     t_ranges = opts.target.ranges(wanted_target)
-    s_ranges = opts.source.ranges(topics)
+    s_ranges = opts.source.ranges(topics, committed=opts.mode == "mm2")
     prefix = f"{opts.source_alias}." if opts.mode == "mm2" else ""
     t_by_source = {(t[len(prefix) :], p): r for (t, p), r in t_ranges.items()}
     keys = sorted(set(s_ranges) | set(t_by_source))
