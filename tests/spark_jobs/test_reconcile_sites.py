@@ -26,6 +26,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -327,38 +328,36 @@ def live_records(start: int, stop: int) -> list[tuple[int, bytes, bytes, list[An
     return [(i % 2, f"l{i}".encode(), f"live {i}".encode(), []) for i in range(start, stop)]
 
 
-def test_continuous_follows_the_mirror_and_resumes_from_its_checkpoint(sites: Sites, tmp_path: Path) -> None:
+def test_continuous_follows_the_mirror_and_resumes_from_its_checkpoint(
+    sites: Sites, spark: Any, tmp_path: Path
+) -> None:
     produce(sites.east, "live", live_records(0, 30))
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
-    argv = [sys.executable, "-m", "spark_jobs.jobs.reconcile", "--source", sites.east.bootstrap]
-    argv += ["--target", sites.west.bootstrap, "--topics", "live", "--out", str(out), "--continuous"]
-    argv += ["--checkpoint", str(checkpoint), "--trigger-seconds", "1", "--until-idle", "8", "--master", "local[2]"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "SPARK_LOCAL_IP": "127.0.0.1"}
+    args = ["--source", sites.east.bootstrap, "--target", sites.west.bootstrap, "--topics", "live", "--continuous"]
+    args += ["--checkpoint", str(checkpoint), "--trigger-seconds", "1", "--until-idle", "6"]
 
-    def run(produce_while_running: tuple[int, int] | None) -> dict[str, Any]:
-        log = tmp_path / f"run-{uuid.uuid4().hex[:6]}.log"
-        with log.open("w") as sink:
-            job = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
-        try:
-            if produce_while_running is not None:
-                # Once the first micro-batch's result is out, more records are mirrored: followed.
-                wait_for("the first micro-batch's summary", (out / "summary.json").exists, 240)
-                produce(sites.east, "live", live_records(*produce_while_running))
-            job.wait(timeout=280)
-        finally:
-            job.kill()
-            job.wait()
-        assert job.returncode == 0, log.read_text()[-3000:]
-        summary: dict[str, Any] = json.loads((out / "summary.json").read_text())
-        assert summary["verdict"] == "clean" and summary["inputs"]["continuous"] is True
-        return summary
+    # In this process: once the first micro-batch's result is out, more records are mirrored.
+    def more() -> None:
+        wait_for("the first micro-batch's summary", (out / "summary.json").exists, 240)
+        produce(sites.east, "live", live_records(30, 50))
 
-    first = run((30, 50))
+    producer = threading.Thread(target=more, name="live producer")
+    producer.start()
+    status, output, first = reconcile(out, *args)
+    producer.join()
+    assert status == 0, output
+    assert first is not None and first["verdict"] == "clean" and first["inputs"]["continuous"] is True
     assert (first["totals"]["matched"], first["totals"]["target_records"]) == (50, 50)
     assert first["totals"]["micro_batches"] >= 2
-    # Restarted on the same checkpoint: only what was mirrored since is compared (nothing twice).
+
+    # Restarted in a new process on the same checkpoint: only what was mirrored since is compared.
     produce(sites.east, "live", live_records(50, 60))
-    second = run(None)
+    argv = [sys.executable, "-m", "spark_jobs.jobs.reconcile", *args, "--out", str(out), "--master", "local[2]"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SPARK_LOCAL_IP": "127.0.0.1"}
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT, timeout=280, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    second = json.loads((out / "summary.json").read_text())
+    assert second["verdict"] == "clean"
     assert (second["totals"]["matched"], second["totals"]["target_records"]) == (60, 60)
     assert second["totals"]["micro_batches"] > first["totals"]["micro_batches"]
     assert {p["ranges"]["target"][1] for p in second["partitions"]} == {30}
