@@ -28,17 +28,15 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ._common import BadInput, Job
 from ._reconcile_compare import COUNT_KEYS, DISCREPANCY_COLUMNS, DISCREPANCY_SCHEMA, Comparison, Ranges, compare_offsets
+from ._reconcile_options import Options
 from ._reconcile_sides import TP
-
-if TYPE_CHECKING:
-    from .reconcile import Options
 
 STATE = "reconcile-state.json"
 STATE_FORMAT = 1

@@ -14,7 +14,6 @@ read the offset syncs before both.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,51 +32,12 @@ from spark_jobs.jobs._reconcile_compare import (
     compare_offsets,
 )
 from spark_jobs.jobs._reconcile_mm2 import compare_mm2, copy_window, offset_syncs_topic, read_syncs
-from spark_jobs.jobs._reconcile_sides import TP, Side, is_internal, parse_side
+from spark_jobs.jobs._reconcile_options import Options
+from spark_jobs.jobs._reconcile_sides import TP, is_internal, parse_side
 from spark_jobs.jobs._reconcile_stream import follow, resumes
 
 JOB = "reconcile"
 _SYNCS_PREFIX, _SYNCS_SUFFIX = "mm2-offset-syncs.", ".internal"
-
-
-@dataclass
-class Options:
-    """The command line, checked (sides parsed) before any output is made."""
-
-    source: Side
-    target: Side
-    topics: list[str] | None
-    mode: str
-    source_alias: str | None
-    target_alias: str | None
-    link: str | None
-    require_caught_up: bool
-    continuous: bool
-    checkpoint: Path | None
-    trigger_seconds: float
-    until_idle: float | None
-    _source_held: dict[str, list[int]] | None = None
-
-    def source_held(self) -> dict[str, list[int]]:
-        """The source's topics and partitions (asked once)."""
-        if self._source_held is None:
-            self._source_held = self.source.partitions()
-        return self._source_held
-
-    def inputs(self) -> dict[str, Any]:
-        return {
-            "source": self.source.value,
-            "source_kind": self.source.kind,
-            "target": self.target.value,
-            "target_kind": self.target.kind,
-            "link": self.link,
-            "mode": self.mode,
-            "source_alias": self.source_alias,
-            "target_alias": self.target_alias,
-            "topics": self.topics,
-            "require_caught_up": self.require_caught_up,
-            "continuous": self.continuous,
-        }
 
 
 def source_topics(opts: Options) -> dict[str, list[int]]:
@@ -231,18 +191,6 @@ def finish(
         comparison.release()
 
 
-def _side(option: str) -> Any:
-    def parse(ctx: click.Context, param: click.Parameter, value: str | None) -> Side | None:
-        if value is None:
-            return None
-        try:
-            return parse_side(option, value)
-        except BadInput as exc:
-            raise click.UsageError(str(exc), ctx) from None
-
-    return parse
-
-
 def _topics(ctx: click.Context, param: click.Parameter, value: str | None) -> list[str] | None:
     if value is None:
         return None
@@ -259,8 +207,8 @@ SIDE_HELP = (
 
 
 @click.command(name=JOB, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
-@click.option("--source", required=True, callback=_side("--source"), help=f"The link's source: {SIDE_HELP}.")
-@click.option("--target", required=True, callback=_side("--target"), help="The link's target, as --source.")
+@click.option("--source", help=f"The link's source (required): {SIDE_HELP}.")
+@click.option("--target", help="The link's target (required), as --source.")
 @click.option("--out", required=True, type=click.Path(path_type=Path), help="Result directory (summary.json, ...).")
 @click.option("--topics", callback=_topics, help="Comma-separated source topics [default: every non-internal one].")
 @click.option(
@@ -312,6 +260,15 @@ def command(ctx: click.Context, /, out: Path, overwrite: bool, master: str | Non
 
     Exit status: 0 clean, 1 discrepancies or invalid rows found, 2 bad input, 3 the job could not run.
     """
+    # Checked here, not by click: ``strait audit reconcile --topology FILE --link NAME`` fills
+    # --source and --target in from the topology after click has parsed the command line.
+    for side in ("source", "target"):
+        if kw[side] is None:
+            raise click.UsageError(f"--{side}: required (host:port,... of a site, or segment paths)", ctx)
+        try:
+            kw[side] = parse_side(f"--{side}", kw[side], timeout_s=timeout)
+        except BadInput as exc:
+            raise click.UsageError(str(exc), ctx) from None
     if kw["mode"] == "mm2" and not kw["source_alias"]:
         raise click.UsageError("--source-alias: required with --mode mm2 (remote topics are <alias>.<topic>)", ctx)
     if kw["mode"] != "mm2" and (kw["source_alias"] or kw["target_alias"]):
@@ -327,8 +284,6 @@ def command(ctx: click.Context, /, out: Path, overwrite: bool, master: str | Non
         for name in ("checkpoint", "until_idle"):
             if kw[name] is not None:
                 raise click.UsageError(f"--{name.replace('_', '-')}: only with --continuous", ctx)
-    for side in ("source", "target"):
-        kw[side] = Side(kw[side].option, kw[side].value, kw[side].kind, kw[side].entries, timeout)
     opts = Options(**kw)
     if opts.continuous:
         overwrite = overwrite or resumes(opts, out)

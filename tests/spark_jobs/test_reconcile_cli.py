@@ -3,6 +3,7 @@ unreachable site (exit 3), never a summary.json left in --out."""
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,8 @@ def test_help_names_every_option_and_how_a_side_is_read() -> None:
         "--until-idle",
     ):
         assert option in result.output, option
-    assert "host:port" in result.output and "strait-segments" in result.output
+    text = " ".join(result.output.split())
+    assert "host:port" in text and "segment paths" in text and "a value whose entries all exist is paths" in text
 
 
 def test_a_side_is_paths_when_they_exist_else_a_bootstrap_list(tmp_path: Path) -> None:
@@ -60,6 +62,7 @@ def test_a_side_is_paths_when_they_exist_else_a_bootstrap_list(tmp_path: Path) -
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
+        (["--target", "127.0.0.1:9"], "--source: required"),
         (["--source", "{tmp}/nowhere", "--target", "127.0.0.1:9"], "--source: '{tmp}/nowhere' is neither"),
         (["--source", "{tmp}/here,{tmp}/nowhere", "--target", "{tmp}/here"], "--source: {tmp}/nowhere does not exist"),
         (["--source", "127.0.0.1:9", "--target", "west:x"], "--target: 'west:x' is neither"),
@@ -95,3 +98,24 @@ def test_an_unreachable_site_exits_3_naming_the_option(spark: Any, tmp_path: Pat
     assert f"error: reconcile: --source {source}: the site did not answer" in result.output
     assert not (out / "summary.json").exists()
     assert list(out.iterdir()) == []  # the staging dir is gone too
+
+
+@pytest.mark.spark
+def test_strait_audit_reconcile_takes_the_link_of_a_topology(spark: Any, tmp_path: Path) -> None:
+    """The lead's ``--topology FILE --link NAME`` fills --source/--target in: a pure translation."""
+    from strait.cli import main
+
+    east, west = closed_port(), closed_port()
+    topology = tmp_path / "appliance.json"
+    sites = {
+        name: {"bootstrap": f"127.0.0.1:{port}", "zookeeper": "127.0.0.1:9", "zookeeper_chroot": f"/{name}"}
+        for name, port in (("east", east), ("west", west))
+    }
+    link = {"name": "east-to-west", "source": "east", "target": "west", "admin": "http://127.0.0.1:9"}
+    topology.write_text(json.dumps({"sites": sites, "links": [link]}))
+    out = tmp_path / "out"
+    args = ["audit", "reconcile", "--topology", str(topology), "--link", "east-to-west", "--out", str(out)]
+    result = CliRunner().invoke(main, [*args, "--timeout", "2"])
+    assert result.exit_code == 3, result.output
+    assert f"--source 127.0.0.1:{east}: the site did not answer" in result.output
+    assert not (out / "summary.json").exists()
