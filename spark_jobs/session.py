@@ -39,6 +39,9 @@ def get_session(
         builder = builder.master(master or LOCAL_MASTER)
         if (master or LOCAL_MASTER).startswith("local"):
             builder = builder.config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
+    # Cached frames (every job caches its discrepancies before writing them) may be coalesced by
+    # adaptive execution like any other: without this, a small job writes 200 shuffle partitions.
+    builder = builder.config("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "true")
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

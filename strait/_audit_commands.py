@@ -5,7 +5,7 @@ this group imports it only when it is invoked (PySpark is the ``spark`` extra an
 import). ``strait audit reconcile`` also takes ``--topology FILE --link NAME`` (the failover
 commands' topology): the link's source and target sites become ``--source``/``--target``, and
 the mirror's admin API says whether the link is offset-preserving or MM2 (``--mode``,
-``--source-alias``), so an operator names a link instead of bootstrap lists.
+``--source-alias``, ``--target-alias``), so an operator names a link instead of bootstrap lists.
 
 Exit status (every job): 0 clean, 1 something found, 2 bad input, 3 the job could not run.
 """
@@ -118,8 +118,9 @@ def resolve_link(topology_path: Path, name: str | None, given: set[str]) -> dict
     mode = _link_mode(link.mirror_admin, name)
     if mode is not None:
         found["mode"] = mode
-        if mode == "mm2":
+        if mode == "mm2":  # MM2's aliases are the sites' names: `<source>.topic`, its offset syncs' topic
             found["source_alias"] = link.source
+            found["target_alias"] = link.target
     return {key: value for key, value in found.items() if key not in given}
 
 

@@ -145,7 +145,14 @@ def _is_partition_dir(d: Path) -> bool:
 def _is_log_dir(d: Path) -> bool:
     if (d / META_PROPERTIES).is_file():
         return True
-    return any(c.is_dir() and parse_partition_dir(c.name) is not None and any(c.glob("*" + LOG)) for c in d.iterdir())
+    # A partition dir holds segment files (20-digit names): `node-1/node.log` is a node's log file,
+    # and `node-1` a node's data dir, not partition 1 of topic "node".
+    return any(
+        c.is_dir()
+        and parse_partition_dir(c.name) is not None
+        and any(segment_base(f) is not None for f in c.glob("*" + LOG))
+        for c in d.iterdir()
+    )
 
 
 def _log_dirs(top: Path) -> Iterator[Path]:

@@ -211,3 +211,20 @@ def test_a_record_offset_outside_its_batch_makes_the_batch_undecodable(tmp_path:
     found = read_all(plan(parse_options({"path": str(part_dir)})))
     assert [(r["offset"], r["valid"], r["value"]) for r in found] == [(0, False, None), (1, True, b"x")]
     assert "offset 1 is outside the batch's 0..0" in found[0]["error"]
+
+
+def test_a_dir_of_node_dirs_is_read_through_their_log_dirs_not_taken_for_partitions(tmp_path: Path) -> None:
+    # The layout of `strait up` and the chaos appliance: site/node-1/{node.log, d1/<partitions>}.
+    # `node-1` parses as partition 1 of topic "node" and holds a `.log` file, but no segment.
+    from spark_jobs.sources._segments_files import find_copies
+
+    for node in (1, 2):
+        node_dir = tmp_path / "east" / f"node-{node}"
+        (node_dir / "d1" / "orders-0").mkdir(parents=True)
+        (node_dir / "node.log").write_text("INFO strait.node: broker started\n")
+        (node_dir / "d1" / "orders-0" / file_name(0, ".log")).write_bytes(build_batch([(1, None, b"v")]))
+    copies = find_copies((str(tmp_path / "east"),))
+    assert sorted(str(c.dir.relative_to(tmp_path)) for c in copies) == [
+        "east/node-1/d1/orders-0",
+        "east/node-2/d1/orders-0",
+    ]
