@@ -19,9 +19,13 @@ from ._errors import RecordFormatError as RecordFormatError
 from ._errors import RecordTooLargeError as RecordTooLargeError
 from ._errors import StorageError as StorageError
 from ._faults import FaultPoints as FaultPoints
+from ._files import HIGH_WATERMARK_CHECKPOINT as HIGH_WATERMARK_CHECKPOINT
+from ._files import LOG_START_OFFSET_CHECKPOINT as LOG_START_OFFSET_CHECKPOINT
+from ._files import META_PROPERTIES_FILE as META_PROPERTIES_FILE
 from ._files import TopicPartition as TopicPartition
 from ._files import file_name as file_name
 from ._files import parse_partition_dir as parse_partition_dir
+from ._files import parse_segment_file as parse_segment_file
 from ._inspect import BatchInfo as BatchInfo
 from ._inspect import index_entries as index_entries
 from ._inspect import list_batches as list_batches

@@ -57,12 +57,14 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, IntegerType, LongType, StringType, StructField, StructType
 
-from storage import StorageError, parse_partition_dir, read_offsets
-from storage._files import (
+from storage import (
     HIGH_WATERMARK_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     META_PROPERTIES_FILE,
+    StorageError,
+    parse_partition_dir,
     parse_segment_file,
+    read_offsets,
 )
 
 if TYPE_CHECKING:

@@ -3,7 +3,8 @@
 One ``strait chaos run`` for the session runs two scenarios with a fixed seed: ``kill-leader``
 (idempotent acks=all: nothing may be lost) and the positive control ``control-acks1-unclean``
 (acks=1 with unclean elections: acknowledged writes are lost). The ledger then audits each
-history against east's log files, as an operator runs it (``python -m spark_jobs.jobs.ledger``).
+history against east's log files with ``strait audit ledger`` (in this process, on the session's
+SparkSession; tests/spark_jobs/test_ledger_cli.py runs it as its own process too).
 
 *One input*: east's files (read with strait-segments) must hold exactly what the history's
 final read of east (the primary) read; the checkers then judge the history's sends and that
@@ -22,8 +23,10 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+from click.testing import CliRunner
 
 from chaos.history import load
+from strait.cli import main
 from tests.spark_jobs.ledger_agreement import (
     checker_found,
     final_read,
@@ -38,7 +41,6 @@ ROOT = Path(__file__).resolve().parents[2]
 SEED = 1
 CLEAN, LOSSY = "kill-leader", "control-acks1-unclean"
 CHAOS_TIMEOUT_S = 1500
-JOB_TIMEOUT_S = 300
 
 
 def _env() -> dict[str, str]:
@@ -62,11 +64,10 @@ def chaos_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path,
 
 
 def ledger(*args: str) -> tuple[int, str, dict[str, Any] | None]:
-    argv = [sys.executable, "-m", "spark_jobs.jobs.ledger", "--master", "local[2]", *args]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=JOB_TIMEOUT_S, env=_env(), check=False)
+    result = CliRunner().invoke(main, ["audit", "ledger", *args])
     out = Path(args[args.index("--out") + 1])
     summary = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else None
-    return done.returncode, done.stdout + done.stderr, summary
+    return result.exit_code, result.output, summary
 
 
 def nodes(run: Path) -> list[Path]:
@@ -121,7 +122,9 @@ def test_the_ledger_agrees_with_the_checkers_on_a_real_run(
 
 
 @pytest.mark.timeout(CHAOS_TIMEOUT_S + 600)
-def test_a_run_directory_and_bad_history_lines(chaos_runs: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
+def test_a_run_directory_and_bad_history_lines(
+    chaos_runs: tuple[Path, dict[str, Any]], spark: Any, tmp_path: Path
+) -> None:
     """A run directory is every scenario's history; a malformed line is bad input (exit 2, no result)."""
     directory, _ = chaos_runs
     segments = [arg for node in nodes(directory / LOSSY) for arg in ("--segments", str(node))]

@@ -1,5 +1,8 @@
-"""``python -m spark_jobs.jobs.ledger`` as an operator runs it, on log dirs written by strait's storage:
-its exit statuses, its output directory, and every kind of bad input named."""
+"""``strait audit ledger`` on log dirs written by strait's storage: its exit statuses, its output
+directory, and every kind of bad input named.
+
+The jobs run in this process on the session's SparkSession (a JVM each would cost seconds
+apiece); the first test runs it as an operator does, ``python -m spark_jobs.jobs.ledger``."""
 
 from __future__ import annotations
 
@@ -14,9 +17,11 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+from click.testing import CliRunner
 
 from storage import LogConfig, LogManager, TopicPartition
 from storage.records import LeaderEpoch, build_batch
+from strait.cli import main
 from tests.chaos.checkers.builder import Builder, log, rec
 from tests.node.harness import NodeProcess
 from tests.node.test_replication import create_topic, produce
@@ -43,13 +48,26 @@ def write_node(root: Path, values: dict[tuple[str, int], Sequence[str]]) -> Path
     return root
 
 
-def ledger(*args: str) -> tuple[int, str, dict[str, Any] | None]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
-    argv = [sys.executable, "-m", "spark_jobs.jobs.ledger", "--master", "local[2]", *args]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=JOB_TIMEOUT_S, env=env, check=False)
+def ledger(*args: str, own_process: bool = False) -> tuple[int, str, dict[str, Any] | None]:
+    """(exit status, output, summary.json or None) of the job: ``strait audit ledger ARGS`` in this
+    process, or ``python -m spark_jobs.jobs.ledger ARGS`` with ``own_process``."""
+    if own_process:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+        argv = [sys.executable, "-m", "spark_jobs.jobs.ledger", "--master", "local[2]", *args]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=JOB_TIMEOUT_S, env=env, check=False)
+        code, output = done.returncode, done.stdout + done.stderr
+    else:
+        result = CliRunner().invoke(main, ["audit", "ledger", *args])
+        code, output = result.exit_code, result.output
     out = Path(args[args.index("--out") + 1]) if "--out" in args else None
     summary = json.loads((out / "summary.json").read_text()) if out and (out / "summary.json").exists() else None
-    return done.returncode, done.stdout + done.stderr, summary
+    return code, output, summary
+
+
+@pytest.fixture(autouse=True)
+def _session(spark: Any) -> Any:
+    """The in-process jobs use the session's SparkSession."""
+    return spark
 
 
 @pytest.fixture
@@ -63,7 +81,9 @@ def history(tmp_path: Path) -> Path:
 def test_a_site_that_holds_every_acknowledged_write_is_clean(history: Path, tmp_path: Path) -> None:
     node = write_node(tmp_path / "node-1", {("t", 0): ["a", "b", "c", "d", "x"]})
     out = tmp_path / "out"
-    code, output, summary = ledger("--history", str(history), "--segments", str(node), "--out", str(out))
+    code, output, summary = ledger(
+        "--history", str(history), "--segments", str(node), "--out", str(out), own_process=True
+    )
     assert code == 0, output[-3000:]
     assert "ledger: clean: 0 discrepancies, 0 invalid row(s)" in output
     assert summary is not None and summary["verdict"] == "clean" and summary["job"] == "ledger"

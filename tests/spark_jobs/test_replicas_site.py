@@ -2,7 +2,8 @@
 
 The site runs once for the module (RF 3, small segments so that each copy has several);
 each test copies its stopped nodes' dirs, plants its damage in the copy as an operator's disk
-might have it, and runs the job as an operator does (``python -m spark_jobs.jobs.replicas``).
+might have it, and runs ``strait audit replicas`` on it, in this process on the session's
+SparkSession; the first test runs it as an operator does, ``python -m spark_jobs.jobs.replicas``.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+from click.testing import CliRunner
 
 from storage import list_batches, read_offsets, segment_files
 from storage.records import build_batch, set_base_offset, set_partition_leader_epoch
+from strait.cli import main
 from tests.node.conftest import SITE_PROPS
 from tests.node.harness import NodeProcess
 from tests.node.test_replication import create_topic, produce
@@ -81,14 +84,26 @@ def hw(site_dir: Path, partition: int) -> int:
     return max(marks)
 
 
-def replicas(*args: str) -> tuple[int, str, dict[str, Any] | None]:
-    """Run the job as an operator does; (exit status, output, summary.json or None)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
-    argv = [sys.executable, "-m", "spark_jobs.jobs.replicas", "--master", "local[2]", *args]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=JOB_TIMEOUT_S, env=env, check=False)
+def replicas(*args: str, own_process: bool = False) -> tuple[int, str, dict[str, Any] | None]:
+    """(exit status, output, summary.json or None) of the job: ``strait audit replicas ARGS`` in
+    this process, or ``python -m spark_jobs.jobs.replicas ARGS`` with ``own_process``."""
+    if own_process:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+        argv = [sys.executable, "-m", "spark_jobs.jobs.replicas", "--master", "local[2]", *args]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=JOB_TIMEOUT_S, env=env, check=False)
+        code, output = done.returncode, done.stdout + done.stderr
+    else:
+        result = CliRunner().invoke(main, ["audit", "replicas", *args])
+        code, output = result.exit_code, result.output
     out = Path(args[args.index("--out") + 1])
     summary = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else None
-    return done.returncode, done.stdout + done.stderr, summary
+    return code, output, summary
+
+
+@pytest.fixture(autouse=True)
+def _session(spark: Any) -> Any:
+    """The in-process jobs use the session's SparkSession."""
+    return spark
 
 
 def parquet_rows(path: Path) -> list[dict[str, Any]]:
@@ -104,7 +119,7 @@ def brief(rows: list[dict[str, Any]]) -> list[tuple[str, int, int, str | None]]:
 
 def test_a_clean_site_agrees_up_to_the_high_watermark(stopped_site: Site, tmp_path: Path) -> None:
     site = copy_site(stopped_site, tmp_path)
-    code, output, summary = replicas("--site-dir", str(site), "--out", str(tmp_path / "out"))
+    code, output, summary = replicas("--site-dir", str(site), "--out", str(tmp_path / "out"), own_process=True)
     assert code == 0, output[-3000:]
     assert summary is not None and summary["verdict"] == "clean"
     assert summary["discrepancies"]["total"] == 0 and summary["invalid"]["rows"] == 0
