@@ -315,7 +315,8 @@ class PartitionCopier:
         p = self.progress
         if p.mirrored_offset < 0:
             await self._append(None)  # a probe: where does the mirror end?
-            p.state = "copying"
+            if p.state != "diverged":  # that lasts until a fetch from the mirror's end succeeds
+                p.state = "copying"
         await self._park_if_stopping()
         with trio.CancelScope() as self._fetching:  # a stop request cancels it: a fetch changes nothing
             if self._src is None:
@@ -346,6 +347,15 @@ class PartitionCopier:
         if code:
             raise ClientError.from_code(code, f"fetch {p.topic}-{p.partition} from site {self.source.name}")
         p.last_fetch_ms = int(time.time() * 1000)
+        if p.state == "diverged":
+            log.warning(
+                "%s %s-%d: the source holds offset %d again: copying",
+                self.link,
+                p.topic,
+                p.partition,
+                p.mirrored_offset,
+            )
+            p.state = "copying"
         if not part.records:
             return
         kept = self._from_end(part.records)

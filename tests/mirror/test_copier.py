@@ -7,7 +7,7 @@ import time
 import pytest
 import trio
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
 from mirror._copier import PartitionCopier
 from node.client import SiteClient
@@ -132,3 +132,42 @@ def test_a_restarted_copier_resumes_from_the_target_without_gap_or_duplicate(two
     assert got == read(east, "resume", 1)
     assert [r[1] for r in got] == list(range(1000))
     wait_for("nothing more to copy", lambda: len(read(west, "resume", 1)) == 1000)
+
+
+def test_a_target_ahead_of_its_source_is_held_diverged_and_left_as_it_is(
+    two_sites: tuple[Site, Site], caplog: pytest.LogCaptureFixture
+) -> None:
+    # What an unclean election on the source leaves: the mirror holds records the source lost.
+    east, west = two_sites
+    create(east, "ahead", 1)
+    create(west, "ahead", 1)
+    produce(west, "ahead", 50, "none")  # the target's 50 records, before it becomes the mirror
+    admin = AdminClient({"bootstrap.servers": west.bootstrap})
+    entry = ConfigEntry("strait.mirror.link", LINK, incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource("topic", "ahead", incremental_configs=[entry])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+    produce(east, "ahead", 20, "none")
+    before = read(west, "ahead", 1)
+
+    async def main() -> tuple[list[str], PartitionCopier]:
+        source = SiteClient("east", east.bootstrap, client_id="mirror-test")
+        target = SiteClient("west", west.bootstrap, client_id="mirror-test")
+        copier = PartitionCopier(LINK, source, target, "ahead", 0, fetch_max_wait_ms=100, backoff_s=0.25)
+        held: list[str] = []
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(copier.run)
+            with trio.fail_after(60):
+                while copier.progress.state != "diverged":
+                    await trio.sleep(0.01)
+            for _ in range(300):  # 3 s, three of the copier's retries: its state must not flicker
+                held.append(copier.progress.state)
+                await trio.sleep(0.01)
+            nursery.cancel_scope.cancel()
+        return held, copier
+
+    held, copier = trio.run(main)
+    assert set(held) == {"diverged"}
+    assert (copier.progress.mirrored_offset, copier.progress.records_copied) == (50, 0)
+    said = [r for r in caplog.records if "past the source's high watermark 20" in r.getMessage()]
+    assert len(said) == 1  # once, not at every retry
+    assert read(west, "ahead", 1) == before  # the target's records are left as they are
