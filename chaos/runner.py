@@ -49,6 +49,9 @@ from chaos.report import render
 from chaos.scenarios import Scenario, ScheduledFault, scenario_seed, schedule
 from chaos.sites import Sites
 from chaos.workloads import GroupConsumer, MirrorReader, Producer, Workload, final_read
+from failover.errors import TopologyError
+from failover.topology import load_topology
+from mirror import AdminApiError, MirrorAdminClient
 
 __all__ = ["RunResult", "check_directory", "run", "run_scenario"]
 
@@ -56,6 +59,7 @@ WARMUP_S = 5.0
 RECOVERY_S = 5.0  # writes on the healed cluster before the producer stops
 PRODUCER_STOP_S = 30.0
 MIRROR_CATCH_UP_S = 90.0
+DIVERGED_FOR_S = 10.0  # the mirror holds partitions diverged this long: it will not catch up by itself
 DRAIN_S = 90.0
 FINAL_READ_S = 90.0
 TOPIC_READY_S = 60.0
@@ -266,7 +270,11 @@ def _run(
         say(f"{scenario.name}: healed; {RECOVERY_S:g} s of writes on the healed cluster")
         time.sleep(RECOVERY_S)
         producer.stop(PRODUCER_STOP_S)
-        ends, behind = _wait_mirror_caught_up(primary.bootstrap, secondary.bootstrap, topic, say, scenario.name)
+        # After a site loss the link under test is reversed: its mirror's divergence says nothing here.
+        diverged = set if scenario.site_loss else _diverged_partitions(app, topic)
+        ends, behind = _wait_mirror_caught_up(
+            primary.bootstrap, secondary.bootstrap, topic, say, scenario.name, diverged=diverged
+        )
         if behind:
             result.findings.append(behind)
         say(f"{scenario.name}: draining the group to the end")
@@ -423,38 +431,82 @@ def _create_topic(app: Sites, topic: str) -> None:
 
 
 def _wait_mirror_caught_up(
-    source_bootstrap: str, target_bootstrap: str, topic: str, say: Say, name: str
+    source_bootstrap: str,
+    target_bootstrap: str,
+    topic: str,
+    say: Say,
+    name: str,
+    *,
+    diverged: Callable[[], set[int]] = set,
+    watermarks: Callable[[str, str], dict[int, int]] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> tuple[dict[int, int], str | None]:
-    """The source's high watermarks once the target's equal them (bounded); they are the ends to drain to."""
+    """The source's high watermarks once the target's equal them (bounded); they are the ends to drain to.
 
-    def watermarks(bootstrap: str) -> dict[int, int]:
-        consumer = Consumer(
-            {"bootstrap.servers": bootstrap, "group.id": "chaos-watermarks", "enable.auto.commit": False}
-        )
-        try:
-            return {
-                p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1] for p in range(PARTITIONS)
-            }
-        finally:
-            consumer.close()
-
-    deadline = time.monotonic() + MIRROR_CATCH_UP_S
+    ``diverged()`` names the partitions the mirror refuses to copy because the target holds records
+    the source lost (an unclean election): once the same ones have stayed so for
+    :data:`DIVERGED_FOR_S`, the mirror will not catch up without an operator, and the wait ends
+    with that as the finding. A new leader's high watermark can trail its predecessor's for a
+    moment, which the mirror also sees as divergence: hence the time it must last.
+    """
+    read = watermarks or _watermarks
+    deadline = clock() + MIRROR_CATCH_UP_S
     source: dict[int, int] = {}
     target: dict[int, int] = {}
-    while time.monotonic() < deadline:
+    stuck: set[int] = set()
+    stuck_since = 0.0
+    while clock() < deadline:
         try:
-            source, target = watermarks(source_bootstrap), watermarks(target_bootstrap)
+            source, target = read(source_bootstrap, topic), read(target_bootstrap, topic)
         except Exception:  # a site still recovering: ask again
-            time.sleep(1)
+            sleep(1)
             continue
         if source == target:
             return source, None
-        time.sleep(1)
+        now = diverged()
+        if not now or now != stuck:
+            stuck, stuck_since = now, clock()
+        elif clock() - stuck_since >= DIVERGED_FOR_S:
+            behind = (
+                f"the mirror stopped copying partitions {sorted(stuck)}: the target holds records the source "
+                f"lost (diverged for {DIVERGED_FOR_S:g} s; source {source}, target {target})"
+            )
+            say(f"{name}: {behind}")
+            return source, behind
+        sleep(1)
     behind = (
         f"the mirror did not catch up within {MIRROR_CATCH_UP_S:g} s of the heal (source {source}, target {target})"
     )
     say(f"{name}: {behind}")
     return source, behind
+
+
+def _watermarks(bootstrap: str, topic: str) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "chaos-watermarks", "enable.auto.commit": False})
+    try:
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1] for p in range(PARTITIONS)}
+    finally:
+        consumer.close()
+
+
+def _diverged_partitions(app: Sites, topic: str) -> Callable[[], set[int]]:
+    """What the mirror of ``app``'s link says: the partitions of ``topic`` it holds as diverged."""
+    try:
+        admin = load_topology(app.topology_file).link(app.link_name).mirror_admin
+    except TopologyError:
+        return set
+    client = MirrorAdminClient(admin, timeout=5.0)
+
+    def diverged() -> set[int]:
+        try:
+            status = client.link(app.link_name)
+        except (AdminApiError, OSError):
+            return set()
+        partitions = status.get("topics", {}).get(topic, {}).get("partitions", [])
+        return {int(p["partition"]) for p in partitions if p.get("state") == "diverged"}
+
+    return diverged
 
 
 def run(

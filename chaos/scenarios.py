@@ -179,6 +179,15 @@ FULL_TOPOLOGIES = (3, 4)
 FULL_SEEDS = 2
 
 
+def lookup(name: str) -> Scenario:
+    """A scenario by the name a run reports: ``kill-site``, or ``kill-site@4`` (the full matrix's
+    variant on 4 nodes per site). KeyError naming it when there is no such scenario."""
+    base, sep, nodes = name.partition("@")
+    if base not in SCENARIOS or (sep and not (nodes.isdigit() and 3 <= int(nodes) <= 9)):
+        raise KeyError(name)
+    return SCENARIOS[base].with_nodes(int(nodes)) if sep else SCENARIOS[base]
+
+
 def matrix(name: str) -> list[tuple[Scenario, int]]:
     """The (scenario, repetition) pairs of a matrix; the repetition is folded into each run's seed."""
     if name not in MATRICES:

@@ -315,7 +315,8 @@ class PartitionCopier:
         p = self.progress
         if p.mirrored_offset < 0:
             await self._append(None)  # a probe: where does the mirror end?
-            p.state = "copying"
+            if p.state != "diverged":  # that lasts until a fetch from the mirror's end succeeds
+                p.state = "copying"
         await self._park_if_stopping()
         with trio.CancelScope() as self._fetching:  # a stop request cancels it: a fetch changes nothing
             if self._src is None:
@@ -347,11 +348,20 @@ class PartitionCopier:
             raise ClientError.from_code(code, f"fetch {p.topic}-{p.partition} from site {self.source.name}")
         p.last_fetch_ms = int(time.time() * 1000)
         if not part.records:
+            self._agrees()
             return
         kept = self._from_end(part.records)
         if kept is None:
             return
-        _first_base, count, data, first_ts, max_ts = kept  # a first batch past our end: a compacted hole
+        first_base, count, data, first_ts, max_ts = kept  # a first batch past our end: a compacted hole
+        if first_base < p.mirrored_offset and not (p.gaps and p.gaps[-1][1] == p.mirrored_offset):
+            # The mirror copies whole batches, so it ends where a source batch ended: a source batch
+            # across that end was written after the source lost what the mirror holds there.
+            await self._diverged(
+                f"the source's batch at offset {first_base} runs across the mirror's end {p.mirrored_offset}"
+            )
+            return
+        self._agrees()
         p.oldest_unmirrored_ms = first_ts
         if await self._append(data):
             p.bytes_copied += len(data)
@@ -394,21 +404,37 @@ class PartitionCopier:
             await self._append(None, start_offset=target_of(log_start))
             return
         if high_watermark >= 0 and p.mirrored_offset > high_watermark:
-            if p.state != "diverged":
-                log.error(
-                    "%s %s-%d: the mirror ends at %d, past the source's high watermark %d: the source lost "
-                    "records the mirror holds (unclean election or failover); not copying until resolved",
-                    self.link,
-                    p.topic,
-                    p.partition,
-                    p.mirrored_offset,
-                    high_watermark,
-                )
-            p.state = "diverged"
-            await trio.sleep(self.backoff_s * 4)
-            p.mirrored_offset = NO_SOURCE_OFFSET  # ask the target again: an operator may have truncated it
+            await self._diverged(
+                f"the mirror ends at {p.mirrored_offset}, past the source's high watermark {high_watermark}"
+            )
             return
         raise ClientError(f"fetch {p.topic}-{p.partition} at {p.mirrored_offset}: offset out of range")
+
+    async def _diverged(self, what: str) -> None:
+        """The target holds records the source no longer has: say so once, hold the partition
+        ``diverged`` (not copying) and look again later (an operator may truncate the target)."""
+        p = self.progress
+        if p.state != "diverged":
+            log.error(
+                "%s %s-%d: %s: the source lost records the mirror holds (unclean election or failover); "
+                "not copying until resolved",
+                self.link,
+                p.topic,
+                p.partition,
+                what,
+            )
+        p.state = "diverged"
+        p.last_error = what
+        await trio.sleep(self.backoff_s * 4)
+        p.mirrored_offset = NO_SOURCE_OFFSET  # ask the target again: an operator may have truncated it
+
+    def _agrees(self) -> None:
+        """A fetch from the mirror's end found the source continuing it: a diverged partition copies again."""
+        p = self.progress
+        if p.state == "diverged":
+            log.warning("%s %s-%d: the source continues the mirror at %d again: copying", self.link, p.topic,
+                        p.partition, p.mirrored_offset)  # fmt: skip
+            p.state = "copying"
 
     def _gap(self, start: SourceOffset, end: SourceOffset) -> None:
         p = self.progress

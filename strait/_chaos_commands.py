@@ -92,12 +92,12 @@ def run_command(
     import random
 
     from chaos.runner import run
-    from chaos.scenarios import SCENARIOS
+    from chaos.scenarios import lookup
     from chaos.scenarios import matrix as matrix_of
 
     if bool(scenarios) == bool(matrix):
         raise click.UsageError("give --scenario NAME (repeatable) or --matrix short|full|controls, not both")
-    unknown = [s for s in scenarios if s not in SCENARIOS]
+    unknown = [s for s in scenarios if not _known(s)]
     if unknown:
         raise click.BadParameter(
             f"unknown scenario {unknown[0]!r}; `strait chaos list` shows them", param_hint="--scenario"
@@ -114,7 +114,7 @@ def run_command(
             raise click.BadParameter(str(exc), param_hint="--topology") from None
     if seed is None:
         seed = random.SystemRandom().randrange(2**31)
-    chosen = matrix_of(matrix) if matrix else [(SCENARIOS[s], repetition) for s in scenarios]
+    chosen = matrix_of(matrix) if matrix else [(lookup(s), repetition) for s in scenarios]
     if directory is None:
         directory = Path("chaos-runs") / time.strftime("%Y%m%d-%H%M%S")
     command = "strait chaos run " + " ".join(
@@ -208,3 +208,13 @@ def _print_summary(results: dict[str, object], directory: Path) -> None:
         expect = "" if scenario.get("expect", "pass") == "pass" else f" (expects {scenario['expect']})"
         click.echo(f"{scenario['verdict'].upper():5}  {scenario['name']}{expect}: {detail}")
     click.echo(f"verdict: {str(results.get('verdict')).upper()}; report: {directory / 'report.html'}")
+
+
+def _known(name: str) -> bool:
+    from chaos.scenarios import lookup
+
+    try:
+        lookup(name)
+    except KeyError:
+        return False
+    return True

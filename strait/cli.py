@@ -31,12 +31,8 @@ from ._zookeeper_commands import zookeeper
 @click.option("-v", "--verbose", is_flag=True, help="Log at DEBUG level to stderr.")
 @click.version_option(package_name="strait")
 def main(verbose: bool) -> None:
-    # Behave like other Unix tools when piped into `head`: stop quietly.
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    # SIGUSR1 writes every thread's stack to stderr (a child's log): node.proc sends it to a
-    # `strait` child that misses its stop deadline, just before killing it, to show where it hung.
-    with contextlib.suppress(io.UnsupportedOperation, AttributeError, ValueError):
-        faulthandler.register(signal.SIGUSR1, all_threads=True)  # not when stderr is no file (tests)
+    # Process-wide settings (signal dispositions) belong to run(), the `strait` executable: this
+    # group is also invoked in-process (tests, CliRunner), where they would change the caller.
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -57,5 +53,16 @@ main.add_command(zookeeper)
 topics_group.add_command(reassign)
 
 
-if __name__ == "__main__":
+def run() -> None:
+    """The `strait` executable: the process's signal settings, then the command."""
+    # Behave like other Unix tools when piped into `head`: stop quietly.
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    # SIGUSR1 writes every thread's stack to stderr (a child's log): node.proc sends it to a
+    # `strait` child that misses its stop deadline, just before killing it, to show where it hung.
+    with contextlib.suppress(io.UnsupportedOperation, AttributeError, ValueError):
+        faulthandler.register(signal.SIGUSR1, all_threads=True)  # not when stderr is no file
     main()
+
+
+if __name__ == "__main__":
+    run()

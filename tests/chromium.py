@@ -38,6 +38,26 @@ SKIP_WITHOUT_CHROMIUM = pytest.mark.skipif(
 )
 
 
+def headless_argv(tmp_path: Path) -> list[str]:
+    """Headless chromium with a private profile under ``tmp_path`` and nothing running in the
+    background; a test adds its own network rules and mode."""
+    assert CHROMIUM is not None
+    return [
+        CHROMIUM,
+        "--headless=new",
+        "--no-sandbox",  # the test runs as root in CI's container
+        "--disable-gpu",
+        "--no-first-run",
+        "--no-default-browser-check",
+        f"--user-data-dir={tmp_path / 'chromium-profile'}",
+        "--disable-extensions",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--hide-scrollbars",
+    ]
+
+
 class Chromium:
     """Headless chromium and one page of it, driven over the DevTools protocol on fds 3 and 4.
 
@@ -56,18 +76,7 @@ class Chromium:
             os.dup2(writes, 4)
 
         argv = [
-            CHROMIUM,
-            "--headless=new",
-            "--no-sandbox",  # the test runs as root in CI's container
-            "--disable-gpu",
-            "--no-first-run",
-            "--no-default-browser-check",
-            f"--user-data-dir={tmp_path / 'chromium-profile'}",
-            "--disable-extensions",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--hide-scrollbars",
+            *headless_argv(tmp_path),
             "--host-resolver-rules=MAP * ~NOTFOUND",  # the report needs no network at all
             "--remote-debugging-pipe",
             "about:blank",

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import signal
+from collections.abc import Iterator
+
 import pytest
 
 pytest_plugins = ["tests.zk_fixtures"]
@@ -21,3 +24,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.unit)
         if TWO_SITE_FIXTURES & set(getattr(item, "fixturenames", ())) and not item.get_closest_marker("slow"):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(autouse=True)
+def _sigpipe_stays_ignored() -> Iterator[None]:
+    """A test must not leave SIGPIPE at its default: the next write to a closed socket kills pytest.
+
+    Python ignores SIGPIPE; ``strait``'s executable restores the default (for pipes into ``head``).
+    CI once died with exit 141 in the middle of a run because an in-process CLI call had done so.
+    """
+    before = signal.getsignal(signal.SIGPIPE)
+    yield
+    after = signal.getsignal(signal.SIGPIPE)
+    if after != before:
+        signal.signal(signal.SIGPIPE, before)
+        pytest.fail(f"the test changed SIGPIPE's handler from {before!r} to {after!r}")

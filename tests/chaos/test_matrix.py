@@ -2,14 +2,19 @@
 
 These run ``strait chaos run`` as an operator would (a subprocess, its own appliances, a fixed
 seed so a failure replays) and then read what it wrote: the exit status, ``results.json``
-and the report.
+and the report. Both runs start together when the module starts and run side by side (each is
+mostly waiting on its fault schedule): the second test finds its run nearly done.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +27,47 @@ pytestmark = [pytest.mark.integration, pytest.mark.chaos, pytest.mark.slow]
 SEED = 20261125
 
 
-def chaos_run(directory: Path, *args: str, timeout: float) -> tuple[int, dict[str, Any], str]:
-    argv = [sys.executable, "-m", "strait.cli", "chaos", "run", "--seed", str(SEED), "--dir", str(directory), *args]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-    results = json.loads((directory / "results.json").read_text())
-    return done.returncode, results, done.stdout + done.stderr
+class ChaosRun:
+    """``strait chaos run ARGS`` started in ``directory``, running while the tests wait for it."""
+
+    def __init__(self, directory: Path, *args: str, timeout: float) -> None:
+        self.directory = directory
+        argv = [sys.executable, "-m", "strait.cli", "chaos", "run", "--seed", str(SEED), "--dir", str(directory), *args]
+        self.output = directory / "output.txt"
+        with self.output.open("w") as out:
+            self.process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        self.deadline = time.monotonic() + timeout
+
+    def result(self) -> tuple[int, dict[str, Any], str]:
+        """Wait (until its deadline) for it to end: its exit status, results.json and output."""
+        try:
+            code = self.process.wait(timeout=max(1.0, self.deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise
+        results = json.loads((self.directory / "results.json").read_text())
+        return code, results, self.output.read_text()
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)  # as Ctrl-C: it heals, unmounts and stops its appliances
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ChaosRun]]:
+    started: dict[str, ChaosRun] = {}
+    try:
+        for matrix, timeout in (("short", 840.0), ("controls", 1140.0)):
+            started[matrix] = ChaosRun(tmp_path_factory.mktemp(matrix), "--matrix", matrix, timeout=timeout)
+        yield started
+    finally:
+        for run in started.values():
+            run.kill()
 
 
 def _anomalies(scenario: dict[str, Any]) -> dict[str, int]:
@@ -38,8 +79,9 @@ def _anomalies(scenario: dict[str, Any]) -> dict[str, int]:
 
 
 @pytest.mark.timeout(900)
-def test_the_short_matrix_passes(tmp_path: Path) -> None:
-    code, results, output = chaos_run(tmp_path, "--matrix", "short", timeout=840)
+def test_the_short_matrix_passes(runs: dict[str, ChaosRun]) -> None:
+    code, results, output = runs["short"].result()
+    tmp_path = runs["short"].directory
     assert [s["name"] for s in results["scenarios"]] == list(MATRICES["short"])
     summary = {s["name"]: (s["verdict"], s["error"], _anomalies(s), s["findings"]) for s in results["scenarios"]}
     assert code == 0 and results["verdict"] == "pass", f"{summary}\n{output[-4000:]}"
@@ -57,11 +99,11 @@ def test_the_short_matrix_passes(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(1200)
-def test_every_positive_control_finds_its_anomaly_and_every_checker_fires_somewhere(tmp_path: Path) -> None:
+def test_every_positive_control_finds_its_anomaly_and_every_checker_fires_somewhere(runs: dict[str, ChaosRun]) -> None:
     """A checker that cannot fail proves nothing: across the controls, each one must fire."""
     from chaos.checkers import CHECKERS
 
-    code, results, output = chaos_run(tmp_path, "--matrix", "controls", timeout=1140)
+    code, results, output = runs["controls"].result()
     fired: set[str] = set()
     for scenario in results["scenarios"]:
         expected = SCENARIOS[scenario["name"]].expect

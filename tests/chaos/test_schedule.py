@@ -72,3 +72,15 @@ def test_durations(text: str, seconds: float) -> None:
 def test_bad_durations_are_named(text: str) -> None:
     with pytest.raises(click.BadParameter, match=repr(text)):
         parse_duration(text)
+
+
+def test_a_full_matrix_variant_is_found_by_the_name_its_replay_command_gives() -> None:
+    from chaos.scenarios import SCENARIOS, lookup, matrix, scenario_seed
+
+    variants = {s.name: s for s, _ in matrix("full")}
+    assert lookup("disk-failing@4") == variants["disk-failing@4"]
+    assert lookup("kill-site") is SCENARIOS["kill-site"]
+    assert scenario_seed(7, lookup("disk-failing@4").name, 1) == scenario_seed(7, "disk-failing@4", 1)
+    for bad in ("no-such", "kill-site@", "kill-site@x", "kill-site@1", "kill-site@4@4"):
+        with pytest.raises(KeyError):
+            lookup(bad)

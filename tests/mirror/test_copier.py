@@ -7,7 +7,7 @@ import time
 import pytest
 import trio
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
 from mirror._copier import PartitionCopier
 from node.client import SiteClient
@@ -132,3 +132,65 @@ def test_a_restarted_copier_resumes_from_the_target_without_gap_or_duplicate(two
     assert got == read(east, "resume", 1)
     assert [r[1] for r in got] == list(range(1000))
     wait_for("nothing more to copy", lambda: len(read(west, "resume", 1)) == 1000)
+
+
+def make_mirror_of_other_records(east: Site, west: Site, topic: str, target: int, source: int, linger_ms: int) -> None:
+    """West's ``topic`` holds ``target`` records of its own (one per batch) and becomes the link's
+    mirror; east's holds ``source`` records, produced with ``linger_ms`` (large: one batch)."""
+    create(east, topic, 1)
+    create(west, topic, 1)
+    producer = Producer({"bootstrap.servers": west.bootstrap, "acks": "all", "linger.ms": 0})
+    for i in range(target):
+        producer.produce(topic, f"west-{i}".encode())
+        producer.flush(30)
+    admin = AdminClient({"bootstrap.servers": west.bootstrap})
+    entry = ConfigEntry("strait.mirror.link", LINK, incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource("topic", topic, incremental_configs=[entry])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+    producer = Producer({"bootstrap.servers": east.bootstrap, "acks": "all", "linger.ms": linger_ms})
+    for i in range(source):
+        producer.produce(topic, f"east-{i}".encode())
+    assert producer.flush(30) == 0
+
+
+@pytest.mark.parametrize(
+    ("topic", "source", "linger_ms", "says"),
+    [
+        ("ahead", 20, 5, "the mirror ends at 50, past the source's high watermark 20"),
+        ("across", 80, 1000, "the source's batch at offset 0 runs across the mirror's end 50"),
+    ],
+)
+def test_a_target_the_source_does_not_continue_is_held_diverged_and_left_as_it_is(
+    two_sites: tuple[Site, Site], caplog: pytest.LogCaptureFixture, topic: str, source: int, linger_ms: int, says: str
+) -> None:
+    # What an unclean election on the source leaves: the mirror holds records the source lost,
+    # and the source either ends before the mirror's end or goes on in batches across it.
+    east, west = two_sites
+    make_mirror_of_other_records(east, west, topic, 50, source, linger_ms)
+    if topic == "across":
+        assert [b[:2] for b in stored_batches(east.nodes[0], topic)] == [(0, 79)]
+    before = read(west, topic, 1)
+
+    async def main() -> tuple[list[str], PartitionCopier]:
+        east_client = SiteClient("east", east.bootstrap, client_id="mirror-test")
+        west_client = SiteClient("west", west.bootstrap, client_id="mirror-test")
+        copier = PartitionCopier(LINK, east_client, west_client, topic, 0, fetch_max_wait_ms=100, backoff_s=0.25)
+        held: list[str] = []
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(copier.run)
+            with trio.fail_after(60):
+                while copier.progress.state != "diverged":
+                    await trio.sleep(0.01)
+            for _ in range(300):  # 3 s, three of the copier's retries: its state must not flicker
+                held.append(copier.progress.state)
+                await trio.sleep(0.01)
+            nursery.cancel_scope.cancel()
+        return held, copier
+
+    held, copier = trio.run(main)
+    assert set(held) == {"diverged"}
+    assert copier.progress.records_copied == 0
+    said = [r for r in caplog.records if says in r.getMessage()]
+    assert len(said) == 1  # once, not at every retry
+    assert copier.progress.last_error == says
+    assert read(west, topic, 1) == before  # the target's records are left as they are

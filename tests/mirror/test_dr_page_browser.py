@@ -28,6 +28,7 @@ import pytest
 import trio
 
 from failover.state import open_store
+from tests.chromium import headless_argv
 from tests.mirror.conftest import Site
 from tests.mirror.test_service import LINK, TOPIC, MirrorProcess, create, ends, produce, wait_mirrored, write_links
 from tests.node.harness import wait_for
@@ -121,18 +122,7 @@ def chromium(tmp_path: Path, name: str, *args: str) -> tuple[str, str]:
     assert CHROMIUM is not None
     out, err = tmp_path / f"{name}.out", tmp_path / f"{name}.err"
     argv = [
-        CHROMIUM,
-        "--headless=new",
-        "--no-sandbox",  # the test runs as root in CI's container
-        "--disable-gpu",
-        "--no-first-run",
-        "--no-default-browser-check",
-        f"--user-data-dir={tmp_path / 'chromium-profile'}",
-        "--disable-extensions",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--hide-scrollbars",
+        *headless_argv(tmp_path),
         "--enable-logging=stderr",
         "--v=0",
         "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",  # no network but the admin API

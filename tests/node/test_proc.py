@@ -170,7 +170,7 @@ def test_a_child_that_misses_its_deadline_writes_its_stacks_to_its_log_before_it
 @pytest.mark.integration
 def test_strait_commands_answer_the_dump_signal_without_dying(tmp_path: Path) -> None:
     log = tmp_path / "cli.log"
-    # `strait --help` exits at once; a command that idles is needed: run the CLI's main in-process
+    # `strait --help` exits at once; a command that idles is needed: run the CLI's entry in-process
     # with a callback that idles, as every `strait` command runs under it.
     idles = (
         "import sys, time, click\n"
@@ -178,7 +178,7 @@ def test_strait_commands_answer_the_dump_signal_without_dying(tmp_path: Path) ->
         "@cli.main.command('idle')\n"
         "def idle():\n    print('ready', flush=True)\n    time.sleep(3600)\n"
         "sys.argv = ['strait', 'idle']\n"
-        "cli.main()\n"
+        "cli.run()\n"
     )
     child = spawn([*PYTHON, idles], log, name="cli", cwd=REPO, dump_signal=signal.SIGUSR1)
     wait_until(lambda: says(log, "ready"), Deadline(60, "the command"), watch=[child])
