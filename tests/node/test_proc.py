@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -328,3 +329,44 @@ def test_a_port_someone_listens_on_is_never_reserved(monkeypatch: pytest.MonkeyP
         monkeypatch.setattr(ports, "LOWEST", taken)
         monkeypatch.setattr(ports, "ephemeral_range", lambda: (taken + 2, 60999))
         assert taken not in {reserve_port() for _ in range(20)}
+
+
+def test_a_port_is_never_handed_out_twice(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import node.proc._ports as ports
+
+    class Repeats:
+        """Proposes the same port again and again, then others: what a random draw can do."""
+
+        def __init__(self) -> None:
+            self.draws = iter([25_000, 25_000, 25_000, 25_001, 25_002])
+
+        def randint(self, low: int, high: int) -> int:
+            return next(self.draws, low)
+
+    monkeypatch.setattr(ports.random, "SystemRandom", Repeats)
+    monkeypatch.setattr(ports, "_handed_out", ports.collections.OrderedDict())
+    monkeypatch.setattr(ports, "REGISTRY", tmp_path / "ports")
+    monkeypatch.setattr(ports, "_bindable", lambda *_: True)  # whatever this machine listens on
+    first, second = reserve_port(), reserve_port()
+    assert first == 25_000 and second == 25_001  # a LOCAL and a WAN port, never the same
+
+
+def test_a_port_another_live_process_claimed_is_skipped(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import node.proc._ports as ports
+
+    registry = tmp_path / "ports"
+    registry.mkdir()
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (registry / "25000").write_text(str(other.pid))  # claimed by a live process
+        (registry / "25001").write_text("999999999")  # by one long gone: lapsed
+        draws = iter([25_000, 25_001])
+        monkeypatch.setattr(ports.random, "SystemRandom", type("R", (), {"randint": lambda *_: next(draws)}))
+        monkeypatch.setattr(ports, "_handed_out", ports.collections.OrderedDict())
+        monkeypatch.setattr(ports, "REGISTRY", registry)
+        monkeypatch.setattr(ports, "_bindable", lambda *_: True)
+        assert reserve_port() == 25_001
+        assert (registry / "25001").read_text() == str(os.getpid())  # now this process's claim
+    finally:
+        other.kill()
+        other.wait()
