@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-pytest_plugins = ["tests.zk_fixtures"]
+pytest_plugins = ["tests.zk_fixtures", "tests.chaos_runs"]
 
 TIERS = ("unit", "integration", "chaos", "spark", "ansible")
 

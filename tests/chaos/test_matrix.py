@@ -3,71 +3,26 @@
 These run ``strait chaos run`` as an operator would (a subprocess, its own appliances, a fixed
 seed so a failure replays) and then read what it wrote: the exit status, ``results.json``
 and the report. Both runs start together when the module starts and run side by side (each is
-mostly waiting on its fault schedule): the second test finds its run nearly done.
+mostly waiting on its fault schedule): the second test finds its run nearly done. They are the
+session's runs (``tests/chaos_runs.py``), which the ledger's agreement test reads too.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from chaos.scenarios import MATRICES, SCENARIOS
+from tests.chaos_runs import ChaosMatrices, ChaosRun
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos, pytest.mark.slow]
 
-SEED = 20261125
-
-
-class ChaosRun:
-    """``strait chaos run ARGS`` started in ``directory``, running while the tests wait for it."""
-
-    def __init__(self, directory: Path, *args: str, timeout: float) -> None:
-        self.directory = directory
-        argv = [sys.executable, "-m", "strait.cli", "chaos", "run", "--seed", str(SEED), "--dir", str(directory), *args]
-        self.output = directory / "output.txt"
-        with self.output.open("w") as out:
-            self.process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        self.deadline = time.monotonic() + timeout
-
-    def result(self) -> tuple[int, dict[str, Any], str]:
-        """Wait (until its deadline) for it to end: its exit status, results.json and output."""
-        try:
-            code = self.process.wait(timeout=max(1.0, self.deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise
-        results = json.loads((self.directory / "results.json").read_text())
-        return code, results, self.output.read_text()
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)  # as Ctrl-C: it heals, unmounts and stops its appliances
-            try:
-                self.process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
-
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ChaosRun]]:
-    started: dict[str, ChaosRun] = {}
-    try:
-        for matrix, timeout in (("short", 840.0), ("controls", 1140.0)):
-            started[matrix] = ChaosRun(tmp_path_factory.mktemp(matrix), "--matrix", matrix, timeout=timeout)
-        yield started
-    finally:
-        for run in started.values():
-            run.kill()
+def runs(chaos_matrices: ChaosMatrices) -> dict[str, ChaosRun]:
+    return {matrix: chaos_matrices[matrix] for matrix in ("short", "controls")}  # both start now
 
 
 def _anomalies(scenario: dict[str, Any]) -> dict[str, int]:
