@@ -1,8 +1,10 @@
 """The ledger job and chaos/'s checkers agree on real chaos runs, clean and lossy, record for record.
 
-One ``strait chaos run`` for the session runs two scenarios with a fixed seed: ``kill-leader``
-(idempotent acks=all: nothing may be lost) and the positive control ``control-acks1-unclean``
-(acks=1 with unclean elections: acknowledged writes are lost). The ledger then audits each
+The runs are the session's chaos matrices (``tests/chaos_runs.py``, which test_matrix checks):
+the short matrix's ``kills`` (idempotent acks=all under kill -9 of the leader, a follower, the
+controller, a random node and the whole site: nothing may be lost) and the controls'
+``control-acks1-unclean`` (acks=1 with unclean elections: acknowledged writes are lost), each
+with the matrices' fixed seed. The ledger then audits each
 history against east's log files with ``strait audit ledger`` (in this process, on the session's
 SparkSession; tests/spark_jobs/test_ledger_cli.py runs it as its own process too).
 
@@ -14,10 +16,7 @@ read (every record listed: :func:`unsampled`), the ledger the same sends and the
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,9 @@ import pytest
 from click.testing import CliRunner
 
 from chaos.history import load
+from chaos.scenarios import MATRICES
 from strait.cli import main
+from tests.chaos_runs import ChaosMatrices
 from tests.spark_jobs.ledger_agreement import (
     checker_found,
     final_read,
@@ -37,30 +38,33 @@ from tests.spark_jobs.ledger_agreement import (
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos, pytest.mark.spark, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[2]
-SEED = 1
-CLEAN, LOSSY = "kill-leader", "control-acks1-unclean"
+CLEAN, LOSSY = "kills", "control-acks1-unclean"
+MATRIX = {CLEAN: "short", LOSSY: "controls"}
 CHAOS_TIMEOUT_S = 1500
 
 
-def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+@dataclass(frozen=True)
+class Run:
+    directory: Path  # the matrix run's --dir
+    scenario: dict[str, Any]  # its results.json entry
+
+    @property
+    def history(self) -> Path:
+        return self.directory / self.scenario["history"]
 
 
 @pytest.fixture(scope="session")
-def chaos_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, Any]]]:
-    """Both scenarios, run once for the session: (the run's directory, results.json by scenario)."""
-    directory = tmp_path_factory.mktemp("ledger-chaos")
-    argv = [sys.executable, "-m", "strait.cli", "chaos", "run", "--seed", str(SEED), "--dir", str(directory)]
-    argv += ["--scenario", CLEAN, "--scenario", LOSSY]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=CHAOS_TIMEOUT_S, env=_env(), check=False)
-    output = done.stdout + done.stderr
-    results = json.loads((directory / "results.json").read_text())
-    scenarios = {s["name"]: s for s in results["scenarios"]}
+def chaos_runs(chaos_matrices: ChaosMatrices) -> dict[str, Run]:
+    """Both scenarios, from the session's matrix runs (waited for here)."""
+    found = {}
     for name in (CLEAN, LOSSY):
-        assert scenarios[name]["error"] is None, (name, scenarios[name]["error"], output[-3000:])
-        assert scenarios[name]["verdict"] == "pass", (name, output[-3000:])
-    yield directory, scenarios
+        matrix = chaos_matrices[MATRIX[name]]
+        _, results, output = matrix.result()
+        (scenario,) = [s for s in results["scenarios"] if s["name"] == name]
+        assert scenario["error"] is None, (name, scenario["error"], output[-3000:])
+        assert scenario["verdict"] == "pass", (name, output[-3000:])
+        found[name] = Run(matrix.directory, scenario)
+    return found
 
 
 def ledger(*args: str) -> tuple[int, str, dict[str, Any] | None]:
@@ -83,12 +87,12 @@ def checker_count(scenario: dict[str, Any], checker: str) -> int:
 @pytest.mark.timeout(CHAOS_TIMEOUT_S + 600)
 @pytest.mark.parametrize("name", [CLEAN, LOSSY])
 def test_the_ledger_agrees_with_the_checkers_on_a_real_run(
-    chaos_runs: tuple[Path, dict[str, Any]], name: str, spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    chaos_runs: dict[str, Run], name: str, spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from spark_jobs.sources.segments import SegmentSource
 
-    directory, scenarios = chaos_runs
-    history, east = directory / name / "history.jsonl", nodes(directory / name)
+    run = chaos_runs[name]
+    history, east = run.history, nodes(run.history.parent)
     segments = [arg for node in east for arg in ("--segments", str(node))]
     code, output, summary = ledger("--history", str(history), *segments, "--out", str(tmp_path / "out"))
     assert code == (1 if name == LOSSY else 0), output[-3000:]
@@ -113,8 +117,8 @@ def test_the_ledger_agrees_with_the_checkers_on_a_real_run(
     assert summary["totals"]["acknowledged"] == sum(1 for op in ops if op["type"] == "ok" and op["f"] == "send")
     assert summary["totals"]["site_records"] == len(records)
     # The run's own verdicts (every checker, polls included) on what concerns the acknowledgements.
-    assert checker_count(scenarios[name], "lost-write") == found.get("lost", 0)
-    assert checker_count(scenarios[name], "moved") == found.get("moved", 0)
+    assert checker_count(run.scenario, "lost-write") == found.get("lost", 0)
+    assert checker_count(run.scenario, "moved") == found.get("moved", 0)
     if name == LOSSY:
         assert found.get("lost", 0) > 0
     else:
@@ -122,21 +126,21 @@ def test_the_ledger_agrees_with_the_checkers_on_a_real_run(
 
 
 @pytest.mark.timeout(CHAOS_TIMEOUT_S + 600)
-def test_a_run_directory_and_bad_history_lines(
-    chaos_runs: tuple[Path, dict[str, Any]], spark: Any, tmp_path: Path
-) -> None:
+def test_a_run_directory_and_bad_history_lines(chaos_runs: dict[str, Run], spark: Any, tmp_path: Path) -> None:
     """A run directory is every scenario's history; a malformed line is bad input (exit 2, no result)."""
-    directory, _ = chaos_runs
-    segments = [arg for node in nodes(directory / LOSSY) for arg in ("--segments", str(node))]
+    run = chaos_runs[LOSSY]
+    directory = run.directory  # the controls' run: one history per control
+    segments = [arg for node in nodes(run.history.parent) for arg in ("--segments", str(node))]
     code, output, summary = ledger(
         "--history", str(directory), *segments, "--topics", f"chaos-{LOSSY}", "--out", str(tmp_path / "a")
     )
     assert code == 1, output[-3000:]
     assert summary is not None and summary["inputs"]["history"] == [
-        str(directory / n / "history.jsonl") for n in sorted((CLEAN, LOSSY))
+        str(path) for path in sorted(directory.glob("*/history.jsonl"))
     ]
+    assert len(summary["inputs"]["history"]) == len(MATRICES["controls"])
     broken = tmp_path / "broken.jsonl"
-    lines = (directory / LOSSY / "history.jsonl").read_text().splitlines()
+    lines = run.history.read_text().splitlines()
     lines[3:3] = ["{not json", '{"index": 5, "type": "ok", "process": "producer-0", "f": "send", "value": "v"}']
     broken.write_text("\n".join(lines) + "\n")
     out = tmp_path / "b"
