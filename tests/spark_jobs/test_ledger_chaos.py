@@ -57,8 +57,8 @@ class Run:
 def chaos_runs(chaos_matrices: ChaosMatrices) -> dict[str, Run]:
     """Both scenarios, from the session's matrix runs (waited for here)."""
     found = {}
-    for name in (CLEAN, LOSSY):
-        matrix = chaos_matrices[MATRIX[name]]
+    matrices = {name: chaos_matrices[MATRIX[name]] for name in (CLEAN, LOSSY)}  # both start now
+    for name, matrix in matrices.items():
         _, results, output = matrix.result()
         (scenario,) = [s for s in results["scenarios"] if s["name"] == name]
         assert scenario["error"] is None, (name, scenario["error"], output[-3000:])
