@@ -2,9 +2,10 @@
 
 ``chaos_matrices`` (session) starts ``strait chaos run --matrix NAME --seed SEED`` on first
 request of NAME, as an operator runs it (a subprocess; its own appliances). Its runs go on while
-other tests run; :meth:`ChaosRun.result` waits for one. ``tests/chaos/test_matrix.py`` asks for
-the short matrix and the controls together (they run side by side); the ledger's agreement test
-(``tests/spark_jobs/test_ledger_chaos.py``) reads the same runs' histories instead of making its own.
+other tests run; :meth:`ChaosRun.result` waits for one. When a selected test uses it, both
+matrices start with the session's first test, so that the tests before theirs run meanwhile.
+``tests/chaos/test_matrix.py`` checks both; the ledger's agreement test
+(``tests/spark_jobs/test_ledger_chaos.py``) reads their histories instead of making its own.
 """
 
 from __future__ import annotations
@@ -65,10 +66,22 @@ class ChaosMatrices:
         self.runs: dict[str, ChaosRun] = {}
 
     def __getitem__(self, matrix: str) -> ChaosRun:
+        return self.start(matrix)
+
+    def start(self, matrix: str) -> ChaosRun:
+        """The run of ``matrix``, started now unless it was before."""
         if matrix not in self.runs:
             directory = self.factory.mktemp(f"matrix-{matrix}")
             self.runs[matrix] = ChaosRun(directory, "--matrix", matrix, timeout=TIMEOUTS[matrix])
         return self.runs[matrix]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _start_chaos_matrices(request: pytest.FixtureRequest) -> None:
+    if any("chaos_matrices" in getattr(item, "fixturenames", ()) for item in request.session.items):
+        matrices: ChaosMatrices = request.getfixturevalue("chaos_matrices")
+        for matrix in TIMEOUTS:
+            matrices.start(matrix)
 
 
 @pytest.fixture(scope="session")
