@@ -15,19 +15,17 @@ read (every record listed: :func:`unsampled`), the ledger the same sends and the
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from click.testing import CliRunner
 
 from chaos.history import load
 from chaos.scenarios import MATRICES
-from strait.cli import main
 from tests.chaos_runs import ChaosMatrices
+from tests.spark_jobs.audit_run import audit
 from tests.spark_jobs.ledger_agreement import (
     checker_found,
     final_read,
@@ -67,11 +65,8 @@ def chaos_runs(chaos_matrices: ChaosMatrices) -> dict[str, Run]:
     return found
 
 
-def ledger(*args: str) -> tuple[int, str, dict[str, Any] | None]:
-    result = CliRunner().invoke(main, ["audit", "ledger", *args])
-    out = Path(args[args.index("--out") + 1])
-    summary = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else None
-    return result.exit_code, result.output, summary
+def ledger(*args: str, own_process: bool = False) -> tuple[int, str, dict[str, Any] | None]:
+    return audit("ledger", *args, own_process=own_process)
 
 
 def nodes(run: Path) -> list[Path]:

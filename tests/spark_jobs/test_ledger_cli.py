@@ -6,10 +6,6 @@ apiece); the first test runs it as an operator does, ``python -m spark_jobs.jobs
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,21 +13,18 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from click.testing import CliRunner
 
 from storage import LogConfig, LogManager, TopicPartition
 from storage.records import LeaderEpoch, build_batch
-from strait.cli import main
 from tests.chaos.checkers.builder import Builder, log, rec
 from tests.node.harness import NodeProcess
 from tests.node.test_replication import create_topic, produce
+from tests.spark_jobs.audit_run import audit
 from tests.spark_jobs.ledger_agreement import write_history
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[2]
 T0 = 1_700_000_000_000
-JOB_TIMEOUT_S = 240
 
 
 def write_node(root: Path, values: dict[tuple[str, int], Sequence[str]]) -> Path:
@@ -49,19 +42,7 @@ def write_node(root: Path, values: dict[tuple[str, int], Sequence[str]]) -> Path
 
 
 def ledger(*args: str, own_process: bool = False) -> tuple[int, str, dict[str, Any] | None]:
-    """(exit status, output, summary.json or None) of the job: ``strait audit ledger ARGS`` in this
-    process, or ``python -m spark_jobs.jobs.ledger ARGS`` with ``own_process``."""
-    if own_process:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
-        argv = [sys.executable, "-m", "spark_jobs.jobs.ledger", "--master", "local[2]", *args]
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=JOB_TIMEOUT_S, env=env, check=False)
-        code, output = done.returncode, done.stdout + done.stderr
-    else:
-        result = CliRunner().invoke(main, ["audit", "ledger", *args])
-        code, output = result.exit_code, result.output
-    out = Path(args[args.index("--out") + 1]) if "--out" in args else None
-    summary = json.loads((out / "summary.json").read_text()) if out and (out / "summary.json").exists() else None
-    return code, output, summary
+    return audit("ledger", *args, own_process=own_process)
 
 
 @pytest.fixture(autouse=True)

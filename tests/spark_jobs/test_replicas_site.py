@@ -8,11 +8,7 @@ SparkSession; the first test runs it as an operator does, ``python -m spark_jobs
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,21 +17,18 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from click.testing import CliRunner
 
 from storage import list_batches, read_offsets, segment_files
 from storage.records import build_batch, set_base_offset, set_partition_leader_epoch
-from strait.cli import main
 from tests.node.conftest import SITE_PROPS
 from tests.node.harness import NodeProcess
 from tests.node.test_replication import create_topic, produce
+from tests.spark_jobs.audit_run import audit
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[2]
 TOPIC = "orders"
 RECORDS = 400
-JOB_TIMEOUT_S = 240
 
 
 @dataclass(frozen=True)
@@ -85,19 +78,7 @@ def hw(site_dir: Path, partition: int) -> int:
 
 
 def replicas(*args: str, own_process: bool = False) -> tuple[int, str, dict[str, Any] | None]:
-    """(exit status, output, summary.json or None) of the job: ``strait audit replicas ARGS`` in
-    this process, or ``python -m spark_jobs.jobs.replicas ARGS`` with ``own_process``."""
-    if own_process:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
-        argv = [sys.executable, "-m", "spark_jobs.jobs.replicas", "--master", "local[2]", *args]
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=JOB_TIMEOUT_S, env=env, check=False)
-        code, output = done.returncode, done.stdout + done.stderr
-    else:
-        result = CliRunner().invoke(main, ["audit", "replicas", *args])
-        code, output = result.exit_code, result.output
-    out = Path(args[args.index("--out") + 1])
-    summary = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else None
-    return code, output, summary
+    return audit("replicas", *args, own_process=own_process)
 
 
 @pytest.fixture(autouse=True)
