@@ -9,18 +9,21 @@ exception: an audit must count damage, not stop at it.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
-from storage.records import BatchHeader, Compression, RecordBatch, RecordFormatError, crc_of, read_header
+from storage.records import CRC_START, BatchHeader, Compression, RecordBatch, RecordFormatError, crc_of, read_header
 
-from .schema import ARROW_SCHEMA, COLUMNS, CREATE_TIME, LOG_APPEND_TIME
+from .schema import ARROW_BATCH_SCHEMA, ARROW_SCHEMA, COLUMNS, CREATE_TIME, LOG_APPEND_TIME
 
 #: Rows per Arrow batch, and bytes of keys and values per Arrow batch, at most (before a flush).
 BATCH_ROWS = 8192
 BATCH_BYTES = 8 * 1024 * 1024
+#: ``digest``: this many bytes of the SHA-256 of what a batch's CRC covers.
+DIGEST_BYTES = 16
 
 _CODECS = {c.value: c.name.lower() for c in Compression}
 _NEVER = 2**63 - 1
@@ -172,4 +175,98 @@ class Rows:
         cols, self._cols, self._bytes = self._cols, {name: [] for name in COLUMNS}, 0
         return pa.RecordBatch.from_arrays(
             [pa.array(cols[f.name], type=f.type) for f in ARROW_SCHEMA], schema=ARROW_SCHEMA
+        )
+
+
+class BatchRows:
+    """Like :class:`Rows`, one row per batch (:data:`~spark_jobs.schema.BATCH_SCHEMA`): its header,
+    whether its CRC matches and a digest of its bytes; its records are not decoded.
+
+    A batch is kept when its offsets overlap :attr:`bounds` and its max timestamp is not
+    before the start time (its records are not looked at, so a kept batch may hold records
+    outside the bounds). ``valid`` is false for a CRC mismatch or a format other than magic 2.
+    """
+
+    def __init__(self, *, include_control: bool = False, bounds: Bounds = EVERYTHING) -> None:
+        self.include_control = include_control
+        self.bounds = bounds
+        self.invalid = 0
+        self._cols: dict[str, list[Any]] = {name: [] for name in ARROW_BATCH_SCHEMA.names}
+
+    def __len__(self) -> int:
+        return len(self._cols["valid"])
+
+    @property
+    def full(self) -> bool:
+        return len(self) >= BATCH_ROWS
+
+    def add_batch(self, buf: bytes | bytearray | memoryview, topic: str, partition: int, segment: str | None) -> int:
+        """One row for the whole batch in ``buf`` (length prefix included); returns the offset after it."""
+        h = read_header(buf)
+        if self.bounds.batch_outside(h):
+            return h.next_offset
+        if h.magic != 2:
+            self.add_invalid(topic, partition, h.base_offset, f"record batch magic {h.magic} is not supported", segment)
+            return h.next_offset
+        if h.is_control and not self.include_control:
+            return h.next_offset
+        covered = memoryview(buf)[CRC_START : h.size]
+        crc_ok = crc_of(buf, 0, h.size) == h.crc
+        c = self._cols
+        c["topic"].append(topic)
+        c["partition"].append(partition)
+        c["offset"].append(h.base_offset)
+        c["lastOffset"].append(h.last_offset)
+        c["records"].append(h.records_count)
+        c["maxTimestamp"].append(h.max_timestamp * 1000 if 0 <= h.max_timestamp <= _LAST_MS else None)
+        c["timestampType"].append(LOG_APPEND_TIME if h.is_log_append_time else CREATE_TIME)
+        c["producerId"].append(h.producer_id)
+        c["producerEpoch"].append(h.producer_epoch)
+        c["baseSequence"].append(h.base_sequence)
+        c["leaderEpoch"].append(h.partition_leader_epoch)
+        c["isTransactional"].append(h.is_transactional)
+        c["isControl"].append(h.is_control)
+        c["codec"].append(_CODECS.get(h.compression, str(h.compression)))
+        c["bytes"].append(h.size)
+        c["digest"].append(hashlib.sha256(covered).digest()[:DIGEST_BYTES])
+        c["crcValid"].append(crc_ok)
+        c["valid"].append(crc_ok)
+        c["error"].append(None if crc_ok else f"CRC mismatch in the batch at offset {h.base_offset}")
+        c["segment"].append(segment)
+        if not crc_ok:
+            self.invalid += 1
+        return h.next_offset
+
+    def add_invalid(
+        self,
+        topic: str,
+        partition: int,
+        offset: int | None,
+        error: str,
+        segment: str | None,
+        *,
+        crc_valid: bool | None = None,
+        header: BatchHeader | None = None,
+    ) -> None:
+        """One row standing for what could not be read at ``offset`` (None: unknown)."""
+        if offset is not None and not (self.bounds.start_offset <= offset < self.bounds.end_offset):
+            return
+        c = self._cols
+        for values in c.values():
+            values.append(None)
+        c["topic"][-1] = topic
+        c["partition"][-1] = partition
+        c["offset"][-1] = offset
+        c["valid"][-1] = False
+        c["error"][-1] = error
+        c["segment"][-1] = segment
+        c["crcValid"][-1] = crc_valid
+        self.invalid += 1
+
+    def flush(self) -> pa.RecordBatch | None:
+        if not len(self):
+            return None
+        cols, self._cols = self._cols, {name: [] for name in ARROW_BATCH_SCHEMA.names}
+        return pa.RecordBatch.from_arrays(
+            [pa.array(cols[f.name], type=f.type) for f in ARROW_BATCH_SCHEMA], schema=ARROW_BATCH_SCHEMA
         )

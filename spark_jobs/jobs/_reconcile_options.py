@@ -25,6 +25,7 @@ class Options:
     checkpoint: Path | None
     trigger_seconds: float
     until_idle: float | None
+    by_record: bool = False
     _source_held: dict[str, list[int]] | None = None
 
     def source_held(self) -> dict[str, list[int]]:
@@ -46,4 +47,5 @@ class Options:
             "topics": self.topics,
             "require_caught_up": self.require_caught_up,
             "continuous": self.continuous,
+            "by_record": self.by_record,
         }

@@ -24,7 +24,7 @@ import trio
 from node.client import EARLIEST, LATEST, READ_COMMITTED, READ_UNCOMMITTED, ClientError, SiteClient, list_offsets
 from storage import StorageError
 
-from ..schema import RECORD_SCHEMA
+from ..schema import BATCH_SCHEMA, RECORD_SCHEMA
 from ..sources._segments_files import LOG_START_OFFSET_CHECKPOINT, Checkpoints, Copy, find_copies, log_end
 from ._common import BadInput
 
@@ -109,17 +109,20 @@ class Side:
 
     # -- reading --------------------------------------------------------------------------------------
 
-    def read(self, spark: Any, ranges: Mapping[TP, tuple[int, int]], *, committed: bool = False) -> Any:
+    def read(
+        self, spark: Any, ranges: Mapping[TP, tuple[int, int]], *, committed: bool = False, rows: str = "records"
+    ) -> Any:
         """The side's rows over ``ranges`` (a DataFrame of RECORD_SCHEMA); ``committed``: a live
-        site's aborted transactions left out (read_committed, as MM2 copies)."""
+        site's aborted transactions left out (read_committed, as MM2 copies); ``rows`` ``batches``:
+        one row per batch (BATCH_SCHEMA, segment paths only)."""
         if not ranges:
-            return spark.createDataFrame([], RECORD_SCHEMA)
+            return spark.createDataFrame([], BATCH_SCHEMA if rows == "batches" else RECORD_SCHEMA)
         topics = sorted({t for t, _ in ranges})
         starting = _offsets_json({tp: r[0] for tp, r in ranges.items()})
         ending = _offsets_json({tp: r[1] for tp, r in ranges.items()})
         if self.kind == "segments":
             reader = spark.read.format("strait-segments").option("path", ",".join(self.entries))
-            reader = reader.option("topics", ",".join(topics))
+            reader = reader.option("topics", ",".join(topics)).option("rows", rows)
         else:
             reader = spark.read.format("strait-kafka").option("kafka.bootstrap.servers", self.value)
             reader = reader.option("subscribe", ",".join(topics))

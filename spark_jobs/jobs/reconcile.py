@@ -21,10 +21,20 @@ import click
 
 # Absolute imports: spark-submit runs this file as a script (``__main__``, no package).
 from spark_jobs.jobs._common import BadInput, Job, run_job
+from spark_jobs.jobs._reconcile_batches import (
+    BatchPass,
+    batch_pass,
+    clip,
+    describe,
+    extend,
+    recount,
+    superseded_from,
+)
 from spark_jobs.jobs._reconcile_compare import (
     AHEAD,
     BEHIND,
     COUNT_KEYS,
+    MATCHED,
     MM2_COUNT_KEYS,
     Comparison,
     CopyWindow,
@@ -33,7 +43,7 @@ from spark_jobs.jobs._reconcile_compare import (
 )
 from spark_jobs.jobs._reconcile_mm2 import compare_mm2, copy_window, offset_syncs_topic, read_syncs
 from spark_jobs.jobs._reconcile_options import Options
-from spark_jobs.jobs._reconcile_sides import TP, is_internal, parse_side
+from spark_jobs.jobs._reconcile_sides import TP, Side, is_internal, parse_side
 from spark_jobs.jobs._reconcile_stream import follow, resumes
 
 JOB = "reconcile"
@@ -133,10 +143,80 @@ def reconcile(job: Job, opts: Options) -> dict[str, Any]:
         comparison = compare_mm2(
             source_df, target_df, ranges, windows, opts.source_alias, require_caught_up=opts.require_caught_up
         )
-    else:
+    elif opts.by_record or opts.source.kind != "segments" or opts.target.kind != "segments":
         comparison = compare_offsets(source_df, target_df, ranges, require_caught_up=opts.require_caught_up)
+    else:
+        comparison = by_batch(job, opts, ranges, s_ranges, t_ranges) or compare_offsets(
+            source_df, target_df, ranges, require_caught_up=opts.require_caught_up
+        )
     present = (set(s_ranges), set(t_by_source))
     return finish(job, opts, comparison, ranges, present, windows)
+
+
+def by_batch(
+    job: Job,
+    opts: Options,
+    ranges: dict[TP, Ranges],
+    s_ranges: dict[TP, tuple[int, int]],
+    t_ranges: dict[TP, tuple[int, int]],
+) -> Comparison | None:
+    """An offset-preserving link from segment files: the batch pass first
+    (:mod:`._reconcile_batches`), then records only where batches differ. None: too many
+    batches differ, compare every record."""
+    spark = job.spark
+    bp = batch_pass(
+        opts.source.read(spark, s_ranges, rows="batches"), opts.target.read(spark, t_ranges, rows="batches"), ranges
+    )
+    if bp is None:
+        job.notes.append("the sites' batches differ too much to compare batch by batch: every record was compared")
+        return None
+    comparison = _records(job, opts, ranges, s_ranges, t_ranges, bp)
+    starts = superseded_from(comparison)
+    if starts:  # a later record of the key may be in an agreed batch: compare the rest by record
+        comparison.release()
+        bp = recount(bp, extend(bp.slow, starts, ranges))
+        comparison = _records(job, opts, ranges, s_ranges, t_ranges, bp)
+    for tp, n in bp.agreed.items():
+        counts = comparison.counts.setdefault(tp, dict.fromkeys(COUNT_KEYS, 0))
+        for key in ("source_records", "target_records", "compared", MATCHED):
+            counts[key] += n
+    comparison.cached.append(bp.agreed_batches)
+    d = describe(bp)
+    job.inputs["compared_by"] = "batches, then records where batches differ"
+    job.notes.append(
+        f"{d['agreed_records']} record(s) were matched in batches identical on both sides (same offsets, digest and "
+        f"valid CRCs) without being decoded; {d['record_offsets']} offset(s) in {d['record_ranges']} range(s) were "
+        "compared record by record"
+    )
+    return comparison
+
+
+def _records(
+    job: Job,
+    opts: Options,
+    ranges: dict[TP, Ranges],
+    s_ranges: dict[TP, tuple[int, int]],
+    t_ranges: dict[TP, tuple[int, int]],
+    bp: BatchPass,
+) -> Comparison:
+    source = _read_spans(job.spark, opts.source, s_ranges, bp)
+    target = _read_spans(job.spark, opts.target, t_ranges, bp)
+    return compare_offsets(source, target, ranges, require_caught_up=opts.require_caught_up)
+
+
+def _read_spans(spark: Any, side: Side, side_ranges: dict[TP, tuple[int, int]], bp: BatchPass) -> Any:
+    """The side's records in the pass's slow ranges: one read per k-th range of every partition."""
+    spans = {tp: clip(bp.slow.get(tp, []), *r) for tp, r in side_ranges.items()}
+    reads = [
+        side.read(spark, {tp: s[k] for tp, s in spans.items() if len(s) > k})
+        for k in range(max((len(s) for s in spans.values()), default=0))
+    ]
+    if not reads:
+        return side.read(spark, {})
+    out = reads[0]
+    for df in reads[1:]:
+        out = out.unionByName(df)
+    return out
 
 
 def finish(
@@ -234,6 +314,12 @@ SIDE_HELP = (
 )
 @click.option(
     "--timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True, help="Seconds a live site may take."
+)
+@click.option(
+    "--by-record",
+    is_flag=True,
+    help="Decode and compare every record, even in batches identical on both sides (segment paths, offset mode; "
+    "slower, the same answer).",
 )
 @click.option("--continuous", is_flag=True, help="Follow the target as it is mirrored (Structured Streaming).")
 @click.option(

@@ -38,6 +38,7 @@ _KNOWN = {
     "copies",
     "committedonly",
     "maxbytesperpartition",
+    "rows",
 }
 
 
@@ -67,6 +68,7 @@ class SegmentOptions:
     copies: Copies = "longest"
     committed_only: bool = False
     max_bytes: int = DEFAULT_MAX_BYTES
+    rows: Literal["records", "batches"] = "records"
 
     def wants_topic(self, topic: str) -> bool:
         """Whether the topic filters keep ``topic``. With neither filter, Kafka's internal
@@ -87,7 +89,7 @@ def parse_options(options: Mapping[str, Any]) -> SegmentOptions:
         raise ValueError(
             f"strait-segments: unknown option(s) {', '.join(unknown)}; known options: "
             "path, topics, topicPattern, startingOffsets, endingOffsets, startingTimestamp, "
-            "endingTimestamp, includeControl, copies, committedOnly, maxBytesPerPartition"
+            "endingTimestamp, includeControl, copies, committedOnly, maxBytesPerPartition, rows"
         )
     topics, pattern = _topics(opts)
     starting = _offsets("startingOffsets", opts.get("startingoffsets"), EARLIEST)
@@ -105,6 +107,9 @@ def parse_options(options: Mapping[str, Any]) -> SegmentOptions:
     copies = str(opts.get("copies", "longest")).strip().lower()
     if copies not in ("longest", "all"):
         raise ValueError(f"copies={opts['copies']!r}: expected 'longest' or 'all'")
+    rows = str(opts.get("rows", "records")).strip().lower()
+    if rows not in ("records", "batches"):
+        raise ValueError(f"rows={opts['rows']!r}: expected 'records' (one row per record) or 'batches' (one per batch)")
     return SegmentOptions(
         paths=_paths(opts),
         topics=topics,
@@ -117,6 +122,7 @@ def parse_options(options: Mapping[str, Any]) -> SegmentOptions:
         copies="longest" if copies == "longest" else "all",
         committed_only=_flag("committedOnly", opts.get("committedonly")),
         max_bytes=_bytes("maxBytesPerPartition", opts.get("maxbytesperpartition")),
+        rows="batches" if rows == "batches" else "records",
     )
 
 

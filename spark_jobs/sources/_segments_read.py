@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from spark_jobs._rows import Rows
+from spark_jobs._rows import BatchRows, Rows
 from storage.records import HEADER_SIZE, LOG_OVERHEAD, PREFIX
 
 from ._segments_files import MAGIC_POS, MIN_BATCH_LENGTH
@@ -30,9 +30,11 @@ READ_BYTES = 4 * 1024 * 1024
 _OFFSET_SPAN = 2**31  # a segment's offsets lie within an int32 of its base offset
 
 
-def read_range(part: SegmentRange, *, include_control: bool) -> Iterator[pa.RecordBatch]:
-    """Arrow batches of the rows of the batches that start in ``part``'s byte range."""
-    rows = Rows(include_control=include_control, bounds=part.bounds)
+def read_range(part: SegmentRange, *, include_control: bool, rows_of: str = "records") -> Iterator[pa.RecordBatch]:
+    """Arrow batches of the rows of the batches that start in ``part``'s byte range (``rows_of``
+    ``batches``: one row per batch, see :class:`~spark_jobs._rows.BatchRows`)."""
+    kind = BatchRows if rows_of == "batches" else Rows
+    rows = kind(include_control=include_control, bounds=part.bounds)
     for _ in _fill(rows, part):
         batch = rows.flush()
         if batch is not None:
@@ -59,7 +61,7 @@ class _Cursor:
         return memoryview(self._chunk)[pos - self._at : pos - self._at + n]
 
 
-def _fill(rows: Rows, part: SegmentRange) -> Iterator[None]:
+def _fill(rows: Rows | BatchRows, part: SegmentRange) -> Iterator[None]:
     """Feed ``rows`` batch by batch; yields whenever they are full."""
     path = Path(part.path)
     try:
@@ -112,7 +114,7 @@ def _look(at: _Cursor) -> tuple[str, int | None, int, int]:
     return "", base, length + LOG_OVERHEAD, magic
 
 
-def _decode(rows: Rows, batch: memoryview, part: SegmentRange, base: int, path: Path, pos: int) -> int:
+def _decode(rows: Rows | BatchRows, batch: memoryview, part: SegmentRange, base: int, path: Path, pos: int) -> int:
     """Hand one whole batch to ``rows``; returns the offset after it (``base`` if it failed)."""
     try:
         return rows.add_batch(batch, part.topic, part.partition, part.path)

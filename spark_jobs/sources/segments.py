@@ -59,6 +59,12 @@ option                   meaning
                          the ``replication-offset-checkpoint`` of its log dir. A copy that file has no
                          entry for (or that has no such file) is read to its end; a checkpoint that
                          cannot be parsed is an error naming it.
+``rows``                 ``records`` (default): one row per record, :data:`spark_jobs.schema.RECORD_SCHEMA`;
+                         ``batches``: one row per stored record batch, its records not decoded,
+                         :data:`spark_jobs.schema.BATCH_SCHEMA` (base and last offset, record count,
+                         header fields, whether the CRC matches, and a digest of the batch's bytes).
+                         Many times faster; what reconcile compares first. Bounds keep the batches
+                         that overlap them.
 ``maxBytesPerPartition`` Bytes (``134217728``, ``128m``, ``1g``; default 128 MiB, as Spark's
                          ``spark.sql.files.maxPartitionBytes``): a segment larger than this is split
                          into byte ranges at batch boundaries, each an input partition.
@@ -87,7 +93,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from spark_jobs.schema import RECORD_SCHEMA
+from spark_jobs.schema import BATCH_SCHEMA, RECORD_SCHEMA
 
 from ._segments_files import check_paths
 from ._segments_options import SegmentOptions, parse_options
@@ -110,7 +116,7 @@ class SegmentSource(DataSource):
         return "strait-segments"
 
     def schema(self) -> StructType:
-        return RECORD_SCHEMA
+        return BATCH_SCHEMA if self.settings.rows == "batches" else RECORD_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return SegmentReader(self.settings)
@@ -125,4 +131,4 @@ class SegmentReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if isinstance(partition, SegmentRange):  # with nothing to read Spark passes InputPartition(None)
-            yield from read_range(partition, include_control=self.settings.include_control)
+            yield from read_range(partition, include_control=self.settings.include_control, rows_of=self.settings.rows)

@@ -299,6 +299,18 @@ def test_planted_differences_are_found_exactly(sites: Sites, spark: Any, tmp_pat
     assert n == 1 and error.startswith("target: CRC mismatch")
     crc = next(p["counts"] for p in summary["partitions"] if p["topic"] == "crcflip")
     assert (crc["unreadable"], crc["matched"], crc["missing"]) == (1, 9, 0)
+    assert summary["inputs"]["compared_by"] == "batches, then records where batches differ"
+    agreed = next(n for n in summary["notes"] if "without being decoded" in n)
+    assert int(agreed.split()[0]) > 0, agreed  # some batches were agreed, the rest compared by record
+
+    # Every record decoded and compared: the same answer, count for count.
+    by_record = tmp_path / "by-record"
+    status, output, every = reconcile(by_record, *args, "--by-record")
+    assert status == 1, output
+    assert every is not None and "compared_by" not in every["inputs"]
+    assert found(by_record) == expected
+    assert every["totals"] == summary["totals"] and every["invalid"] == summary["invalid"]
+    assert [p["counts"] for p in every["partitions"]] == [p["counts"] for p in summary["partitions"]]
 
 
 def test_an_mm2_link_is_matched_by_content_and_a_record_produced_to_the_target_is_extra(
