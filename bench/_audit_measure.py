@@ -16,8 +16,9 @@ that sum counts once per process: it overstates what the tree holds. The peak of
 its sharers) is the figure that does not. CPU is user + system time per process, the last value
 each process showed (a process that exits loses at most one sample interval of its time).
 
-A child still running at the deadline is stopped (SIGTERM to its group, then SIGKILL), and so
-is, by pid, anything left in its session (pyspark's daemon leads a group of its own).
+A child still running at the deadline is stopped (SIGTERM to its group, then SIGKILL) and
+reported ``timed_out``. Whatever the end, anything left in its session is then SIGKILLed by pid
+(pyspark's daemon leads a process group of its own).
 """
 
 from __future__ import annotations
@@ -33,8 +34,6 @@ from pathlib import Path
 from typing import Any
 
 from node.proc import spawn
-
-from ._procs import BenchError
 
 SAMPLE_S = 0.5
 STOP_TIMEOUT_S = 30.0
@@ -188,6 +187,7 @@ class Measured:
     processes_by_role: dict[str, int]
     samples: int
     log: Path
+    timed_out: bool = False
 
     @property
     def peak_rss_mib(self) -> float:
@@ -205,6 +205,7 @@ class Measured:
         return {
             "seconds": self.seconds,
             "returncode": self.returncode,
+            "timed_out": self.timed_out,
             "peak_rss_mib": round(self.peak_rss_mib, 1),
             "peak_pss_mib": round(self.peak_pss_mib, 1),
             "peak_rss_mib_by_role": {r: round(b / MIB, 1) for r, b in sorted(self.peak_rss_by_role.items())},
@@ -235,19 +236,17 @@ def _stopped_at_end(child_stop: Any, sampler: Sampler) -> Iterator[None]:
 def measure(
     argv: Sequence[str], log: Path, *, timeout: float, name: str, cwd: Path, env: dict[str, str] | None = None
 ) -> Measured:
-    """Run ``argv`` (in ``cwd``, output appended to ``log``) to its end, sampled; raises ``BenchError``
-    (with the log's tail) when it runs past ``timeout`` seconds. Its exit code is the caller's to judge."""
+    """Run ``argv`` (in ``cwd``, output appended to ``log``) to its end, sampled, or until ``timeout``
+    seconds have passed (then it is stopped and ``timed_out``). Its exit code is the caller's to judge."""
     started = time.perf_counter()
     child = spawn(argv, log, name=name, cwd=cwd, env=env)
     with Sampler(child.pid) as sampler, _stopped_at_end(child.stop, sampler):
         code = child.wait(timeout)
         seconds = time.perf_counter() - started
-        if code is None:
-            raise BenchError(f"{name} still ran after {timeout:g} s (stopped); its log {log}:\n{child.log_tail()}")
     usage = sampler.usage
     return Measured(
         seconds,
-        code,
+        -1 if code is None else code,
         usage.peak_rss_bytes,
         usage.peak_pss_bytes,
         dict(usage.peak_rss_by_role),
@@ -255,4 +254,5 @@ def measure(
         usage.processes_by_role(),
         usage.samples,
         log,
+        timed_out=code is None,
     )

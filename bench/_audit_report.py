@@ -36,6 +36,7 @@ from ._report import (
 LOOP, SEGMENTS, LIVE = "consumer loop", "reconcile from segments", "reconcile from live sites"
 PATHS = (LOOP, SEGMENTS, LIVE)
 FULL_SIZE, SMALL_SIZE = "full", "small"
+FULL_RECORDS = 10_000_000  # the issue's topic: 10 million records, about 1 GB
 GOAL_RATIO = 3.0  # the issue: the segment path >= 3x the consumer loop's records/s on the same 2 cores
 MEMORY_GROWTH_LIMIT = 1.5  # bounded: peak RSS at the full size <= this x the peak at the small size
 #: What every path reports, and what the benchmark checks before it counts a run.
@@ -73,7 +74,8 @@ class Settings:
 
 @dataclass
 class Trial:
-    """One run of one path over one topic, checked."""
+    """One run of one path over one topic, checked: ``error`` says why it does not count (it failed,
+    or its answer was not a clean reconcile of every record), None when it does."""
 
     path: str
     size: str  # FULL_SIZE or SMALL_SIZE
@@ -84,6 +86,11 @@ class Trial:
     own_seconds: float  # the job's own time: Spark's from its session being up (summary.json), the loop's in-process
     counts: dict[str, int]  # what the path reported: CHECKED_COUNTS
     spark: dict[str, str] = field(default_factory=dict)  # master and version, for the reconcile paths
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
 
     @property
     def records_per_s(self) -> float:
@@ -101,6 +108,7 @@ class Trial:
             **self.measured.to_json(),
             "counts": self.counts,
             "spark": self.spark,
+            "error": self.error,
         }
 
 
@@ -109,12 +117,16 @@ class Results:
     fills: list[Filled] = field(default_factory=list)
     mirrored_s: float = 0.0  # from the last record acknowledged on east to west holding everything
     trials: list[Trial] = field(default_factory=list)
-    failure: str | None = None  # what stopped the runs early
+    failure: str | None = None  # what stopped the runs early, or which runs failed
     loadavg_start: tuple[float, float, float] = (0.0, 0.0, 0.0)
     loadavg_end: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
     def of(self, size: str, path: str) -> list[Trial]:
-        return [t for t in self.trials if t.size == size and t.path == path]
+        """The runs of ``path`` at ``size`` that count (failed ones left out)."""
+        return [t for t in self.trials if t.size == size and t.path == path and t.ok]
+
+    def failed(self, size: str, path: str) -> list[Trial]:
+        return [t for t in self.trials if t.size == size and t.path == path and not t.ok]
 
     def sizes(self) -> list[str]:
         return [s for s in (SMALL_SIZE, FULL_SIZE) if any(t.size == s for t in self.trials)]
@@ -170,9 +182,18 @@ class Verdict:
         return f"{self.what} {verdict_word(self.met)}: {self.figures}"
 
 
+def _failure_text(trials: Sequence[Trial]) -> str:
+    return f"{len(trials)} run(s) failed ({trials[0].error})"
+
+
 def speed_verdict(results: Results) -> Verdict:
     what = f"reconcile from segments >= {GOAL_RATIO:g}x the consumer loop's records/s (full size, medians)"
     found = ratio(results, FULL_SIZE, SEGMENTS)
+    failed = results.failed(FULL_SIZE, SEGMENTS)
+    if found is None and failed:
+        return Verdict(
+            what, f"reconcile from segments did not complete at the full size: {_failure_text(failed)}", False
+        )
     if found is None:
         return Verdict(what, "not both measured at the full size", None)
     seg = summary(results.of(FULL_SIZE, SEGMENTS))["records_per_s_median"]
@@ -189,14 +210,20 @@ def memory_verdict(results: Results) -> Verdict:
         f"memory bounded (each reconcile path's peak RSS at the full size <= {MEMORY_GROWTH_LIMIT:g}x its peak at "
         "the small size)"
     )
-    parts, met = [], True
+    parts: list[str] = []
+    met: bool | None = True
     for path in (SEGMENTS, LIVE):
         full, small = results.of(FULL_SIZE, path), results.of(SMALL_SIZE, path)
+        failed = results.failed(FULL_SIZE, path)
+        if failed and not full:
+            parts.append(f"{path} did not complete at the full size: {_failure_text(failed)}")
+            met = False
+            continue
         if not full or not small:
             return Verdict(what, f"{path} not measured at both sizes (--small-fraction 0 skips the small one)", None)
         big, little = summary(full), summary(small)
         growth = big["peak_rss_mib"] / little["peak_rss_mib"]
-        met = met and growth <= MEMORY_GROWTH_LIMIT
+        met = bool(met) and growth <= MEMORY_GROWTH_LIMIT
         parts.append(
             f"{path}: {little['peak_rss_mib']:,.0f} MiB at {little['records']:,} records -> "
             f"{big['peak_rss_mib']:,.0f} MiB at {big['records']:,} ({growth:.2f}x)"
@@ -205,6 +232,10 @@ def memory_verdict(results: Results) -> Verdict:
 
 
 # -- tables ----------------------------------------------------------------------------------------
+
+
+def _mib(rss_bytes: int | None) -> str:
+    return "-" if rss_bytes is None else f"{rss_bytes / MIB:,.0f}"
 
 
 def _role_mib(s: dict[str, Any], role: str) -> str:
@@ -233,7 +264,16 @@ def results_table(results: Results) -> tuple[list[str], list[list[str]]]:
     rows = []
     for size in results.sizes():
         for path in PATHS:
-            trials = results.of(size, path)
+            trials, failed = results.of(size, path), results.failed(size, path)
+            runs = str(len(trials)) + (f" ({len(failed)} failed)" if failed else "")
+            if not trials and failed:
+                m = failed[0].measured
+                rows.append(
+                    [size, path, f"{failed[0].records:,}", runs, f"failed after {m.seconds:.1f}", "FAILED", "-", "-"]
+                    + [f"{m.peak_rss_mib:,.0f}", f"{m.peak_pss_mib:,.0f}"]
+                    + [_mib(m.peak_rss_by_role.get(r)) for r in (DRIVER, JVM, WORKERS)]
+                    + [f"{m.cpu_s / m.seconds:.2f}", "-"]
+                )
             if not trials:
                 continue
             s = summary(trials)
@@ -243,7 +283,7 @@ def results_table(results: Results) -> tuple[list[str], list[list[str]]]:
                     size,
                     path,
                     f"{s['records']:,}",
-                    str(s["runs"]),
+                    runs,
                     f"{s['seconds_median']:.1f}",
                     f"{s['records_per_s_median']:,.0f}",
                     f"{s['records_per_s_best']:,.0f}",
@@ -283,14 +323,16 @@ def trials_table(results: Results) -> tuple[list[str], list[list[str]]]:
                 str(t.repeat + 1),
                 t.path,
                 f"{m.seconds:.1f}",
-                f"{t.own_seconds:.1f}",
-                f"{t.records_per_s:,.0f}",
+                f"{t.own_seconds:.1f}" if t.ok else "-",
+                f"{t.records_per_s:,.0f}" if t.ok else "FAILED",
                 f"{m.peak_rss_mib:,.0f}",
                 f"{m.peak_pss_mib:,.0f}",
                 " / ".join(f"{m.cpu_by_role.get(r, 0.0):.1f}" for r in (DRIVER, JVM, WORKERS)),
                 " / ".join(str(m.processes_by_role.get(r, 0)) for r in (DRIVER, JVM, WORKERS)),
                 f"{t.counts['matched']:,} matched, {t.counts['discrepancies']:,} discrepancies, "
-                f"{t.counts['invalid']:,} invalid",
+                f"{t.counts['invalid']:,} invalid"
+                if t.ok
+                else f"FAILED: {t.error}",
             ]
         )
     return headers, rows
@@ -322,7 +364,7 @@ def print_tables(results: Results) -> None:
     for found in (speed_verdict(results), memory_verdict(results)):
         console.print(found.line(), style=verdict_style(found.met))
     if results.failure:
-        console.print(f"the runs stopped early: {results.failure}", style="red")
+        console.print(f"FAILED: {results.failure}", style="red")
 
 
 def java_version() -> str:
@@ -383,6 +425,12 @@ def settings_lines(settings: Settings, topics: Sequence[tuple[str, str, int]]) -
     ]
 
 
+def report_name(settings: Settings) -> str:
+    """``audit`` for the issue's size (10,000,000 records), else ``audit-<records>``: a run at another
+    size never overwrites the day's full-size result."""
+    return "audit" if settings.records == FULL_RECORDS else f"audit-{settings.records}"
+
+
 def write_report(
     settings: Settings,
     results: Results,
@@ -393,7 +441,7 @@ def write_report(
 ) -> tuple[Path, Path]:
     """Write ``audit-<date>.md`` and ``.json`` to ``settings.out``; returns their paths."""
     assert settings.out is not None
-    stem = result_stem(settings.out, "audit", started)
+    stem = result_stem(settings.out, report_name(settings), started)
     verdicts = [speed_verdict(results), memory_verdict(results)]
     data = run_fields(started, elapsed, command_line("bench.audit_bench", settings.argv)) | {
         "note": settings.note,
@@ -438,8 +486,7 @@ def write_report(
                 f"- strait: `{sw['strait_version']}`, commit `{sw['git_commit']}`{dirty}",
             ],
             settings_lines(settings, topics),
-            [v.line() for v in verdicts]
-            + ([f"**the runs stopped early**: {results.failure}"] if results.failure else []),
+            [v.line() for v in verdicts] + ([f"**FAILED**: {results.failure}"] if results.failure else []),
         ),
         markdown_table(*results_table(results)),
         "",

@@ -32,6 +32,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -46,9 +47,10 @@ from confluent_kafka import KafkaException
 from node.proc import ProcessError
 
 from ._audit_data import fill, wait_mirrored
-from ._audit_measure import measure
+from ._audit_measure import Measured, measure
 from ._audit_report import (
     CHECKED_COUNTS,
+    FULL_RECORDS,
     FULL_SIZE,
     LOOP,
     PATHS,
@@ -67,9 +69,10 @@ from ._procs import BenchError
 from ._report import REPO_ROOT
 from ._site import Case, create_topic
 
+_JAVA_OOM = re.compile(r"java\.lang\.OutOfMemoryError: [^\n]*")
 TOPIC = "audit"
 SMALL_TOPIC = "audit-small"
-FULL = {"records": 10_000_000, "nodes": 3, "timeout": 1800.0}
+FULL = {"records": FULL_RECORDS, "nodes": 3, "timeout": 1800.0}
 QUICK = {"records": 200_000, "nodes": 1, "timeout": 600.0}
 CLIENT_ID = "strait-audit-bench"
 Step = Callable[[str], None]
@@ -103,7 +106,8 @@ def _discrepancy_text(counts: dict[str, int], records: int) -> str | None:
 def reconcile_trial(
     app: Appliance, path: str, size: str, topic: str, records: int, repeat: int, workdir: Path, timeout: float
 ) -> Trial:
-    """One reconcile job run, from segments or from the live sites; raises ``BenchError`` unless clean."""
+    """One reconcile job run, from segments or from the live sites; its ``error`` says why it does not
+    count (it failed, or is not a clean reconcile of every record)."""
     tag = f"{size}-{'segments' if path == SEGMENTS else 'live'}-{repeat}"
     out = workdir / f"reconcile-{tag}"
     if path == SEGMENTS:
@@ -115,8 +119,8 @@ def reconcile_trial(
     log = workdir / f"reconcile-{tag}.log"
     measured = measure(argv, log, timeout=timeout, name=f"reconcile ({tag})", cwd=REPO_ROOT, env=_child_env())
     summary_path = out / "summary.json"
-    if measured.returncode != 0 or not summary_path.exists():
-        raise BenchError(f"{path} ({size}) exited {measured.returncode}; its log {log} ends:\n{_tail(log)}")
+    if measured.timed_out or measured.returncode != 0 or not summary_path.exists():
+        return Trial(path, size, topic, records, repeat, measured, 0.0, {}, error=failure(measured, log))
     summary = json.loads(summary_path.read_text())
     totals = summary["totals"]
     counts = {k: int(totals[k]) for k in ("source_records", "target_records", "compared", "matched")}
@@ -125,41 +129,51 @@ def reconcile_trial(
     problem = _discrepancy_text(counts, records)
     if problem is None and (summary["verdict"] != "clean" or counts["behind"] or counts["ahead"]):
         problem = f"verdict {summary['verdict']}, behind {counts['behind']}, ahead {counts['ahead']}"
-    if problem is not None:
-        raise BenchError(f"{path} ({size}, {topic}) is not a clean reconcile of {records:,} records: {problem}")
-    shutil.rmtree(out, ignore_errors=True)
     spark = {"master": str(summary["spark"]["master"]), "version": str(summary["spark"]["version"])}
-    return Trial(path, size, topic, records, repeat, measured, float(summary["seconds"]), counts, spark)
+    error = None if problem is None else f"not a clean reconcile of {records:,} records: {problem}"
+    if error is None:
+        shutil.rmtree(out, ignore_errors=True)
+    return Trial(path, size, topic, records, repeat, measured, float(summary["seconds"]), counts, spark, error)
 
 
 def loop_trial(
     app: Appliance, size: str, topic: str, records: int, repeat: int, workdir: Path, timeout: float
 ) -> Trial:
-    """One consumer-loop run; raises ``BenchError`` unless it compared and matched every record."""
+    """One consumer-loop run; its ``error`` says why it does not count (it failed, or did not compare
+    and match every record)."""
     tag = f"{size}-loop-{repeat}"
     result = workdir / f"{tag}.json"
     argv = [sys.executable, "-m", "bench._audit_loop", "--source", app.bootstrap("east")]
     argv += ["--target", app.bootstrap("west"), "--topic", topic, "--out", str(result)]
     log = workdir / f"{tag}.log"
     measured = measure(argv, log, timeout=timeout, name=f"consumer loop ({tag})", cwd=REPO_ROOT, env=_child_env())
-    if measured.returncode != 0 or not result.exists():
-        raise BenchError(f"{LOOP} ({size}) exited {measured.returncode}; its log {log} ends:\n{_tail(log)}")
+    if measured.timed_out or measured.returncode not in (0, 1) or not result.exists():
+        return Trial(LOOP, size, topic, records, repeat, measured, 0.0, {}, error=failure(measured, log))
     answer = json.loads(result.read_text())
     t = answer["totals"]
     counts = {k: int(t[k]) for k in ("source_records", "target_records", "compared", "matched")}
     counts |= {"discrepancies": int(t["different"]) + int(t["missing"]) + int(t["extra"]), "invalid": 0}
-    problem = _discrepancy_text(counts, records)
-    if problem is not None:
-        raise BenchError(f"{LOOP} ({size}, {topic}) did not compare every record: {problem}")
     assert set(CHECKED_COUNTS) <= set(counts)
-    return Trial(LOOP, size, topic, records, repeat, measured, float(answer["seconds"]), counts)
+    problem = _discrepancy_text(counts, records)
+    error = None if problem is None else f"did not compare and match every record: {problem}"
+    return Trial(LOOP, size, topic, records, repeat, measured, float(answer["seconds"]), counts, error=error)
 
 
-def _tail(log: Path, lines: int = 30) -> str:
+def failure(measured: Measured, log: Path) -> str:
+    """Why a path's process failed, in one line: how it ended, its last ``error:`` line, a Java
+    OutOfMemoryError if its log shows one, and where its whole log is kept (copied next to the
+    scratch dir, which is removed at the end)."""
+    how = f"stopped after {measured.seconds:.0f} s (--timeout)" if measured.timed_out else f"exit {measured.returncode}"
+    kept = log.parent.parent / f"{log.parent.name}-{log.name}"
     try:
-        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+        text = log.read_text(errors="replace")
+        shutil.copyfile(log, kept)
     except OSError as exc:
-        return f"(cannot read it: {exc})"
+        return f"{how}; its log {log} cannot be read: {exc}"
+    errors = [line.strip() for line in text.splitlines() if line.startswith("error:")]
+    oom = next((m.group(0) for m in _JAVA_OOM.finditer(text)), None)
+    parts = [how, *(errors[-1:]), *([f"the log shows {oom}"] if oom else []), f"log: {kept}"]
+    return "; ".join(parts)
 
 
 # -- the run --------------------------------------------------------------------------------------
@@ -188,15 +202,16 @@ def measure_paths(settings: Settings, app: Appliance, workdir: Path, results: Re
                     trial = reconcile_trial(app, path, size, topic, records, r, workdir, settings.timeout_s)
                 results.trials.append(trial)
                 m = trial.measured
+                done = f"{trial.records_per_s:,.0f} records/s" if trial.ok else f"FAILED ({trial.error})"
                 step(
-                    f"  {m.seconds:.1f} s, {trial.records_per_s:,.0f} records/s, peak RSS {m.peak_rss_mib:,.0f} MiB, "
-                    f"{m.cpu_s / m.seconds:.2f} cores"
+                    f"  {m.seconds:.1f} s, {done}, peak RSS {m.peak_rss_mib:,.0f} MiB, {m.cpu_s / m.seconds:.2f} cores"
                 )
 
 
 def run(settings: Settings, step: Step) -> tuple[Results, dict[str, Any], float]:
     """Fill, mirror and measure every path on one appliance; returns the results, the machine and the
-    seconds taken. A path that fails or does not check out ends the runs (``results.failure``)."""
+    seconds taken. A path run that fails or does not check out is recorded as failed and the others
+    go on; ``results.failure`` names them, or what stopped the runs (the appliance, the fill)."""
     t0 = time.perf_counter()
     results = Results(loadavg_start=os.getloadavg())
     with ExitStack() as stack:
@@ -236,6 +251,11 @@ def run(settings: Settings, step: Step) -> tuple[Results, dict[str, Any], float]
                 wait_mirrored(bootstraps, topic, settings.partitions, records, settings.timeout_s)
             results.mirrored_s = time.perf_counter() - acked
             measure_paths(settings, app, workdir, results, step)
+            failed = [t for t in results.trials if not t.ok]
+            if failed:
+                results.failure = f"{len(failed)} run(s) failed: " + "; ".join(
+                    f"{t.path} ({t.size}, run {t.repeat + 1}): {t.error}" for t in failed
+                )
         except (BenchError, ProcessError, KafkaException) as exc:
             results.failure = f"{type(exc).__name__}: {exc}"
             step(f"stopped: {results.failure}")
@@ -288,7 +308,8 @@ def parse_args(argv: list[str] | None) -> Settings:
 
 
 def measure_and_report(settings: Settings, step: Step) -> int:
-    """Every run (:func:`run`), then the tables and, with ``--out``, the report; 1 if the runs stopped early."""
+    """Every run (:func:`run`), then the tables and, with ``--out``, the report; 1 if a run failed or the runs
+    stopped early."""
     started = datetime.datetime.now().astimezone()
     results, info, elapsed = run(settings, step)
     print_tables(results)

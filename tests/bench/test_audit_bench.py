@@ -35,8 +35,10 @@ from bench._audit_report import (
     Trial,
     memory_verdict,
     ratio,
+    report_name,
     results_table,
     speed_verdict,
+    trials_table,
 )
 from bench._cli import stepper
 
@@ -166,6 +168,7 @@ def test_quick_defaults_yield_to_explicit_flags() -> None:
     assert full.small_records == 1_000_000 and (full.replication, full.min_insync) == (3, 2)
     assert [size for size, _, _ in ab.topics_of(full)] == [SMALL_SIZE, FULL_SIZE]
     assert [size for size, _, _ in ab.topics_of(ab.parse_args(["--small-fraction", "0"]))] == [FULL_SIZE]
+    assert (report_name(full), report_name(quick)) == ("audit", "audit-5000")
 
 
 def test_usage_sums_a_sample_and_keeps_each_roles_peak_and_last_cpu() -> None:
@@ -236,3 +239,47 @@ def test_a_tiny_quick_run_measures_every_path_and_writes_its_report(tmp_path: Pa
     for path in PATHS:
         assert f"| {FULL_SIZE} | {path} | 3,000 |" in text
     assert not (tmp_path / "data").exists() or not any((tmp_path / "data").iterdir())  # scratch removed
+
+
+def _failed_trial(path: str, size: str, records: int) -> Trial:
+    return Trial(path, size, "t", records, 0, _measured(30.0, 2000), 0.0, {}, error="exit 3; out of memory")
+
+
+def test_a_failed_run_counts_for_nothing_and_misses_the_goals() -> None:
+    results = Results(
+        trials=[
+            *(_trial(p, SMALL_SIZE, 100, 1.0, 500) for p in PATHS),
+            _trial(LOOP, FULL_SIZE, 1000, 10.0, 50),
+            _failed_trial(SEGMENTS, FULL_SIZE, 1000),
+            _trial(LIVE, FULL_SIZE, 1000, 5.0, 600),
+        ]
+    )
+    assert results.of(FULL_SIZE, SEGMENTS) == [] and ratio(results, FULL_SIZE, SEGMENTS) is None
+    speed, memory = speed_verdict(results), memory_verdict(results)
+    assert speed.met is False and "did not complete" in speed.figures and "out of memory" in speed.figures
+    assert memory.met is False and "reconcile from live sites: 500 MiB" in memory.figures
+    headers, rows = results_table(results)
+    row = next(r for r in rows if r[0] == FULL_SIZE and r[1] == SEGMENTS)
+    assert row[headers.index("runs")] == "0 (1 failed)" and row[headers.index("records/s (median)")] == "FAILED"
+    assert row[headers.index("peak RSS MiB")] == "2,000"  # what it held when it failed
+    _, every = trials_table(results)
+    assert any(r[-1] == "FAILED: exit 3; out of memory" for r in every)
+
+
+def test_a_failure_names_the_last_error_line_a_java_oom_and_keeps_the_log(tmp_path: Path) -> None:
+    log = tmp_path / "scratch" / "reconcile-full-segments-0.log"
+    log.parent.mkdir()
+    log.write_text(
+        "26/11/26 WARN something\njava.lang.OutOfMemoryError: Java heap space\n\tat x.y(Z.java:1)\n"
+        "error: reconcile: An error occurred while calling o278.collectToPython.\n"
+    )
+    measured = Measured(12.0, 3, 1, 1, {}, {}, {}, 1, log)
+    text = ab.failure(measured, log)
+    kept = tmp_path / "scratch-reconcile-full-segments-0.log"
+    assert text == (
+        "exit 3; error: reconcile: An error occurred while calling o278.collectToPython.; "
+        f"the log shows java.lang.OutOfMemoryError: Java heap space; log: {kept}"
+    )
+    assert kept.read_text() == log.read_text()
+    timed_out = Measured(99.6, -1, 1, 1, {}, {}, {}, 1, log, timed_out=True)
+    assert ab.failure(timed_out, log).startswith("stopped after 100 s (--timeout); error: reconcile")
