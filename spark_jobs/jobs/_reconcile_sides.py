@@ -114,7 +114,7 @@ class Side:
     ) -> Any:
         """The side's rows over ``ranges`` (a DataFrame of RECORD_SCHEMA); ``committed``: a live
         site's aborted transactions left out (read_committed, as MM2 copies); ``rows`` ``batches``:
-        one row per batch (BATCH_SCHEMA, segment paths only)."""
+        one row per batch (BATCH_SCHEMA)."""
         if not ranges:
             return spark.createDataFrame([], BATCH_SCHEMA if rows == "batches" else RECORD_SCHEMA)
         topics = sorted({t for t, _ in ranges})
@@ -125,10 +125,15 @@ class Side:
             reader = reader.option("topics", ",".join(topics)).option("rows", rows)
         else:
             reader = spark.read.format("strait-kafka").option("kafka.bootstrap.servers", self.value)
-            reader = reader.option("subscribe", ",".join(topics))
+            assigned: dict[str, list[int]] = {}
+            for t, p in sorted(ranges):
+                assigned.setdefault(t, []).append(p)
+            reader = reader.option("assign", json.dumps(assigned, separators=(",", ":")))
             reader = reader.option("kafka.request.timeout.ms", str(int(self.timeout_s * 1000)))
             if committed:
                 reader = reader.option("kafka.isolation.level", "read_committed")
+            if rows != "records":
+                reader = reader.option("rows", rows)
         return reader.option("startingOffsets", starting).option("endingOffsets", ending).load()
 
     def read_topic(self, spark: Any, topic: str) -> Any:

@@ -143,7 +143,7 @@ def reconcile(job: Job, opts: Options) -> dict[str, Any]:
         comparison = compare_mm2(
             source_df, target_df, ranges, windows, opts.source_alias, require_caught_up=opts.require_caught_up
         )
-    elif opts.by_record or opts.source.kind != "segments" or opts.target.kind != "segments":
+    elif opts.by_record:
         comparison = compare_offsets(source_df, target_df, ranges, require_caught_up=opts.require_caught_up)
     else:
         comparison = by_batch(job, opts, ranges, s_ranges, t_ranges) or compare_offsets(
@@ -318,7 +318,7 @@ SIDE_HELP = (
 @click.option(
     "--by-record",
     is_flag=True,
-    help="Decode and compare every record, even in batches identical on both sides (segment paths, offset mode; "
+    help="Decode and compare every record, even in batches identical on both sides (offset mode; "
     "slower, the same answer).",
 )
 @click.option("--continuous", is_flag=True, help="Follow the target as it is mirrored (Structured Streaming).")

@@ -56,6 +56,7 @@ _SPELLING = {
         "fetchOffset.retryIntervalMs",
         "groupIdPrefix",
         "kafka.group.id",
+        "rows",
         "topic",
     )
 }
@@ -140,6 +141,7 @@ class ReadOptions:
     poll_timeout_s: float = DEFAULT_POLL_TIMEOUT_MS / 1000
     offset_retries: int = DEFAULT_OFFSET_RETRIES
     offset_retry_interval_s: float = DEFAULT_OFFSET_RETRY_INTERVAL_MS / 1000
+    rows: Literal["records", "batches"] = "records"
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +184,9 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
     strategy = opts.get("startingoffsetsbytimestampstrategy", "error").lower()
     if strategy not in ("error", "latest"):
         raise OptionError(f"startingOffsetsByTimestampStrategy={strategy}: expected 'error' or 'latest'")
+    rows = rows_of(opts)
+    if streaming and rows == "batches":
+        raise OptionError("rows=batches: only in a batch query (a streaming query reads records)")
     isolation = opts.get("kafka.isolation.level", "read_uncommitted").lower()
     if isolation not in ("read_uncommitted", "read_committed"):
         raise OptionError(f"kafka.isolation.level={isolation}: expected read_uncommitted or read_committed")
@@ -203,7 +208,16 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
         offset_retries=_non_negative(opts, "fetchoffset.numretries", DEFAULT_OFFSET_RETRIES),
         offset_retry_interval_s=_non_negative(opts, "fetchoffset.retryintervalms", DEFAULT_OFFSET_RETRY_INTERVAL_MS)
         / 1000,
+        rows=rows,
     )
+
+
+def rows_of(options: Mapping[str, str]) -> Literal["records", "batches"]:
+    """The ``rows`` option: ``records`` (default) or ``batches``. Raises OptionError."""
+    value = next((str(v) for k, v in options.items() if k.lower() == "rows"), "records").strip().lower()
+    if value not in ("records", "batches"):
+        raise OptionError(f"rows={value}: expected 'records' (one row per record) or 'batches' (one per batch)")
+    return "batches" if value == "batches" else "records"
 
 
 def write_options(options: Mapping[str, str]) -> WriteOptions:

@@ -49,7 +49,7 @@ from node.client import (
 from node.protocol import ErrorCode, error_info
 from storage.records import HEADER_SIZE, BatchHeader, Offset, read_header
 
-from .._rows import Bounds, Rows
+from .._rows import BatchRows, Bounds, Rows
 from ._kafka_options import ReadOptions
 from ._kafka_plan import CLIENT_ID, KafkaSourceError, OffsetRange, data_loss
 
@@ -68,7 +68,8 @@ class RangeReader:
         self.piece = piece
         self.offset = piece.start
         self.lost = 0
-        self.rows = Rows(include_control=opts.include_control, bounds=Bounds(piece.start, piece.end))
+        kind = BatchRows if opts.rows == "batches" else Rows
+        self.rows = kind(include_control=opts.include_control, bounds=Bounds(piece.start, piece.end))
         self._max_bytes = opts.fetch_max_bytes
         self._brokers: dict[int, str] = {}
         self._topics: dict[str, TopicMeta] = {}
@@ -84,7 +85,8 @@ class RangeReader:
         return f"{self.piece.topic}-{self.piece.partition}"
 
     def batches(self) -> Iterator[pa.RecordBatch]:
-        """Arrow batches of ARROW_SCHEMA until the range is read. Raises KafkaSourceError."""
+        """Arrow batches of ARROW_SCHEMA (ARROW_BATCH_SCHEMA with ``rows=batches``) until the range is
+        read. Raises KafkaSourceError."""
         while self.offset < self.piece.end:
             trio.run(self._fill)
             batch = self.rows.flush()

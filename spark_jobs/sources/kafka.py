@@ -48,6 +48,9 @@ option                                    default    meaning
 ``kafka.isolation.level``                 read_      ``read_committed``: stop at the last stable
                                           uncommit.  offset, drop aborted transactions
 ``includeControl``                        false      also emit control records (``isControl``)
+``rows`` (batch)                          records    ``batches``: one row per fetched record batch,
+                                                     not decoded (``BATCH_SCHEMA``: offsets, count,
+                                                     header fields, CRC check, digest of its bytes)
 ``kafka.fetch.max.bytes``                 4194304    bytes per Fetch (bounds a task's memory)
 ``kafka.request.timeout.ms``              30000      one request; also how long the planner waits
                                                      for the site to answer at all
@@ -89,8 +92,8 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from ..schema import RECORD_SCHEMA
-from ._kafka_options import OptionError, ReadOptions, read_options, write_options
+from ..schema import BATCH_SCHEMA, RECORD_SCHEMA
+from ._kafka_options import OptionError, ReadOptions, read_options, rows_of, write_options
 from ._kafka_plan import KafkaSourceError, OffsetRange, on_site, plan_batch, split
 from ._kafka_read import RangeReader
 from ._kafka_stream import KafkaStreamReader
@@ -107,14 +110,14 @@ class KafkaSource(DataSource):
         return "strait-kafka"
 
     def schema(self) -> StructType:
-        return RECORD_SCHEMA
+        return BATCH_SCHEMA if rows_of(self.options) == "batches" else RECORD_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        _check_schema(schema)
+        _check_schema(schema, self.schema())
         return KafkaBatchReader(read_options(self.options, streaming=False))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        _check_schema(schema)
+        _check_schema(schema, RECORD_SCHEMA)
         return KafkaStreamReader(read_options(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
@@ -137,9 +140,9 @@ class KafkaBatchReader(DataSourceReader):
             yield from RangeReader(self.opts, partition).batches()
 
 
-def _check_schema(schema: StructType) -> None:
-    if schema.fieldNames() != RECORD_SCHEMA.fieldNames():
+def _check_schema(schema: StructType, produced: StructType) -> None:
+    if schema.fieldNames() != produced.fieldNames():
         raise ValueError(
-            f"strait-kafka produces the columns {RECORD_SCHEMA.fieldNames()}; a user schema "
+            f"strait-kafka produces the columns {produced.fieldNames()}; a user schema "
             f"{schema.fieldNames()} cannot be applied (select or cast after loading instead)"
         )

@@ -6,10 +6,10 @@ which ``storage`` re-exports and the broker, client and mirror use across their 
 A leaf: it imports nothing of ``storage`` outside itself (its errors are in ``_errors``).
 """
 
+from ._batch import CRC_START as CRC_START
 from ._batch import HEADER_SIZE as HEADER_SIZE
 from ._batch import LOG_OVERHEAD as LOG_OVERHEAD
 from ._batch import PREFIX as PREFIX
-from ._batch import CRC_START as CRC_START
 from ._batch import BatchHeader as BatchHeader
 from ._batch import Record as Record
 from ._batch import RecordBatch as RecordBatch

@@ -288,6 +288,7 @@ def test_planted_differences_are_found_exactly(sites: Sites, spark: Any, tmp_pat
     by_partition = {(p["topic"], p["partition"]): p["counts"] for p in summary["partitions"]}
     assert by_partition[("planted", 0)]["matched"] == 28 and by_partition[("planted", 1)]["matched"] == 29
     assert summary["invalid"]["rows"] == 0
+    assert summary["inputs"]["compared_by"] == "batches, then records where batches differ"
 
     segments = tmp_path / "segments"
     args = ["--source", str(sites.east_node.workdir), "--target", str(disks), "--topics", "planted,crcflip"]
