@@ -12,10 +12,13 @@ of the records, for the memory goal). Then, ``--repeats`` times in a rotating or
 reconciles the two sites and is checked:
 
 1. **reconcile from segments**: ``python -m spark_jobs.jobs.reconcile`` with both sides given as
-   the nodes' directories (``strait-segments``);
+   the nodes' directories (``strait-segments``; batches identical on both sides are matched by
+   digest, the rest record by record);
 2. **reconcile from live sites**: the same job with both sides given as bootstrap servers
    (``strait-kafka``);
-3. **consumer loop**: ``bench/_audit_loop.py``, one Python process with a confluent-kafka consumer
+3. **reconcile from segments, every record**: path 1 with ``--by-record`` (no batch pass: every
+   record decoded and compared; what paths 1 and 2 fall back to where the sites' batches differ);
+4. **consumer loop**: ``bench/_audit_loop.py``, one Python process with a confluent-kafka consumer
    per site comparing both partition by partition, the alternative a user would write.
 
 Each path is a fresh process whose whole session is sampled (``bench/_audit_measure.py``):
@@ -52,8 +55,10 @@ from ._audit_report import (
     CHECKED_COUNTS,
     FULL_RECORDS,
     FULL_SIZE,
+    LIVE,
     LOOP,
     PATHS,
+    RECORDS,
     SEGMENTS,
     SMALL_SIZE,
     Results,
@@ -103,19 +108,24 @@ def _discrepancy_text(counts: dict[str, int], records: int) -> str | None:
     return None if not wrong else f"expected {expected}, got {wrong} (all counts: {counts})"
 
 
+_TAGS = {SEGMENTS: "segments", LIVE: "live", RECORDS: "records"}
+
+
 def reconcile_trial(
     app: Appliance, path: str, size: str, topic: str, records: int, repeat: int, workdir: Path, timeout: float
 ) -> Trial:
     """One reconcile job run, from segments or from the live sites; its ``error`` says why it does not
     count (it failed, or is not a clean reconcile of every record)."""
-    tag = f"{size}-{'segments' if path == SEGMENTS else 'live'}-{repeat}"
+    tag = f"{size}-{_TAGS[path]}-{repeat}"
     out = workdir / f"reconcile-{tag}"
-    if path == SEGMENTS:
-        source, target = node_dirs(app, "east"), node_dirs(app, "west")
-    else:
+    if path == LIVE:
         source, target = app.bootstrap("east"), app.bootstrap("west")
+    else:
+        source, target = node_dirs(app, "east"), node_dirs(app, "west")
     argv = [sys.executable, "-m", "spark_jobs.jobs.reconcile", "--source", source, "--target", target]
     argv += ["--topics", topic, "--link", LINK, "--out", str(out)]
+    if path == RECORDS:
+        argv.append("--by-record")
     log = workdir / f"reconcile-{tag}.log"
     measured = measure(argv, log, timeout=timeout, name=f"reconcile ({tag})", cwd=REPO_ROOT, env=_child_env())
     summary_path = out / "summary.json"

@@ -57,9 +57,10 @@ class BatchPass:
     agreed: dict[TP, int]
     slow: dict[TP, list[Span]]
     agreed_batches: DataFrame
+    cached: DataFrame
 
     def release(self) -> None:
-        self.agreed_batches.unpersist()
+        self.cached.unpersist()
 
 
 def batch_pass(source: DataFrame, target: DataFrame, ranges: Mapping[TP, Ranges]) -> BatchPass | None:
@@ -96,6 +97,8 @@ def batch_pass(source: DataFrame, target: DataFrame, ranges: Mapping[TP, Ranges]
     )
     joined = side(source, "s").join(side(target, "t"), ["topic", "partition", "base"], "full_outer")
     joined = joined.join(frame, ["topic", "partition"], "left").withColumn("agreed", F.coalesce(agreed, F.lit(False)))
+    # One row per batch: small next to the records, and read twice below (each side is scanned once).
+    joined = joined.persist(StorageLevel.MEMORY_AND_DISK)
     damaged = (F.col("s_has") & ~F.col("s_ok")) | (F.col("t_has") & ~F.col("t_ok"))
     stats = joined.groupBy("topic", "partition").agg(
         F.sum(F.when(F.col("agreed"), F.col("s_n")).otherwise(0)).alias("agreed"),
@@ -104,6 +107,7 @@ def batch_pass(source: DataFrame, target: DataFrame, ranges: Mapping[TP, Ranges]
     )
     rows = stats.collect()
     if sum(int(r["slow"]) for r in rows) > SLOW_BATCHES_LIMIT:
+        joined.unpersist()
         return None
     ends = {tp: max(r.source[1], r.target[1]) for tp, r in ranges.items()}
     spans: dict[TP, list[Span]] = {}
@@ -115,13 +119,9 @@ def batch_pass(source: DataFrame, target: DataFrame, ranges: Mapping[TP, Ranges]
     for r in joined.filter(~F.col("agreed")).select("topic", "partition", "base", last.alias("last")).collect():
         spans.setdefault((r["topic"], r["partition"]), []).append((max(int(r["base"]), 0), int(r["last"]) + 1))
     slow = {tp: fewest(merged(s), MAX_RANGES) for tp, s in spans.items()}
-    agreed_batches = (
-        joined.filter(F.col("agreed"))
-        .select("topic", "partition", "base", F.col("s_n").alias("n"))
-        .persist(StorageLevel.MEMORY_AND_DISK)
-    )
+    agreed_batches = joined.filter(F.col("agreed")).select("topic", "partition", "base", F.col("s_n").alias("n"))
     totals = {(r["topic"], r["partition"]): int(r["agreed"]) for r in rows}
-    return BatchPass(_outside(agreed_batches, slow, totals), slow, agreed_batches)
+    return BatchPass(_outside(agreed_batches, slow, totals), slow, agreed_batches, joined)
 
 
 def recount(bp: BatchPass, slow: dict[TP, list[Span]]) -> BatchPass:
@@ -129,7 +129,7 @@ def recount(bp: BatchPass, slow: dict[TP, list[Span]]) -> BatchPass:
     totals: dict[TP, int] = {}
     for r in bp.agreed_batches.groupBy("topic", "partition").agg(F.sum("n").alias("n")).collect():
         totals[(r["topic"], r["partition"])] = int(r["n"])
-    return BatchPass(_outside(bp.agreed_batches, slow, totals), slow, bp.agreed_batches)
+    return BatchPass(_outside(bp.agreed_batches, slow, totals), slow, bp.agreed_batches, bp.cached)
 
 
 def _outside(agreed_batches: DataFrame, slow: Mapping[TP, list[Span]], totals: dict[TP, int]) -> dict[TP, int]:

@@ -34,6 +34,7 @@ from spark_jobs.jobs._reconcile_compare import (
     AHEAD,
     BEHIND,
     COUNT_KEYS,
+    DISCREPANCY_SCHEMA,
     MATCHED,
     MM2_COUNT_KEYS,
     Comparison,
@@ -180,7 +181,7 @@ def by_batch(
         counts = comparison.counts.setdefault(tp, dict.fromkeys(COUNT_KEYS, 0))
         for key in ("source_records", "target_records", "compared", MATCHED):
             counts[key] += n
-    comparison.cached.append(bp.agreed_batches)
+    comparison.cached.append(bp.cached)
     d = describe(bp)
     job.inputs["compared_by"] = "batches, then records where batches differ"
     job.notes.append(
@@ -199,6 +200,9 @@ def _records(
     t_ranges: dict[TP, tuple[int, int]],
     bp: BatchPass,
 ) -> Comparison:
+    if not any(bp.slow.values()):  # every batch agreed: nothing to decode
+        counts = {tp: dict.fromkeys(COUNT_KEYS, 0) for tp in ranges}
+        return Comparison(job.spark.createDataFrame([], DISCREPANCY_SCHEMA), counts)
     source = _read_spans(job.spark, opts.source, s_ranges, bp)
     target = _read_spans(job.spark, opts.target, t_ranges, bp)
     return compare_offsets(source, target, ranges, require_caught_up=opts.require_caught_up)

@@ -5,9 +5,17 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from spark_jobs._rows import Bounds, Rows
-from spark_jobs.schema import ARROW_SCHEMA, COLUMNS, RECORD_SCHEMA
-from storage.records import Compression, build_batch, build_control_batch
+from spark_jobs._rows import BatchRows, Bounds, Rows
+from spark_jobs.schema import ARROW_BATCH_SCHEMA, ARROW_SCHEMA, BATCH_COLUMNS, BATCH_SCHEMA, COLUMNS, RECORD_SCHEMA
+from storage.records import (
+    Compression,
+    LeaderEpoch,
+    Offset,
+    build_batch,
+    build_control_batch,
+    set_base_offset,
+    set_partition_leader_epoch,
+)
 
 T0 = 1_700_000_000_000
 
@@ -112,3 +120,67 @@ def test_flush_starts_afresh_and_full_caps_a_batch() -> None:
     first = rows.flush()
     assert first is not None and isinstance(first, pa.RecordBatch) and first.num_rows >= 100
     assert len(rows) == 0 and rows.flush() is None
+
+
+# -- rows=batches ----------------------------------------------------------------------------------
+
+
+def batch_rows_of(rows: BatchRows) -> list[dict[str, object]]:
+    batch = rows.flush()
+    assert batch is not None and batch.schema == ARROW_BATCH_SCHEMA
+    return batch.to_pylist()
+
+
+def test_the_spark_and_arrow_batch_schemas_agree() -> None:
+    assert tuple(BATCH_SCHEMA.fieldNames()) == BATCH_COLUMNS
+
+
+@pytest.mark.parametrize("codec", list(Compression))
+def test_one_row_per_batch_with_its_header_and_a_digest_blind_to_offset_and_epoch(codec: Compression) -> None:
+    records = [(T0, b"k0", b"v0", (("h", b"x"),)), (T0 + 5, None, b"v1"), (T0 + 9, b"k2", None)]
+    batch = build_batch(records, compression=codec, base_offset=40, producer_id=7, producer_epoch=2, base_sequence=9)
+    rows = BatchRows()
+    assert rows.add_batch(batch, "orders", 3, "/d/orders-3/0.log") == 43
+    moved = bytearray(batch)
+    set_base_offset(moved, Offset(1000))
+    set_partition_leader_epoch(moved, LeaderEpoch(12))  # what the target's broker rewrites
+    assert rows.add_batch(moved, "orders", 3, None) == 1003
+    other = build_batch(records[:2] + [(T0 + 9, b"k2", b"")], compression=codec, base_offset=40, producer_id=7)
+    rows.add_batch(other, "orders", 3, None)
+    first, second, third = batch_rows_of(rows)
+    assert (first["offset"], first["lastOffset"], first["records"], first["codec"]) == (40, 42, 3, codec.name.lower())
+    assert (first["producerId"], first["producerEpoch"], first["baseSequence"]) == (7, 2, 9)
+    assert int(first["maxTimestamp"].timestamp() * 1000) == T0 + 9  # type: ignore[attr-defined]
+    assert (first["valid"], first["crcValid"], first["error"], first["bytes"]) == (True, True, None, len(batch))
+    assert len(first["digest"]) == 16  # type: ignore[arg-type]
+    assert (second["offset"], second["leaderEpoch"]) == (1000, 12)
+    assert second["digest"] == first["digest"]
+    assert third["digest"] != first["digest"]  # a value null in one, empty in the other
+
+
+def test_a_batch_row_is_invalid_on_a_crc_mismatch_and_control_batches_are_left_out() -> None:
+    batch = bytearray(build_batch([(T0, b"k", b"value")], base_offset=5))
+    batch[-2] ^= 0xFF
+    rows = BatchRows()
+    rows.add_batch(batch, "t", 0, None)
+    rows.add_batch(
+        build_control_batch(commit=True, timestamp=T0, base_offset=6, producer_id=1, producer_epoch=0), "t", 0, None
+    )
+    rows.add_invalid("t", 0, 7, "torn tail: 3 bytes left", "/d/t-0/0.log")
+    crc, torn = batch_rows_of(rows)
+    assert (crc["offset"], crc["valid"], crc["crcValid"]) == (5, False, False)
+    assert crc["error"] == "CRC mismatch in the batch at offset 5"
+    assert (torn["offset"], torn["valid"], torn["error"], torn["digest"]) == (7, False, "torn tail: 3 bytes left", None)
+    assert rows.invalid == 2
+    with_control = BatchRows(include_control=True)
+    marker_batch = build_control_batch(commit=True, timestamp=T0, base_offset=6, producer_id=1, producer_epoch=0)
+    with_control.add_batch(marker_batch, "t", 0, None)
+    (marker,) = batch_rows_of(with_control)
+    assert (marker["isControl"], marker["records"], marker["valid"]) == (True, 1, True)
+
+
+def test_batch_rows_keep_the_batches_that_overlap_the_bounds() -> None:
+    rows = BatchRows(bounds=Bounds(start_offset=12, end_offset=20))
+    for base in (0, 10, 20):
+        rows.add_batch(build_batch([(T0, b"k", b"v")] * 10, base_offset=base), "t", 0, None)
+    assert [r["offset"] for r in batch_rows_of(rows)] == [10]
