@@ -170,12 +170,13 @@ def hashed(df: DataFrame) -> DataFrame:
 
 def classified(df: DataFrame, frame: DataFrame, rules: Sequence[tuple[Column, str]]) -> DataFrame:
     """A side's :func:`hashed` rows with their partition's bounds (``frame``) and a ``state``:
-    ``invalid``, else the first rule that holds, else ``compare``. Persisted: the side is read once."""
+    ``invalid``, else the first rule that holds, else ``compare``. Persisted on disk: the side is
+    read (and decoded) once, and the heap stays free for the joins whatever the topic's size."""
     state = F.when(~F.col("valid"), INVALID)
     for condition, name in rules:
         state = state.when(condition, name)
     joined = hashed(df).join(frame, ["topic", "partition"], "left")
-    return joined.withColumn("state", state.otherwise(COMPARE)).persist(StorageLevel.MEMORY_AND_DISK)
+    return joined.withColumn("state", state.otherwise(COMPARE)).persist(StorageLevel.DISK_ONLY)
 
 
 def ranges_frame(spark: Any, rows: list[tuple[Any, ...]], names: list[str]) -> DataFrame:

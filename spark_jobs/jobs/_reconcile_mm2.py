@@ -179,7 +179,7 @@ def compare_mm2(
         )
 
     j = side(s, "s").join(side(t, "t"), ["topic", "partition", "ch", "n"], "full_outer")
-    j = j.persist(StorageLevel.MEMORY_AND_DISK)
+    j = j.persist(StorageLevel.DISK_ONLY)  # every record of both sides: never on the heap
     cached.append(j)
     paired = j.filter(F.col("s_offset").isNotNull() & F.col("t_offset").isNotNull())
     d = j.filter(F.col("s_offset").isNull() | F.col("t_offset").isNull()).select(
