@@ -124,13 +124,16 @@ def reconcile(job: Job, opts: Options) -> dict[str, Any]:
     t_by_source = {(t[len(prefix) :], p): r for (t, p), r in t_ranges.items()}
     keys = sorted(set(s_ranges) | set(t_by_source))
     ranges = {tp: Ranges(s_ranges.get(tp, (0, 0)), t_by_source.get(tp, (0, 0))) for tp in keys}
-    source_df = opts.source.read(spark, s_ranges, committed=opts.mode == "mm2")
     if opts.mode == "mm2" and opts.source.kind == "segments":
         job.notes.append(
             "mm2 from segment files: records of aborted transactions on the source (if any) are read (files have no "
             "read_committed) and, as MM2 never copies them, are reported missing"
         )
-    target_df = opts.target.read(spark, t_ranges)
+
+    def records() -> tuple[Any, Any]:
+        committed = opts.mode == "mm2"
+        return opts.source.read(spark, s_ranges, committed=committed), opts.target.read(spark, t_ranges)
+
     if opts.mode == "mm2":
         assert opts.source_alias is not None
         for tp in keys:
@@ -142,13 +145,13 @@ def reconcile(job: Job, opts: Options) -> dict[str, Any]:
         if no_window:
             job.notes.append(f"no offset sync for {', '.join(no_window[:20])}: nothing of it counts as copied")
         comparison = compare_mm2(
-            source_df, target_df, ranges, windows, opts.source_alias, require_caught_up=opts.require_caught_up
+            *records(), ranges, windows, opts.source_alias, require_caught_up=opts.require_caught_up
         )
     elif opts.by_record:
-        comparison = compare_offsets(source_df, target_df, ranges, require_caught_up=opts.require_caught_up)
+        comparison = compare_offsets(*records(), ranges, require_caught_up=opts.require_caught_up)
     else:
         comparison = by_batch(job, opts, ranges, s_ranges, t_ranges) or compare_offsets(
-            source_df, target_df, ranges, require_caught_up=opts.require_caught_up
+            *records(), ranges, require_caught_up=opts.require_caught_up
         )
     present = (set(s_ranges), set(t_by_source))
     return finish(job, opts, comparison, ranges, present, windows)

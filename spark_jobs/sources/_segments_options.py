@@ -20,6 +20,9 @@ EARLIEST = -2
 LATEST = -1
 MiB = 1024 * 1024
 DEFAULT_MAX_BYTES = 128 * MiB
+#: ``rows=batches``: a task keeps one row per batch, whatever the bytes; fewer, larger tasks cost
+#: less (each task has a fixed cost in Spark's Python data source machinery).
+DEFAULT_MAX_BYTES_BATCHES = 1024 * MiB
 
 Copies = Literal["longest", "all"]
 
@@ -121,7 +124,11 @@ def parse_options(options: Mapping[str, Any]) -> SegmentOptions:
         include_control=_flag("includeControl", opts.get("includecontrol")),
         copies="longest" if copies == "longest" else "all",
         committed_only=_flag("committedOnly", opts.get("committedonly")),
-        max_bytes=_bytes("maxBytesPerPartition", opts.get("maxbytesperpartition")),
+        max_bytes=_bytes(
+            "maxBytesPerPartition",
+            opts.get("maxbytesperpartition"),
+            DEFAULT_MAX_BYTES_BATCHES if rows == "batches" else DEFAULT_MAX_BYTES,
+        ),
         rows="batches" if rows == "batches" else "records",
     )
 
@@ -227,9 +234,9 @@ def _flag(option: str, value: Any) -> bool:
     return text == "true"
 
 
-def _bytes(option: str, value: Any) -> int:
+def _bytes(option: str, value: Any, default: int) -> int:
     if value is None:
-        return DEFAULT_MAX_BYTES
+        return default
     m = _BYTES.match(str(value).strip())
     if m is None or int(m[1]) == 0:
         raise ValueError(f"{option}={value!r}: expected a positive size in bytes, such as 134217728 or 128m")

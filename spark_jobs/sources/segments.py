@@ -66,7 +66,8 @@ option                   meaning
                          Many times faster; what reconcile compares first. Bounds keep the batches
                          that overlap them.
 ``maxBytesPerPartition`` Bytes (``134217728``, ``128m``, ``1g``; default 128 MiB, as Spark's
-                         ``spark.sql.files.maxPartitionBytes``): a segment larger than this is split
+                         ``spark.sql.files.maxPartitionBytes``; 1 GiB with ``rows=batches``, whose
+                         tasks hold one row per batch): a segment larger than this is split
                          into byte ranges at batch boundaries, each an input partition.
 =======================  =========================================================================
 

@@ -105,6 +105,7 @@ BAD_READS = [
     ),
     (opts(**{"kafka.security.protocol": "SSL"}), "does not know the read option\\(s\\) kafka.security.protocol"),
     (opts(topic="orders"), "does not know the read option\\(s\\) topic"),
+    (opts(rows="pages"), "rows=pages: expected 'records' \\(one row per record\\) or 'batches'"),
 ]
 
 
@@ -118,6 +119,10 @@ def test_streaming_refuses_ending_offsets_and_accepts_latest() -> None:
     with pytest.raises(OptionError, match="endingOffsets=latest: an ending offset is not valid in a streaming query"):
         read_options(opts(endingOffsets="latest"), streaming=True)
     assert read_options(opts(startingOffsets="latest"), streaming=True).starting.kind == "latest"
+    with pytest.raises(OptionError, match="rows=batches: only in a batch query"):
+        read_options(opts(rows="batches"), streaming=True)
+    assert read_options(opts(rows="Batches"), streaming=False).rows == "batches"
+    assert read_options(opts(), streaming=False).rows == "records"
 
 
 def test_write_options_pass_producer_settings_and_refuse_what_would_break_idempotence() -> None:

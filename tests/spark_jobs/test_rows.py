@@ -145,7 +145,7 @@ def test_one_row_per_batch_with_its_header_and_a_digest_blind_to_offset_and_epoc
     set_base_offset(moved, Offset(1000))
     set_partition_leader_epoch(moved, LeaderEpoch(12))  # what the target's broker rewrites
     assert rows.add_batch(moved, "orders", 3, None) == 1003
-    other = build_batch(records[:2] + [(T0 + 9, b"k2", b"")], compression=codec, base_offset=40, producer_id=7)
+    other = build_batch([*records[:2], (T0 + 9, b"k2", b"")], compression=codec, base_offset=40, producer_id=7)
     rows.add_batch(other, "orders", 3, None)
     first, second, third = batch_rows_of(rows)
     assert (first["offset"], first["lastOffset"], first["records"], first["codec"]) == (40, 42, 3, codec.name.lower())

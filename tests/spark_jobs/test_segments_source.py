@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from spark_jobs.schema import RECORD_SCHEMA
+from spark_jobs.schema import BATCH_SCHEMA, RECORD_SCHEMA
 from spark_jobs.sources.segments import SegmentSource
 from storage.records import Compression
 from tests.spark_jobs import segment_data as sd
@@ -277,6 +277,30 @@ def test_damage_becomes_invalid_rows_never_a_failed_job(data: Data, read: Any) -
     assert read(data.damaged).where("NOT valid").count() == 2 + 3
 
 
+def test_rows_batches_gives_one_row_per_batch_agreeing_with_the_records(
+    data: Data, read: Any, node1_rows: list[dict[str, Any]]
+) -> None:
+    df = read(data.node1, rows="batches")
+    assert df.schema == BATCH_SCHEMA
+    batches = [r.asDict() for r in df.collect()]
+    per_partition: dict[tuple[str, int], int] = {}
+    for b in batches:
+        assert b["valid"] and b["crcValid"] and len(b["digest"]) == 16 and not b["isControl"]
+        assert b["lastOffset"] >= b["offset"] + b["records"] - 1  # gaps (compaction) make it larger
+        per_partition[(b["topic"], b["partition"])] = per_partition.get((b["topic"], b["partition"]), 0) + b["records"]
+    by_records: dict[tuple[str, int], int] = {}
+    for r in node1_rows:
+        by_records[(r["topic"], r["partition"])] = by_records.get((r["topic"], r["partition"]), 0) + 1
+    assert per_partition == by_records
+    damaged = [r.asDict() for r in read(data.damaged, rows="batches").where("NOT valid").collect()]
+    first = sd.FLIPPED_BATCH * sd.PER_BATCH
+    assert sorted((r["topic"], r["offset"]) for r in damaged) == [
+        ("flipped", first),
+        ("garbage", sd.GARBAGE_BATCH * sd.PER_BATCH),
+        ("torn", (sd.DAMAGED_BATCHES - 1) * sd.PER_BATCH),
+    ]
+
+
 def test_damage_in_a_split_segment_is_reported_once(data: Data, read: Any) -> None:
     found = rows(read(data.damaged, topics="torn,flipped", maxBytesPerPartition="200"))
     assert sorted(r["offset"] for r in found if not r["valid"]) == [12, 13, 14, 27]
@@ -293,6 +317,7 @@ BAD_OPTIONS = [  # (option, value, what the message must say); tests/spark_jobs/
     ("startingTimestamp", "yesterday", "startingTimestamp='yesterday'"),
     ("topicPattern", "(", "topicPattern='('"),
     ("startingOffset", "earliest", "unknown option(s) startingoffset"),
+    ("rows", "pages", "rows='pages'"),
 ]
 
 
