@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from storage.records import CRC_START, BatchHeader, Compression, RecordBatch, RecordFormatError, crc_of, read_header
 
-from .schema import ARROW_BATCH_SCHEMA, ARROW_SCHEMA, COLUMNS, CREATE_TIME, LOG_APPEND_TIME
+from .schema import ARROW_BATCH_SCHEMA, ARROW_SCHEMA, CREATE_TIME, LOG_APPEND_TIME
 
 #: Rows per Arrow batch, and bytes of keys and values per Arrow batch, at most (before a flush).
 BATCH_ROWS = 8192
@@ -56,19 +56,18 @@ class Bounds:
 EVERYTHING = Bounds()
 
 
-class Rows:
-    """Accumulates one input partition's rows; :meth:`flush` hands them out as an Arrow batch.
+class _Columns:
+    """What :class:`Rows` and :class:`BatchRows` share: columns filled row by row, handed out as
+    Arrow batches of ``schema``, and invalid rows."""
 
-    ``include_control``: also emit control records (transaction markers, ``isControl`` true);
-    by default they are skipped, as a Kafka consumer skips them.
-    """
+    schema: pa.Schema
 
     def __init__(self, *, include_control: bool = False, bounds: Bounds = EVERYTHING) -> None:
         self.include_control = include_control
         self.bounds = bounds
         self.invalid = 0  # invalid rows emitted so far
         self._bytes = 0
-        self._cols: dict[str, list[Any]] = {name: [] for name in COLUMNS}
+        self._cols: dict[str, list[Any]] = {name: [] for name in self.schema.names}
 
     def __len__(self) -> int:
         return len(self._cols["valid"])
@@ -76,6 +75,57 @@ class Rows:
     @property
     def full(self) -> bool:
         return len(self) >= BATCH_ROWS or self._bytes >= BATCH_BYTES
+
+    def add_invalid(
+        self,
+        topic: str,
+        partition: int,
+        offset: int | None,
+        error: str,
+        segment: str | None,
+        *,
+        crc_valid: bool | None = None,
+        header: BatchHeader | None = None,
+    ) -> None:
+        """One row standing for what could not be read at ``offset`` (None: unknown)."""
+        if offset is not None and not (self.bounds.start_offset <= offset < self.bounds.end_offset):
+            return
+        c = self._cols
+        for values in c.values():
+            values.append(None)
+        c["topic"][-1] = topic
+        c["partition"][-1] = partition
+        c["offset"][-1] = offset
+        c["valid"][-1] = False
+        c["error"][-1] = error
+        c["segment"][-1] = segment
+        c["crcValid"][-1] = crc_valid
+        if header is not None:
+            if "batchOffset" in c:
+                c["batchOffset"][-1] = header.base_offset
+            c["leaderEpoch"][-1] = header.partition_leader_epoch
+            c["producerId"][-1] = header.producer_id
+            c["producerEpoch"][-1] = header.producer_epoch
+            c["codec"][-1] = _CODECS.get(header.compression, str(header.compression))
+        self.invalid += 1
+
+    def flush(self) -> pa.RecordBatch | None:
+        """The rows so far as one Arrow batch (None when there are none); starts afresh."""
+        if not len(self):
+            return None
+        cols, self._cols, self._bytes = self._cols, {name: [] for name in self.schema.names}, 0
+        arrays = [pa.array(cols[f.name], type=f.type) for f in self.schema]
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+
+class Rows(_Columns):
+    """Accumulates one input partition's rows; :meth:`flush` hands them out as an Arrow batch.
+
+    ``include_control``: also emit control records (transaction markers, ``isControl`` true);
+    by default they are skipped, as a Kafka consumer skips them.
+    """
+
+    schema = ARROW_SCHEMA
 
     def add_batch(self, buf: bytes | bytearray | memoryview, topic: str, partition: int, segment: str | None) -> int:
         """Decode one whole batch (``buf`` holds exactly it, length prefix included); returns
@@ -136,49 +186,8 @@ class Rows:
             self.invalid += len(records)
         return h.next_offset
 
-    def add_invalid(
-        self,
-        topic: str,
-        partition: int,
-        offset: int | None,
-        error: str,
-        segment: str | None,
-        *,
-        crc_valid: bool | None = None,
-        header: BatchHeader | None = None,
-    ) -> None:
-        """One row standing for what could not be read at ``offset`` (None: unknown)."""
-        if offset is not None and not (self.bounds.start_offset <= offset < self.bounds.end_offset):
-            return
-        c = self._cols
-        for name in COLUMNS:
-            c[name].append(None)
-        c["topic"][-1] = topic
-        c["partition"][-1] = partition
-        c["offset"][-1] = offset
-        c["valid"][-1] = False
-        c["error"][-1] = error
-        c["segment"][-1] = segment
-        c["crcValid"][-1] = crc_valid
-        if header is not None:
-            c["batchOffset"][-1] = header.base_offset
-            c["leaderEpoch"][-1] = header.partition_leader_epoch
-            c["producerId"][-1] = header.producer_id
-            c["producerEpoch"][-1] = header.producer_epoch
-            c["codec"][-1] = _CODECS.get(header.compression, str(header.compression))
-        self.invalid += 1
 
-    def flush(self) -> pa.RecordBatch | None:
-        """The rows so far as one Arrow batch (None when there are none); starts afresh."""
-        if not len(self):
-            return None
-        cols, self._cols, self._bytes = self._cols, {name: [] for name in COLUMNS}, 0
-        return pa.RecordBatch.from_arrays(
-            [pa.array(cols[f.name], type=f.type) for f in ARROW_SCHEMA], schema=ARROW_SCHEMA
-        )
-
-
-class BatchRows:
+class BatchRows(_Columns):
     """Like :class:`Rows`, one row per batch (:data:`~spark_jobs.schema.BATCH_SCHEMA`): its header,
     whether its CRC matches and a digest of its bytes; its records are not decoded.
 
@@ -187,23 +196,18 @@ class BatchRows:
     outside the bounds). ``valid`` is false for a CRC mismatch or a format other than magic 2.
     """
 
-    def __init__(self, *, include_control: bool = False, bounds: Bounds = EVERYTHING) -> None:
-        self.include_control = include_control
-        self.bounds = bounds
-        self.invalid = 0
-        self._cols: dict[str, list[Any]] = {name: [] for name in ARROW_BATCH_SCHEMA.names}
+    schema = ARROW_BATCH_SCHEMA
 
-    def __len__(self) -> int:
-        return len(self._cols["valid"])
-
-    @property
-    def full(self) -> bool:
-        return len(self) >= BATCH_ROWS
+    def __init__(self, *, include_control: bool = False, bounds: Bounds = EVERYTHING, own_earlier: bool = True) -> None:
+        super().__init__(include_control=include_control, bounds=bounds)
+        #: False: a batch that starts before the bounds is another reader's row (the read that
+        #: covers its base offset), so a range split in pieces has each batch once.
+        self.own_earlier = own_earlier
 
     def add_batch(self, buf: bytes | bytearray | memoryview, topic: str, partition: int, segment: str | None) -> int:
         """One row for the whole batch in ``buf`` (length prefix included); returns the offset after it."""
         h = read_header(buf)
-        if self.bounds.batch_outside(h):
+        if self.bounds.batch_outside(h) or (h.base_offset < self.bounds.start_offset and not self.own_earlier):
             return h.next_offset
         if h.magic != 2:
             self.add_invalid(topic, partition, h.base_offset, f"record batch magic {h.magic} is not supported", segment)
@@ -236,37 +240,3 @@ class BatchRows:
         if not crc_ok:
             self.invalid += 1
         return h.next_offset
-
-    def add_invalid(
-        self,
-        topic: str,
-        partition: int,
-        offset: int | None,
-        error: str,
-        segment: str | None,
-        *,
-        crc_valid: bool | None = None,
-        header: BatchHeader | None = None,
-    ) -> None:
-        """One row standing for what could not be read at ``offset`` (None: unknown)."""
-        if offset is not None and not (self.bounds.start_offset <= offset < self.bounds.end_offset):
-            return
-        c = self._cols
-        for values in c.values():
-            values.append(None)
-        c["topic"][-1] = topic
-        c["partition"][-1] = partition
-        c["offset"][-1] = offset
-        c["valid"][-1] = False
-        c["error"][-1] = error
-        c["segment"][-1] = segment
-        c["crcValid"][-1] = crc_valid
-        self.invalid += 1
-
-    def flush(self) -> pa.RecordBatch | None:
-        if not len(self):
-            return None
-        cols, self._cols = self._cols, {name: [] for name in ARROW_BATCH_SCHEMA.names}
-        return pa.RecordBatch.from_arrays(
-            [pa.array(cols[f.name], type=f.type) for f in ARROW_BATCH_SCHEMA], schema=ARROW_BATCH_SCHEMA
-        )

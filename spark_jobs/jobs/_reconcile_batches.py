@@ -74,6 +74,8 @@ def batch_pass(source: DataFrame, target: DataFrame, ranges: Mapping[TP, Ranges]
     )
 
     def side(df: DataFrame, p: str) -> DataFrame:
+        # One row per batch start (a reader never gives two; a duplicate would count twice).
+        df = df.dropDuplicates(["topic", "partition", "offset"])
         return df.select(
             "topic",
             "partition",

@@ -43,12 +43,14 @@ class KafkaSourceError(Exception):
 
 @dataclass(frozen=True)
 class OffsetRange(InputPartition):
-    """One input partition: the offsets ``[start, end)`` of ``topic``-``partition``."""
+    """One input partition: the offsets ``[start, end)`` of ``topic``-``partition``. ``first``:
+    the piece that starts the partition's read (false for the later pieces of a split range)."""
 
     topic: str
     partition: int
     start: int
     end: int
+    first: bool = True
 
     def __len__(self) -> int:
         return self.end - self.start
@@ -262,4 +264,6 @@ def split(ranges: list[OffsetRange], max_records: int, min_partitions: int | Non
 def _cut(r: OffsetRange, count: int) -> list[OffsetRange]:
     n = len(r)
     edges = [r.start + n * i // count for i in range(count + 1)]
-    return [OffsetRange(r.topic, r.partition, a, b) for a, b in itertools.pairwise(edges) if a < b]
+    return [
+        OffsetRange(r.topic, r.partition, a, b, r.first and a == r.start) for a, b in itertools.pairwise(edges) if a < b
+    ]

@@ -68,8 +68,13 @@ class RangeReader:
         self.piece = piece
         self.offset = piece.start
         self.lost = 0
-        kind = BatchRows if opts.rows == "batches" else Rows
-        self.rows = kind(include_control=opts.include_control, bounds=Bounds(piece.start, piece.end))
+        bounds = Bounds(piece.start, piece.end)
+        if opts.rows == "batches":  # a batch across two pieces' boundary is the earlier piece's row
+            self.rows: Rows | BatchRows = BatchRows(
+                include_control=opts.include_control, bounds=bounds, own_earlier=piece.first
+            )
+        else:
+            self.rows = Rows(include_control=opts.include_control, bounds=bounds)
         self._max_bytes = opts.fetch_max_bytes
         self._brokers: dict[int, str] = {}
         self._topics: dict[str, TopicMeta] = {}

@@ -172,7 +172,9 @@ def test_split_cuts_ranges_by_size_then_to_reach_min_partitions_covering_every_o
         mine = [p for p in many if (p.topic, p.partition) == (r.topic, r.partition)]
         assert mine[0].start == r.start and mine[-1].end == r.end
         assert all(a.end == b.start for a, b in itertools.pairwise(mine))
+        assert [p.first for p in mine] == [True] + [False] * (len(mine) - 1)  # rows=batches: who owns a batch
     assert len(split(ranges, 1_000_000, 100)) == 14  # never a piece without an offset
+    assert [p.first for p in pieces] == [True, False, False, True, True]
 
 
 def test_max_offsets_per_trigger_is_shared_by_backlog_and_never_exceeded() -> None:

@@ -312,6 +312,17 @@ def test_split_ranges_read_the_same_records_as_whole_ones(sp: Spark, nodes: list
     assert whole.rdd.getNumPartitions() == 3 and split.rdd.getNumPartitions() == 20  # 15 by size, 5 more cut
     assert rows(split) == rows(whole) and len(rows(whole)) == 900
 
+    # One row per batch: a batch across two pieces' boundary is still one row, so the records add up.
+    def batches(df: Any) -> list[tuple[int, int, int, bytes]]:
+        return sorted((r.partition, r.offset, r.records, bytes(r.digest)) for r in df.collect())
+
+    whole_batches = batches(load(sp, boot, subscribe=name, rows="batches"))
+    split_batches = batches(
+        load(sp, boot, subscribe=name, rows="batches", maxRecordsPerPartition="70", minPartitions="20")
+    )
+    assert split_batches == whole_batches and sum(b[2] for b in whole_batches) == 900
+    assert len(whole_batches) < 900  # the producer batched: some batches did cross a piece's boundary
+
 
 def test_records_deleted_before_they_are_read_fail_the_read_or_are_counted(
     sp: Spark, nodes: list[NodeProcess], boot: str

@@ -184,3 +184,14 @@ def test_batch_rows_keep_the_batches_that_overlap_the_bounds() -> None:
     for base in (0, 10, 20):
         rows.add_batch(build_batch([(T0, b"k", b"v")] * 10, base_offset=base), "t", 0, None)
     assert [r["offset"] for r in batch_rows_of(rows)] == [10]
+
+
+def test_a_batch_that_starts_before_the_bounds_is_left_to_the_earlier_reader_when_asked() -> None:
+    straddling = build_batch([(T0, b"k", b"v")] * 10, base_offset=95)  # 95..104
+    mine = BatchRows(bounds=Bounds(start_offset=100, end_offset=200))
+    theirs = BatchRows(bounds=Bounds(start_offset=100, end_offset=200), own_earlier=False)
+    for rows in (mine, theirs):
+        rows.add_batch(straddling, "t", 0, None)
+        rows.add_batch(build_batch([(T0, b"k", b"v")], base_offset=105), "t", 0, None)
+    assert [r["offset"] for r in batch_rows_of(mine)] == [95, 105]
+    assert [r["offset"] for r in batch_rows_of(theirs)] == [105]
