@@ -5,7 +5,9 @@ Run it as ``python -m spark_jobs.jobs.reconcile ...``, ``spark-submit spark_jobs
 options below). Each side is a live site or its segment files; per topic-partition the job
 finds records missing on the target, extra on it, and different at the same offset
 (offset-preserving links), or unmatched by content inside the offset syncs' copy window (MM2
-links). The rules are in :mod:`._reconcile_compare`; ``--continuous`` is :mod:`._reconcile_stream`.
+links). The rules are in :mod:`._reconcile_compare`; offset-preserving links first match whole
+batches by digest (:mod:`._reconcile_batches`) unless ``--by-record``; ``--continuous`` is
+:mod:`._reconcile_stream`.
 
 Order of reads (live sites): the target's log ranges first, then the source's, so a record the
 mirror copies while the job runs is at worst counted ``behind``, never ``missing``. MM2 links
@@ -164,9 +166,8 @@ def by_batch(
     s_ranges: dict[TP, tuple[int, int]],
     t_ranges: dict[TP, tuple[int, int]],
 ) -> Comparison | None:
-    """An offset-preserving link from segment files: the batch pass first
-    (:mod:`._reconcile_batches`), then records only where batches differ. None: too many
-    batches differ, compare every record."""
+    """An offset-preserving link: the batch pass first (:mod:`._reconcile_batches`), then records
+    only where batches differ. None: too many batches differ, compare every record."""
     spark = job.spark
     bp = batch_pass(
         opts.source.read(spark, s_ranges, rows="batches"), opts.target.read(spark, t_ranges, rows="batches"), ranges
