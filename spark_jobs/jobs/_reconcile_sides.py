@@ -25,7 +25,14 @@ from node.client import EARLIEST, LATEST, READ_COMMITTED, READ_UNCOMMITTED, Clie
 from storage import StorageError
 
 from ..schema import BATCH_SCHEMA, RECORD_SCHEMA
-from ..sources._segments_files import LOG_START_OFFSET_CHECKPOINT, Checkpoints, Copy, find_copies, log_end
+from ..sources._segments_files import (
+    LOG_START_OFFSET_CHECKPOINT,
+    Checkpoints,
+    Copy,
+    find_copies,
+    log_end,
+    longest,
+)
 from ._common import BadInput
 
 TP = tuple[str, int]
@@ -121,7 +128,10 @@ class Side:
         starting = _offsets_json({tp: r[0] for tp, r in ranges.items()})
         ending = _offsets_json({tp: r[1] for tp, r in ranges.items()})
         if self.kind == "segments":
-            reader = spark.read.format("strait-segments").option("path", ",".join(self.entries))
+            # The copies ranges() measured, by their partition dirs: the source need not look
+            # for the longest copy again (a walk over every replica's batch headers).
+            chosen = sorted(str(c.dir) for c in self._longest() if (c.tp.topic, c.tp.partition) in ranges)
+            reader = spark.read.format("strait-segments").option("path", ",".join(chosen))
             reader = reader.option("topics", ",".join(topics)).option("rows", rows)
         else:
             reader = spark.read.format("strait-kafka").option("kafka.bootstrap.servers", self.value)
@@ -155,12 +165,7 @@ class Side:
     def _longest(self) -> list[Copy]:
         """Per partition the copy whose log reaches furthest (ties: the first found), as
         ``strait-segments`` reads by default."""
-        best: dict[Any, tuple[int, int, Copy]] = {}
-        for copy in self._copies():
-            rank = (log_end(copy), -copy.order)
-            if copy.tp not in best or rank > best[copy.tp][:2]:
-                best[copy.tp] = (*rank, copy)
-        return [entry[2] for entry in best.values()]
+        return longest(self._copies())
 
     def _on_site(self, call: Callable[[SiteClient], Awaitable[T]]) -> T:
         async def main() -> T:

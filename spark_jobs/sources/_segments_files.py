@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -239,9 +240,50 @@ def indexed_header(fd: int, segment: Segment, entry: tuple[int, int]) -> BatchHe
 
 def log_end(copy: Copy) -> int:
     """The offset after the last whole batch of the copy's last segment (its base offset when
-    it holds none): how far this copy's log goes, judged from headers only."""
+    it holds none): how far this copy's log goes, judged from headers only.
+
+    Remembered per last segment (path, size and modification time) for the life of the process:
+    an active segment's ``.index`` may be empty on disk, and walking every batch header of a
+    large one costs a read per batch."""
     if not copy.segments:
         return -1
+    last = copy.segments[-1]
+    try:
+        st = last.path.stat()
+        key = (str(last.path), st.st_size, st.st_mtime_ns)
+    except OSError:
+        return _log_end(copy)
+    if key not in _ENDS:
+        if len(_ENDS) > 4096:
+            _ENDS.clear()
+        _ENDS[key] = _log_end(copy)
+    return _ENDS[key]
+
+
+_ENDS: dict[tuple[str, int, int], int] = {}
+
+
+def log_ends(copies: list[Copy]) -> list[int]:
+    """:func:`log_end` of each copy, the files read in parallel (the walk waits on the disk
+    when the files are not in the page cache)."""
+    if len(copies) < 2:
+        return [log_end(c) for c in copies]
+    with ThreadPoolExecutor(max_workers=min(16, len(copies))) as pool:
+        return list(pool.map(log_end, copies))
+
+
+def longest(copies: list[Copy]) -> list[Copy]:
+    """Per partition the copy whose log ends furthest (ties: the copy found first, the lower
+    ``order``), in the order partitions are first found. A partition with one copy is not read."""
+    by_tp: dict[TopicPartition, list[Copy]] = {}
+    for copy in copies:
+        by_tp.setdefault(copy.tp, []).append(copy)
+    several = [c for group in by_tp.values() if len(group) > 1 for c in group]
+    ends = dict(zip((id(c) for c in several), log_ends(several), strict=True))
+    return [max(group, key=lambda c: (ends.get(id(c), 0), -c.order)) for group in by_tp.values()]
+
+
+def _log_end(copy: Copy) -> int:
     last = copy.segments[-1]
     end = last.base_offset
     if last.size == 0:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pyspark.sql.datasource import InputPartition
 
 from spark_jobs._rows import Bounds
-from storage import StorageError, TopicPartition
+from storage import StorageError
 
 from ._segments_files import (
     HIGH_WATERMARK_CHECKPOINT,
@@ -30,7 +30,7 @@ from ._segments_files import (
     find_copies,
     index_of,
     indexed_header,
-    log_end,
+    longest,
 )
 from ._segments_options import EARLIEST, LATEST, SegmentOptions
 
@@ -78,22 +78,12 @@ def plan(opts: SegmentOptions) -> list[SegmentRange]:
                     "leaves it out)"
                 )
     if opts.copies == "longest":
-        copies = _longest(copies)
+        copies = longest(copies)
     checkpoints = Checkpoints()
     out: list[SegmentRange] = []
     for copy in copies:
         out += _plan_copy(copy, opts, checkpoints)
     return out
-
-
-def _longest(copies: list[Copy]) -> list[Copy]:
-    """Per partition the copy whose log ends furthest; ties go to the copy found first."""
-    best: dict[TopicPartition, tuple[int, int, Copy]] = {}
-    for copy in copies:
-        rank = (log_end(copy), -copy.order)
-        if copy.tp not in best or rank > best[copy.tp][:2]:
-            best[copy.tp] = (*rank, copy)
-    return [entry[2] for entry in best.values()]
 
 
 def _plan_copy(copy: Copy, opts: SegmentOptions, checkpoints: Checkpoints) -> list[SegmentRange]:
