@@ -76,6 +76,20 @@ class _Columns:
     def full(self) -> bool:
         return len(self) >= BATCH_ROWS or self._bytes >= BATCH_BYTES
 
+    def _wanted(self, h: BatchHeader, topic: str, partition: int, segment: str | None) -> bool:
+        """Whether the batch gives rows: within the bounds (and this reader's, see
+        :meth:`_owns`), magic 2 (else one invalid row says so), and no control batch unless
+        ``include_control``."""
+        if self.bounds.batch_outside(h) or not self._owns(h):
+            return False
+        if h.magic != 2:
+            self.add_invalid(topic, partition, h.base_offset, f"record batch magic {h.magic} is not supported", segment)
+            return False
+        return self.include_control or not h.is_control
+
+    def _owns(self, h: BatchHeader) -> bool:
+        return True
+
     def add_invalid(
         self,
         topic: str,
@@ -131,12 +145,7 @@ class Rows(_Columns):
         """Decode one whole batch (``buf`` holds exactly it, length prefix included); returns
         the offset after it. Records outside :attr:`bounds` are dropped."""
         h = read_header(buf)
-        if self.bounds.batch_outside(h):
-            return h.next_offset
-        if h.magic != 2:
-            self.add_invalid(topic, partition, h.base_offset, f"record batch magic {h.magic} is not supported", segment)
-            return h.next_offset
-        if h.is_control and not self.include_control:
+        if not self._wanted(h, topic, partition, segment):
             return h.next_offset
         crc_ok = crc_of(buf, 0, h.size) == h.crc
         try:
@@ -204,15 +213,13 @@ class BatchRows(_Columns):
         #: covers its base offset), so a range split in pieces has each batch once.
         self.own_earlier = own_earlier
 
+    def _owns(self, h: BatchHeader) -> bool:
+        return self.own_earlier or h.base_offset >= self.bounds.start_offset
+
     def add_batch(self, buf: bytes | bytearray | memoryview, topic: str, partition: int, segment: str | None) -> int:
         """One row for the whole batch in ``buf`` (length prefix included); returns the offset after it."""
         h = read_header(buf)
-        if self.bounds.batch_outside(h) or (h.base_offset < self.bounds.start_offset and not self.own_earlier):
-            return h.next_offset
-        if h.magic != 2:
-            self.add_invalid(topic, partition, h.base_offset, f"record batch magic {h.magic} is not supported", segment)
-            return h.next_offset
-        if h.is_control and not self.include_control:
+        if not self._wanted(h, topic, partition, segment):
             return h.next_offset
         covered = memoryview(buf)[CRC_START : h.size]
         crc_ok = crc_of(buf, 0, h.size) == h.crc

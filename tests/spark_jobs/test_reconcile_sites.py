@@ -15,6 +15,10 @@ One pair of sites serves the module; each test uses its own topics, so they run 
   the source losing it; the MM2 test produces one straight to the target.) For the segment
   run a copy of west's disks also gets one value byte flipped *without* fixing the CRC in
   ``crcflip``-0: an invalid row, and the source's record there is unreadable, not missing;
+- ``rekeyed`` (one record per batch, key ``r`` at offsets 3 and 25): west's offset 3 is cut out
+  too; the target's later record of that key sits in a batch both sides hold alike, which the
+  batch pass does not decode, so the record is ``superseded`` only if reconcile looks past the
+  batches it compares by record (it must, and ``--by-record`` agrees);
 - ``mm`` (MM2 link, ``east.mm`` on west): clean, then a record produced to the target only;
 - ``live``: the streaming reconcile and its restart.
 """
@@ -39,6 +43,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirror import LinkRunner, load_links
+from spark_jobs.jobs import _reconcile_batches
 from spark_jobs.jobs._reconcile_mm2 import decode_sync_key, decode_sync_value
 from spark_jobs.jobs._reconcile_sides import parse_side
 from spark_jobs.jobs.reconcile import command
@@ -50,7 +55,7 @@ from tests.node.harness import NodeProcess, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
 
-OFFSET_TOPICS = {"orders": 2, "planted": 2, "crcflip": 1, "live": 2}
+OFFSET_TOPICS = {"orders": 2, "planted": 2, "crcflip": 1, "rekeyed": 1, "live": 2}
 ONE_NODE = {"default.replication.factor": "1", "offsets.topic.replication.factor": "1"}
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -142,6 +147,9 @@ def sites(zookeeper: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         produce(
             east, "crcflip", [(0, f"c{i}".encode(), f"crc {i}".encode(), []) for i in range(10)], one_per_batch=True
         )
+        # Key r at offsets 3 and 25, the other keys distinct: the target losing offset 3 is superseded.
+        rekeyed = [(0, b"r" if i in (3, 25) else f"q{i}".encode(), f"rekeyed {i}".encode(), []) for i in range(30)]
+        produce(east, "rekeyed", rekeyed, one_per_batch=True)
         produce(east, "mm", [(0, f"m{i}".encode(), f"mm {i}".encode(), []) for i in range(20)])
         links = root / "links.toml"
         links.write_text(
@@ -269,6 +277,7 @@ def test_planted_differences_are_found_exactly(sites: Sites, spark: Any, tmp_pat
     cut_batch(west_planted, 10)
     flip_value_byte(west_planted, 20, fix_crc=True)
     cut_batch(partition_dir(sites.east_node, "planted", 1), 15)
+    cut_batch(partition_dir(sites.west_node, "rekeyed", 0), 3)
     disks = tmp_path / "west-disks"  # a copy of west's disks with a CRC-breaking flip the node would refuse
     shutil.copytree(sites.west_node.workdir, disks, ignore=shutil.ignore_patterns("*.log.txt"))
     crc_dir = next(d / "crcflip-0" for d in (disks / "d1", disks / "d2") if (d / "crcflip-0").is_dir())
@@ -278,7 +287,7 @@ def test_planted_differences_are_found_exactly(sites: Sites, spark: Any, tmp_pat
     expected = {("missing", "planted", 0, 10), ("different", "planted", 0, 20), ("extra", "planted", 1, 15)}
 
     live = tmp_path / "live"
-    args = ["--source", sites.east.bootstrap, "--target", sites.west.bootstrap, "--topics", "planted,crcflip"]
+    args = ["--source", sites.east.bootstrap, "--target", sites.west.bootstrap, "--topics", "planted,crcflip,rekeyed"]
     status, output, summary = reconcile(live, *args)
     assert status == 1, output
     assert summary is not None and summary["verdict"] == "found"
@@ -287,11 +296,13 @@ def test_planted_differences_are_found_exactly(sites: Sites, spark: Any, tmp_pat
     assert {s["offset"]: s["detail"] for s in summary["samples"]}[20] == "differs in value"
     by_partition = {(p["topic"], p["partition"]): p["counts"] for p in summary["partitions"]}
     assert by_partition[("planted", 0)]["matched"] == 28 and by_partition[("planted", 1)]["matched"] == 29
+    # Offset 3's key has a later record on the target, in a batch both sides hold alike: superseded.
+    assert (by_partition[("rekeyed", 0)]["superseded"], by_partition[("rekeyed", 0)]["missing"]) == (1, 0)
     assert summary["invalid"]["rows"] == 0
     assert summary["inputs"]["compared_by"] == "batches, then records where batches differ"
 
     segments = tmp_path / "segments"
-    args = ["--source", str(sites.east_node.workdir), "--target", str(disks), "--topics", "planted,crcflip"]
+    args = ["--source", str(sites.east_node.workdir), "--target", str(disks), "--topics", "planted,crcflip,rekeyed"]
     status, output, summary = reconcile(segments, *args)
     assert status == 1, output
     assert found(segments) == expected
@@ -312,6 +323,15 @@ def test_planted_differences_are_found_exactly(sites: Sites, spark: Any, tmp_pat
     assert found(by_record) == expected
     assert every["totals"] == summary["totals"] and every["invalid"] == summary["invalid"]
     assert [p["counts"] for p in every["partitions"]] == [p["counts"] for p in summary["partitions"]]
+
+    # Batches that differ in too many places: every record compared, the same answer again.
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_reconcile_batches, "SLOW_BATCHES_LIMIT", 0)
+        fallback = tmp_path / "fallback"
+        status, output, fell = reconcile(fallback, *args)
+    assert status == 1, output
+    assert fell is not None and any("differ too much" in n for n in fell["notes"])
+    assert found(fallback) == expected and fell["totals"] == summary["totals"]
 
 
 def test_an_mm2_link_is_matched_by_content_and_a_record_produced_to_the_target_is_extra(
