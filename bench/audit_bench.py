@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    .venv/bin/python -m bench.audit_bench --out bench/results     # 10,000,000 records (~1 GB), ~12 min
+    .venv/bin/python -m bench.audit_bench --out bench/results     # 10,000,000 records (~1.4 GB), ~10 min
     .venv/bin/python -m bench.audit_bench --quick                 # smoke test, 200,000 records
 
 On one local appliance (``strait up --base-port 0 --nodes N``: sites east and west, the
