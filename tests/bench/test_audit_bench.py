@@ -206,7 +206,7 @@ def test_the_sampler_sees_a_session_and_its_children() -> None:
 @pytest.mark.integration
 @pytest.mark.spark
 @pytest.mark.slow
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(450)  # four paths, three of them a Spark start each; 229 s in the suite beside the chaos matrices
 def test_a_tiny_quick_run_measures_every_path_and_writes_its_report(tmp_path: Path) -> None:
     out = tmp_path / "results"
     argv = ["--quick", "--records", "3000", "--partitions", "2", "--small-fraction", "0"]
