@@ -7,7 +7,8 @@ gives up connecting, how long it waits for the close) stays with the caller.
 
 - :func:`split_connect`: ``host:port[,host:port...][/chroot]`` -> hosts and chroot;
 - :func:`kazoo_client`: the kazoo client every session uses (reconnects forever, retries each
-  command a few times); :func:`stop_quietly` ends its session and closes it, never raising;
+  command a few times); :func:`stop_quietly` ends its session and closes it, never raising
+  and never hanging;
 - :func:`session_of`: the id of the client's current session;
 - :func:`create_or_find`: create an ephemeral znode, or read (and watch) the one standing at
   its path, to learn which session holds it;
@@ -20,7 +21,9 @@ in a worker thread (``trio.to_thread.run_sync``) or on kazoo's own threads.
 
 from __future__ import annotations
 
+import atexit
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,6 +36,8 @@ from kazoo.retry import KazooRetry  # type: ignore[import-untyped]
 logger = logging.getLogger(__name__)
 
 COMMAND_TRIES = 5  # a kazoo command is retried this often through a connection loss
+#: How long :func:`stop_quietly` waits for kazoo's ``stop()`` before closing the client's sockets.
+STOP_WAIT_S = 5.0
 
 
 def wall_clock_ms() -> int:
@@ -69,16 +74,42 @@ def kazoo_client(hosts: str, session_timeout_s: float, *, command_tries: int = C
     )
 
 
-def stop_quietly(client: Any) -> None:
-    """End the client's session (its ephemerals vanish) and close the client; never raises."""
-    try:
-        client.stop()
-    except Exception as exc:  # stopping must not mask the error that got us here
-        logger.warning("stopping the ZooKeeper client failed: %r", exc)
+def stop_quietly(client: Any, wait: float = STOP_WAIT_S) -> None:
+    """End the client's session (its ephemerals vanish) and close the client; never raises, and
+    returns within about twice ``wait`` seconds.
+
+    kazoo's ``stop()`` closes the session, then joins kazoo's worker threads. A watch callback
+    that re-arms its watch as the session closes can block a worker for good: it writes a
+    wake-up byte to the client's internal socket pair, which nobody reads once the connection
+    thread has ended (seen in a node stopping with hundreds of watched znodes: the node hung
+    until its process manager killed it). So ``stop()`` runs in a thread of its own; when it has
+    not returned within ``wait`` seconds, ``close()`` closes that socket pair, which fails the
+    blocked write and lets the worker, and ``stop()``, end.
+    """
+    stopper = threading.Thread(target=_stop, args=(client,), name="zookeeper-stop", daemon=True)
+    stopper.start()
+    stopper.join(wait)
+    stuck = stopper.is_alive()
+    if stuck:
+        logger.warning("the ZooKeeper client has not stopped after %g s; closing its sockets to end it", wait)
     try:
         client.close()
     except Exception as exc:
         logger.warning("closing the ZooKeeper client failed: %r", exc)
+    if stuck:
+        stopper.join(wait)
+        if stopper.is_alive():
+            logger.error("the ZooKeeper client is still stopping after %g s; leaving it", 2 * wait)
+            handler_stop = getattr(getattr(client, "handler", None), "stop", None)
+            if handler_stop is not None:
+                atexit.unregister(handler_stop)  # kazoo's exit hook would wait for it forever
+
+
+def _stop(client: Any) -> None:
+    try:
+        client.stop()
+    except Exception as exc:  # stopping must not mask the error that got us here
+        logger.warning("stopping the ZooKeeper client failed: %r", exc)
 
 
 def session_of(client: Any) -> int | None:

@@ -1,8 +1,13 @@
 """The ZooKeeper kit over the in-memory kazoo stand-in (no ZooKeeper): connect strings, sessions,
-ephemeral create-or-find, the quiet stop and the client's retry settings."""
+ephemeral create-or-find, the quiet stop and the client's retry settings; and, on a real
+ZooKeeper, the quiet stop of a client whose kazoo worker is stuck."""
 
 from __future__ import annotations
 
+import threading
+import time
+import uuid
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -110,3 +115,34 @@ def test_the_kazoo_client_reconnects_forever_and_retries_commands_as_asked() -> 
     client = kazoo_client("127.0.0.1:1", 4.0, command_tries=3)
     assert (client._conn_retry.max_tries, client._retry.max_tries) == (-1, 3)
     assert kazoo_client("127.0.0.1:1", 4.0)._retry.max_tries == 5
+
+
+@pytest.mark.integration
+def test_the_quiet_stop_ends_the_session_even_when_a_kazoo_worker_is_stuck_on_the_wake_up_socket(
+    zookeeper: str,
+) -> None:
+    # What a watch callback re-arming its watch as the session closes can do: write wake-up bytes
+    # to the client's internal socket pair when nobody reads it any more. kazoo's stop() joins
+    # its workers, so it waited for this one forever.
+    held = f"/held-{uuid.uuid4().hex}"
+    client = kazoo_client(zookeeper, 10.0)
+    client.start(timeout=10)
+    client.create(held, b"x", ephemeral=True)
+    flooding = threading.Event()
+
+    def flood() -> None:
+        flooding.set()
+        client._connection._write_sock.sendall(b"\0" * 200_000_000)
+
+    client.handler.dispatch_callback(SimpleNamespace(func=flood, args=()))
+    assert flooding.wait(10)
+    started = time.monotonic()
+    stop_quietly(client, wait=1.0)
+    took = time.monotonic() - started
+    assert took < 5.0, f"stop_quietly took {took:.1f} s"
+    observer = kazoo_client(zookeeper, 10.0)
+    observer.start(timeout=10)
+    try:
+        assert observer.exists(held) is None  # the session ended: its ephemeral went with it
+    finally:
+        stop_quietly(observer)
