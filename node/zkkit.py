@@ -37,7 +37,7 @@ logger = logging.getLogger(__name__)
 
 COMMAND_TRIES = 5  # a kazoo command is retried this often through a connection loss
 #: How long :func:`stop_quietly` waits for kazoo's ``stop()`` before closing the client's sockets.
-STOP_WAIT_S = 5.0
+STOP_WAIT_S = 2.0
 
 
 def wall_clock_ms() -> int:
