@@ -63,12 +63,14 @@ _STATUS_STYLE = {"ok": ("ok", "green"), "warn": ("warn", "yellow"), "fail": ("FA
     "--min-open-files",
     type=click.IntRange(min=0),
     default=_MIN_OPEN_FILES,
+    metavar="N",
     show_default=True,
     help="Fail when the soft open-file limit (RLIMIT_NOFILE) is lower.",
 )
 @click.option(
     "--pid",
     type=click.IntRange(min=1),
+    metavar="PID",
     help="Check this process's open-file limit (e.g. the running node's) instead of doctor's own.",
 )
 @click.option(

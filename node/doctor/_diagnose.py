@@ -20,7 +20,7 @@ from ._clock import MAX_CLOCK_ERROR_MS, ClockState, check_clock, read_kernel_clo
 from ._disks import DiskLimits, DiskUsage, check_log_dirs, writable_by_me
 from ._findings import Finding, Status
 from ._mounts import MOUNTINFO, parse_mountinfo, read_mountinfo
-from ._network import SrvrReply, ask_srvr, check_ports, check_zookeeper, endpoints_of, node_health, try_bind
+from ._network import SrvrReply, ask_srvr, check_ports, check_zookeeper, node_health, try_bind
 from ._tuning import MIN_OPEN_FILES, PROC_SYS, check_open_files, check_sysctls, open_files_limit
 
 __all__ = ["DEFAULT_TIMEOUT_S", "Probes", "Thresholds", "diagnose"]
@@ -87,9 +87,9 @@ def diagnose(
             config.zookeeper_connect, lambda host, port: probes.ask_zookeeper(host, port, timeout)
         )
         findings += check_ports(
-            endpoints_of(config),
-            config.broker_id,
+            config.listeners,
             config.admin_listener,
+            config.broker_id,
             bind=probes.bind,
             health=lambda host, port: probes.health(host, port, timeout),
         )

@@ -39,15 +39,16 @@ from ._mounts import Mount, mount_of
 __all__ = ["DiskLimits", "DiskUsage", "check_log_dirs", "writable_by_me"]
 
 _EXPECTED_OPTIONS = "noatime, rw"
+_NETWORK_FS = "a network filesystem: a log dir needs a local disk (locks, deletes of open files and fsync differ)"
 # Why a filesystem type is wrong for a log dir, beyond "not what the role made".
 _WHY_NOT = {
     "ext4": "Kafka's docs measured XFS better for this workload, and the xfs_disks role formats XFS",
     "tmpfs": "memory: the log is gone after a reboot",
     "ramfs": "memory: the log is gone after a reboot",
     "overlay": "a container's overlay layer, not a data disk",
-    "nfs": "a network filesystem: Kafka's docs warn against it",
-    "nfs4": "a network filesystem: Kafka's docs warn against it",
-    "cifs": "a network filesystem: Kafka's docs warn against it",
+    "nfs": _NETWORK_FS,
+    "nfs4": _NETWORK_FS,
+    "cifs": _NETWORK_FS,
 }
 
 

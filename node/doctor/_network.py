@@ -30,17 +30,15 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from node.config import WILDCARD_HOSTS, NodeConfig, parse_host_port
+from node.config import WILDCARD_HOSTS, Listener, parse_host_port
 
 from ._findings import Finding, Status
 
 __all__ = [
-    "Endpoint",
     "SrvrReply",
     "ask_srvr",
     "check_ports",
     "check_zookeeper",
-    "endpoints_of",
     "node_health",
     "try_bind",
 ]
@@ -54,18 +52,6 @@ class SrvrReply:
 
     error: str | None
     text: str = ""
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """One address the node binds: ``what`` names it (``listener PLAINTEXT``, ``admin listener``)."""
-
-    what: str
-    host: str
-    port: int
-
-    def __str__(self) -> str:
-        return f"{self.what} {_address(self.host or '*', self.port)}"
 
 
 def ask_srvr(host: str, port: int, timeout: float) -> SrvrReply:
@@ -130,12 +116,6 @@ def _judge(server: str, reply: SrvrReply) -> tuple[bool, Finding]:
     return True, Finding("zookeeper", server, Status.WARN, detail, "reachable", "serving")
 
 
-def endpoints_of(config: NodeConfig) -> list[Endpoint]:
-    """Every address ``config``'s node binds: its listeners, then the admin listener."""
-    endpoints = [Endpoint(f"listener {x.name}", x.host, x.port) for x in config.listeners]
-    return [*endpoints, Endpoint("admin listener", *config.admin_listener)]
-
-
 def try_bind(host: str, port: int) -> OSError | None:
     """None when ``host:port`` can be bound now (as a server binds it, with SO_REUSEADDR), else the error."""
     try:
@@ -156,7 +136,7 @@ def try_bind(host: str, port: int) -> OSError | None:
 def node_health(host: str, port: int, timeout: float) -> dict[str, object] | None:
     """The JSON object a strait admin API at ``host:port`` answers ``GET /health`` with (200 or 503),
     or None when nothing there answers so. Proxies from the environment are not used."""
-    url = f"http://{_address(host, port)}/health"
+    url = f"http://{Listener('ADMIN', host, port).address}/health"
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
         with opener.open(url, timeout=timeout) as response:
@@ -174,35 +154,37 @@ def node_health(host: str, port: int, timeout: float) -> dict[str, object] | Non
 
 
 def check_ports(
-    endpoints: Sequence[Endpoint],
-    broker_id: int,
+    listeners: Sequence[Listener],
     admin: tuple[str, int],
+    broker_id: int,
     *,
     bind: Callable[[str, int], OSError | None],
     health: Callable[[str, int], dict[str, object] | None],
 ) -> list[Finding]:
-    """One ``port`` finding per endpoint, and a ``node`` finding when the running node answers at
-    ``admin`` (see the module docstring). Never raises."""
+    """One ``port`` finding per listener and for the ``admin`` listener (host, port), and a ``node``
+    finding when the running node answers at ``admin`` (see the module docstring). Never raises."""
     admin_host, admin_port = admin
-    ask_host = "127.0.0.1" if admin_host in WILDCARD_HOSTS else admin_host
-    answer = health(ask_host, admin_port) if admin_port else None
+    ask = Listener("ADMIN", "127.0.0.1" if admin_host in WILDCARD_HOSTS else admin_host, admin_port)
+    answer = health(ask.host, ask.port) if admin_port else None
     answered_id = answer.get("broker_id") if answer is not None else None
     running = answered_id == broker_id
+    bound = [(f"listener {x.name}", x) for x in listeners] + [("admin listener", Listener("ADMIN", *admin))]
     findings: list[Finding] = []
-    for endpoint in endpoints:
-        findings.append(_port(endpoint, bind, broker_id, running, answered_id, admin_port))
+    for what, listener in bound:
+        subject = f"{what} {listener.address if listener.host else f'*:{listener.port}'}"
+        findings.append(_port(subject, listener, bind, broker_id, running, answered_id, admin_port))
     if answer is not None and running:
         status_text = str(answer.get("status"))
         offline = answer.get("offline_log_dirs") or []
         detail = f"running, health {status_text}" + (f", offline log dirs: {offline}" if offline else "")
         status = Status.OK if status_text == "ok" else Status.WARN
-        subject = f"broker {broker_id} at {_address(ask_host, admin_port)}"
-        findings.append(Finding("node", subject, status, detail, status_text, "ok"))
+        findings.append(Finding("node", f"broker {broker_id} at {ask.address}", status, detail, status_text, "ok"))
     return findings
 
 
 def _port(
-    endpoint: Endpoint,
+    subject: str,
+    listener: Listener,
     bind: Callable[[str, int], OSError | None],
     broker_id: int,
     running: bool,
@@ -210,11 +192,11 @@ def _port(
     admin_port: int,
 ) -> Finding:
     def finding(status: Status, detail: str, measured: str) -> Finding:
-        return Finding("port", str(endpoint), status, detail, measured, "free")
+        return Finding("port", subject, status, detail, measured, "free")
 
-    if endpoint.port == 0:
+    if listener.port == 0:
         return finding(Status.OK, "port 0: the node binds a free port when it starts", "any")
-    error = bind(endpoint.host, endpoint.port)
+    error = bind(listener.host, listener.port)
     if error is None:
         return finding(Status.OK, "free to bind", "free")
     if error.errno == errno.EADDRINUSE:
@@ -230,9 +212,5 @@ def _port(
     if error.errno == errno.EACCES:
         return finding(Status.FAIL, "permission denied: ports below 1024 need CAP_NET_BIND_SERVICE", "denied")
     if error.errno == errno.EADDRNOTAVAIL:
-        return finding(Status.FAIL, f"{endpoint.host} is not an address of this host: {error.strerror}", "unavailable")
+        return finding(Status.FAIL, f"{listener.host} is not an address of this host: {error.strerror}", "unavailable")
     return finding(Status.FAIL, f"cannot bind: {error.strerror or error}", "error")
-
-
-def _address(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

@@ -55,7 +55,7 @@ class Sysctl:
 # fmt: off
 SYSCTLS: tuple[Sysctl, ...] = (
     Sysctl("vm.swappiness", 1, "==",
-           "drop page cache before swapping the node out; 1, not 0, keeps swap as a last resort (Kafka's docs)"),
+           "drop page cache before swapping the node out; 1, not 0, keeps swap as a last resort"),
     Sysctl("vm.dirty_background_ratio", 5, "<=",
            "start background writeback early, so dirty log pages drain steadily instead of in bursts"),
     Sysctl("vm.dirty_ratio", 60, ">=",
@@ -99,11 +99,22 @@ def check_sysctls(root: Path = PROC_SYS, table: Sequence[Sysctl] = SYSCTLS) -> l
 def open_files_limit(pid: int | None = None) -> tuple[int, int]:
     """(soft, hard) ``RLIMIT_NOFILE`` of this process, or of process ``pid``; -1 means unlimited.
 
-    Raises OSError (ProcessLookupError, PermissionError) when ``pid``'s limit cannot be read.
+    Another process's limits are read from ``/proc/PID/limits``, which anyone may read (``prlimit``
+    would need the same user or CAP_SYS_RESOURCE). Raises OSError (FileNotFoundError: no such
+    process) when they cannot be read.
     """
     if pid is None:
         return resource.getrlimit(resource.RLIMIT_NOFILE)
-    return resource.prlimit(pid, resource.RLIMIT_NOFILE)
+    path = Path(f"/proc/{pid}/limits")
+    for line in path.read_text(encoding="ascii").splitlines():
+        if line.startswith("Max open files"):
+            soft, hard = line.removeprefix("Max open files").split()[:2]
+            return _limit(soft), _limit(hard)
+    raise OSError(f"{path} has no 'Max open files' line")
+
+
+def _limit(text: str) -> int:
+    return resource.RLIM_INFINITY if text == "unlimited" else int(text)
 
 
 def check_open_files(

@@ -12,8 +12,9 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
+from node.config import Listener
 from node.doctor import SrvrReply, Status
-from node.doctor._network import Endpoint, ask_srvr, check_ports, check_zookeeper, node_health, try_bind
+from node.doctor._network import ask_srvr, check_ports, check_zookeeper, node_health, try_bind
 
 SERVING = "Zookeeper version: 3.9.3-c26634f34490bb0ea7a09cc51e05ede3b4e320ee, built on 2024-10-17\nMode: follower\n"
 NOT_SERVING = "This ZooKeeper instance is not currently serving requests\n"
@@ -116,18 +117,19 @@ def binder(results: dict[int, int]) -> Callable[[str, int], OSError | None]:
     return bind
 
 
-ENDPOINTS = [Endpoint("listener PLAINTEXT", "127.0.0.1", 9092), Endpoint("admin listener", "0.0.0.0", 9700)]
+PLAINTEXT = [Listener("PLAINTEXT", "127.0.0.1", 9092)]
+ADMIN = ("0.0.0.0", 9700)
 
 
 def test_free_ports_pass_and_port_0_needs_no_check() -> None:
-    endpoints = [*ENDPOINTS, Endpoint("listener WAN", "", 0)]
-    findings = check_ports(endpoints, 1, ("0.0.0.0", 9700), bind=binder({}), health=lambda h, p: None)
+    listeners = [*PLAINTEXT, Listener("WAN", "", 0)]
+    findings = check_ports(listeners, ADMIN, 1, bind=binder({}), health=lambda h, p: None)
     assert [(f.check, f.subject, f.status) for f in findings] == [
         ("port", "listener PLAINTEXT 127.0.0.1:9092", Status.OK),
-        ("port", "admin listener 0.0.0.0:9700", Status.OK),
         ("port", "listener WAN *:0", Status.OK),
+        ("port", "admin listener 0.0.0.0:9700", Status.OK),
     ]
-    assert findings[2].measured == "any"
+    assert findings[1].measured == "any"
 
 
 def test_ports_held_by_this_running_node_pass_and_its_health_is_reported() -> None:
@@ -138,7 +140,7 @@ def test_ports_held_by_this_running_node_pass_and_its_health_is_reported() -> No
         return {"status": "ok", "broker_id": 1}
 
     in_use = binder({9092: errno.EADDRINUSE, 9700: errno.EADDRINUSE})
-    findings = check_ports(ENDPOINTS, 1, ("0.0.0.0", 9700), bind=in_use, health=health)
+    findings = check_ports(PLAINTEXT, ADMIN, 1, bind=in_use, health=health)
     assert asked == [("127.0.0.1", 9700)]  # a wildcard admin host is asked on loopback
     assert [f.status for f in findings] == [Status.OK, Status.OK, Status.OK]
     assert "in use by the running node (broker 1)" in findings[0].detail
@@ -148,18 +150,18 @@ def test_ports_held_by_this_running_node_pass_and_its_health_is_reported() -> No
         "ok",
     )
     degraded = {"status": "degraded", "broker_id": 1, "offline_log_dirs": ["/data/d2"]}
-    findings = check_ports(ENDPOINTS, 1, ("0.0.0.0", 9700), bind=in_use, health=lambda h, p: degraded)
+    findings = check_ports(PLAINTEXT, ADMIN, 1, bind=in_use, health=lambda h, p: degraded)
     assert findings[2].status is Status.WARN and "/data/d2" in findings[2].detail
 
 
 def test_ports_held_by_anything_else_fail() -> None:
     in_use = binder({9092: errno.EADDRINUSE, 9700: errno.EADDRINUSE})
-    other = check_ports(ENDPOINTS, 2, ("0.0.0.0", 9700), bind=in_use, health=lambda h, p: {"broker_id": 1})
+    other = check_ports(PLAINTEXT, ADMIN, 2, bind=in_use, health=lambda h, p: {"broker_id": 1})
     assert [f.status for f in other] == [Status.FAIL, Status.FAIL]  # and no node finding
     assert "answers for broker 1, not 2" in other[0].detail
-    silent = check_ports(ENDPOINTS, 1, ("0.0.0.0", 9700), bind=in_use, health=lambda h, p: None)
+    silent = check_ports(PLAINTEXT, ADMIN, 1, bind=in_use, health=lambda h, p: None)
     assert "in use by another process" in silent[0].detail and silent[0].measured == "in use"
-    unknown = check_ports(ENDPOINTS[:1], 1, ("127.0.0.1", 0), bind=in_use, health=lambda h, p: pytest.fail("asked"))
+    unknown = check_ports(PLAINTEXT, ("127.0.0.1", 0), 1, bind=in_use, health=lambda h, p: pytest.fail("asked"))
     assert unknown[0].status is Status.FAIL and "port 0" in unknown[0].detail
 
 
@@ -167,8 +169,9 @@ def test_ports_held_by_anything_else_fail() -> None:
     ("code", "words"), [(errno.EACCES, "CAP_NET_BIND_SERVICE"), (errno.EADDRNOTAVAIL, "not an address of this host")]
 )
 def test_other_bind_errors_fail_saying_why(code: int, words: str) -> None:
-    (finding,) = check_ports(ENDPOINTS[:1], 1, ("127.0.0.1", 0), bind=binder({9092: code}), health=lambda h, p: None)
+    finding, admin = check_ports(PLAINTEXT, ("127.0.0.1", 0), 1, bind=binder({9092: code}), health=lambda h, p: None)
     assert finding.status is Status.FAIL and words in finding.detail
+    assert admin.status is Status.OK and admin.subject == "admin listener 127.0.0.1:0"
 
 
 def test_try_bind_sees_a_listening_socket_and_foreign_addresses(

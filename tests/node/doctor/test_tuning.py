@@ -105,4 +105,6 @@ def test_the_minimum_is_an_option_and_an_unreadable_limit_fails() -> None:
 
 def test_the_real_limit_of_this_process_and_of_a_pid() -> None:
     assert open_files_limit() == resource.getrlimit(resource.RLIMIT_NOFILE)
-    assert open_files_limit(os.getpid()) == resource.getrlimit(resource.RLIMIT_NOFILE)
+    assert open_files_limit(os.getpid()) == resource.getrlimit(resource.RLIMIT_NOFILE)  # from /proc/PID/limits
+    with pytest.raises(FileNotFoundError):
+        open_files_limit(2**22 + 1)  # above Linux's pid_max ceiling: never a process
