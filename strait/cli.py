@@ -12,6 +12,7 @@ import click
 
 from ._audit_commands import audit_group
 from ._chaos_commands import chaos_group
+from ._doctor_command import doctor
 from ._failover_commands import failover_group
 from ._groups_commands import groups_group
 from ._log_commands import log_group
@@ -41,6 +42,7 @@ def main(verbose: bool) -> None:
 
 main.add_command(audit_group)
 main.add_command(chaos_group)
+main.add_command(doctor)
 main.add_command(failover_group)
 main.add_command(groups_group)
 main.add_command(log_group)

@@ -45,6 +45,7 @@ from ._keys import setting as setting
 from ._listeners import SECURITY_PROTOCOLS as SECURITY_PROTOCOLS
 from ._listeners import WILDCARD_HOSTS as WILDCARD_HOSTS
 from ._listeners import Listener as Listener
+from ._listeners import parse_host_port as parse_host_port
 from ._listeners import parse_listeners as parse_listeners
 from ._properties import parse_properties as parse_properties
 from ._topic import FENCED as FENCED
