@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import tomllib
 from collections.abc import Iterable, Mapping
@@ -25,13 +26,17 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 ANSIBLE_DIR = REPO / "ansible"
+PLAYBOOKS = Path(__file__).resolve().parent / "playbooks"
 VENV_BIN = Path(sys.executable).parent
 #: XFS refuses filesystems below 300 MB; sparse images cost no disk until written.
 IMAGE_MB = 320
 #: Seconds any single setup command (losetup, mkfs, mount) may take.
 COMMAND_TIMEOUT_S = 60
 #: What the checkout's wheel is built from (the rest is tests, docs and caches).
-_WHEEL_SOURCES = ("pyproject.toml", "README.md", "strait", "storage", "node", "mirror", "failover", "chaos", "spark_jobs")
+_WHEEL_SOURCES = (
+    *("pyproject.toml", "README.md"),
+    *("strait", "storage", "node", "mirror", "failover", "chaos", "spark_jobs"),  # [tool.setuptools.packages.find]
+)
 
 
 def run(argv: list[str], *, timeout: float = COMMAND_TIMEOUT_S, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -176,6 +181,23 @@ def free_ports(count: int) -> list[int]:
             s.close()
 
 
+# -- inventories ------------------------------------------------------------------------------------------
+
+
+def write_inventory(path: Path, inventory: Mapping[str, Any]) -> Path:
+    """Write an inventory as JSON (Ansible's YAML inventory plugin reads .json files)."""
+    path.write_text(json.dumps(inventory, indent=1) + "\n")
+    return path
+
+
+def traversable_tmpdir(prefix: str) -> Path:
+    """A new dir under /tmp that other users may traverse (pytest's own tmp dirs are 0700: the
+    strait and zookeeper users could not reach a host's prefix inside one). The caller removes it."""
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    path.chmod(0o755)
+    return path
+
+
 # -- ansible-playbook --------------------------------------------------------------------------------------
 
 
@@ -204,10 +226,12 @@ def parse_recap(output: str) -> dict[str, dict[str, int]]:
 def playbook_env(home: Path) -> dict[str, str]:
     """The environment of an ansible-playbook run: this venv first on PATH, this checkout's
     ansible.cfg, no colours, and nothing that would make the services import this checkout."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV") and not k.startswith("ANSIBLE_")}
+    dropped = ("PYTHONPATH", "VIRTUAL_ENV")
+    env = {k: v for k, v in os.environ.items() if k not in dropped and not k.startswith("ANSIBLE_")}
     env.update(
         PATH=f"{VENV_BIN}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
         ANSIBLE_CONFIG=str(ANSIBLE_DIR / "ansible.cfg"),
+        ANSIBLE_ROLES_PATH=str(ANSIBLE_DIR / "roles"),  # for the tests' own playbooks too
         ANSIBLE_HOME=str(home),
         ANSIBLE_LOCAL_TEMP=str(home / "tmp"),
         ANSIBLE_NOCOLOR="1",

@@ -118,10 +118,11 @@ def describe(signatures: dict[str, str], zeroed: bool) -> str:
     """What the device holds, in words ('' for nothing)."""
     held = []
     if signatures.get("TYPE"):
-        uuid = signatures.get("UUID")
-        held.append(f"a {signatures['TYPE']} signature" + (f" (UUID {uuid})" if uuid else ""))
+        usage, uuid = signatures.get("USAGE", "filesystem"), signatures.get("UUID")
+        what = "a filesystem" if usage == "filesystem" else f"a {usage} signature"
+        held.append(f"{what} of type {signatures['TYPE']}" + (f" (UUID {uuid})" if uuid else ""))
     if signatures.get("PTTYPE"):
-        held.append(f"a {signatures['PTTYPE']} partition table")
+        held.append(f"a partition table of type {signatures['PTTYPE']}")
     if not held and not zeroed:
         held.append(f"data (its first {ZERO_CHECK_BYTES >> 20} MiB are not zeros, though no signature was found)")
     return " and ".join(held)
