@@ -133,27 +133,30 @@ def unmount_all(root: Path, *, wait_s: float = 10.0) -> None:
 # -- supervisord ----------------------------------------------------------------------------------------
 
 
-def stop_supervisord(prefix: Path, *, wait_s: float = 60.0) -> None:
-    """Stop the supervisord the roles started under ``prefix`` and its programs, by its pid file.
+def stop_supervisords(prefixes: Iterable[Path], *, wait_s: float = 60.0) -> None:
+    """Stop the supervisord the roles started under each prefix, and its programs, by its pid file.
 
-    ``supervisorctl shutdown`` stops the programs cleanly (each within its stop timeout) and then
-    supervisord; after ``wait_s`` the daemon's process group is killed.
+    Each is asked to shut down first (``supervisorctl shutdown``: it stops its programs cleanly,
+    each within its stop timeout, then exits), all at once; then they are waited for together, and
+    after ``wait_s`` the process group of any still alive is killed.
     """
-    conf = prefix / "etc/strait/supervisord.conf"
-    pidfile = prefix / "run/strait/supervisord.pid"
-    try:
-        pid = int(pidfile.read_text().strip())
-    except (FileNotFoundError, ValueError):
-        return
-    if not _alive(pid):
-        return
-    run(["supervisorctl", "-c", str(conf), "shutdown"], check=False, timeout=wait_s)
+    pids: list[int] = []
+    for prefix in prefixes:
+        try:
+            pid = int((prefix / "run/strait/supervisord.pid").read_text().strip())
+        except (FileNotFoundError, ValueError):
+            continue
+        if _alive(pid):
+            conf = prefix / "etc/strait/supervisord.conf"
+            run(["supervisorctl", "-c", str(conf), "shutdown"], check=False, timeout=wait_s)
+            pids.append(pid)
     deadline = time.monotonic() + wait_s
-    while _alive(pid) and time.monotonic() < deadline:
+    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.2)
-    if _alive(pid):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGKILL)  # supervisord leads its own session and group
+    for pid in pids:
+        if _alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)  # supervisord leads its own session and group
 
 
 def _alive(pid: int) -> bool:

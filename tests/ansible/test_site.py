@@ -42,7 +42,7 @@ from tests.ansible.harness import (
     free_ports,
     run,
     run_playbook,
-    stop_supervisord,
+    stop_supervisords,
     traversable_tmpdir,
     unmount_all,
     write_inventory,
@@ -157,9 +157,9 @@ def site(wheelhouse: Path) -> Iterator[Site]:
                 made.append(LoopDisk.create(root / "images" / f"{name}-{n}.img"))
             disks[name] = [d.device for d in made[-2:]]
         hosts = site_inventory(root, disks, wheelhouse)
-        # Stop ZooKeeper last: brokers stopping cleanly still talk to it.
-        for name in ("zk1", *BROKERS):
-            cleanup.callback(stop_supervisord, root / name)
+        # Stop ZooKeeper last (callbacks run in reverse): brokers stopping cleanly still talk to it.
+        cleanup.callback(stop_supervisords, [root / "zk1"])
+        cleanup.callback(stop_supervisords, [root / name for name in BROKERS])
         inventory = {
             "all": {
                 "children": {
