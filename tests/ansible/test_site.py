@@ -268,7 +268,10 @@ def test_disk_holding_data_is_refused_until_marked_for_wiping(site: Site) -> Non
         "xfs_disks_fstab": str(site.prefix("b1") / "etc/fstab.extra"),
     }
 
-    refused = site.play(PLAYBOOKS / "disks.yml", timeout=180, extra_vars=variables, args=("--limit", "b1"))
+    def disks_play(**more: object) -> PlaybookRun:
+        return site.play(PLAYBOOKS / "disks.yml", timeout=180, extra_vars={**variables, **more}, args=("--limit", "b1"))
+
+    refused = disks_play()
     assert refused.returncode != 0, refused.output
     assert f"Refusing to format {extra.device}" in refused.output, refused.output
     assert "holds a filesystem of type ext4" in refused.output and "xfs_disks_wipe" in refused.output, refused.output
@@ -278,12 +281,7 @@ def test_disk_holding_data_is_refused_until_marked_for_wiping(site: Site) -> Non
     finally:
         run(["umount", str(look)])
 
-    wiped = site.play(
-        PLAYBOOKS / "disks.yml",
-        timeout=180,
-        extra_vars={**variables, "xfs_disks_wipe": [extra.device]},
-        args=("--limit", "b1"),
-    )
+    wiped = disks_play(xfs_disks_wipe=[extra.device])
     assert wiped.returncode == 0, wiped.output
     probe = run(["blkid", "-p", "-o", "export", extra.device]).stdout
     assert "TYPE=xfs" in probe.splitlines(), probe
@@ -292,12 +290,7 @@ def test_disk_holding_data_is_refused_until_marked_for_wiping(site: Site) -> Non
     assert (mount / "strait-logs").is_dir()
 
     # Formatted once: still listed for wiping, the next run keeps it (it is this host's disk now).
-    again = site.play(
-        PLAYBOOKS / "disks.yml",
-        timeout=180,
-        extra_vars={**variables, "xfs_disks_wipe": [extra.device]},
-        args=("--limit", "b1"),
-    )
+    again = disks_play(xfs_disks_wipe=[extra.device])
     assert again.returncode == 0, again.output
     assert again.recap()["b1"]["changed"] == 0, again.output
     assert json.dumps(probe) == json.dumps(run(["blkid", "-p", "-o", "export", extra.device]).stdout)
