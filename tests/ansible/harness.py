@@ -28,6 +28,8 @@ REPO = Path(__file__).resolve().parents[2]
 ANSIBLE_DIR = REPO / "ansible"
 PLAYBOOKS = Path(__file__).resolve().parent / "playbooks"
 VENV_BIN = Path(sys.executable).parent
+#: Wall times of the plays the tests want reported (conftest prints them at the end of the run).
+PLAY_TIMES: dict[str, float] = {}
 #: XFS refuses filesystems below 300 MB; sparse images cost no disk until written.
 IMAGE_MB = 320
 #: Seconds any single setup command (losetup, mkfs, mount) may take.

@@ -36,6 +36,7 @@ from pathlib import Path
 import pytest
 
 from tests.ansible.harness import (
+    PLAY_TIMES,
     PLAYBOOKS,
     LoopDisk,
     PlaybookRun,
@@ -176,11 +177,11 @@ def site(wheelhouse: Path) -> Iterator[Site]:
         yield site
 
 
-def test_site_yml_provisions_a_working_site(site: Site, record_property: pytest.RecordProperty) -> None:
+def test_site_yml_provisions_a_working_site(site: Site) -> None:
     from confluent_kafka import Consumer, KafkaException, Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    record_property("first_run_s", round(site.first_run.seconds, 1))
+    PLAY_TIMES["site.yml, first run"] = site.first_run.seconds
     assert site.first_run.returncode == 0, site.first_run.output
     recap = site.first_run.recap()
     assert set(recap) == {"zk1", *BROKERS}
@@ -241,10 +242,10 @@ def test_site_yml_provisions_a_working_site(site: Site, record_property: pytest.
         assert r.status == 200
 
 
-def test_second_run_changes_nothing(site: Site, record_property: pytest.RecordProperty) -> None:
+def test_second_run_changes_nothing(site: Site) -> None:
     assert site.first_run.returncode == 0, "the first run failed (see the test before)"
     second = site.play("site.yml")
-    record_property("second_run_s", round(second.seconds, 1))
+    PLAY_TIMES["site.yml, second run"] = second.seconds
     assert second.returncode == 0, second.output
     recap = second.recap()
     assert set(recap) == {"zk1", *BROKERS}
