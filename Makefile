@@ -24,6 +24,7 @@ setup: $(VENV)/.installed
 	.ci/ensure-kcat
 	.ci/ensure-chromium
 	.ci/ensure-xfsprogs
+	.ci/ensure-ansible-hosts
 
 run: setup
 	$(BIN)/strait up --dir .strait

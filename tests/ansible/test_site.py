@@ -1,0 +1,297 @@
+"""``site.yml`` for real: a site of three brokers and a ZooKeeper, provisioned on this machine.
+
+The module's fixture makes, for each of three broker "hosts", two sparse 320 MB images on loop
+devices, and an inventory of one site (east): hosts b1, b2, b3 (brokers; b1 also runs a mirror)
+and zk1 (ZooKeeper), all ``ansible_connection: local``, each with its own ``common_prefix`` under
+one tmp dir, ports from free ports, ``common_service_manager: supervisor`` (PID 1 is not systemd
+here: each host gets its own supervisord). Then ``ansible-playbook site.yml`` formats and mounts
+the disks, installs the checkout's wheel (from a wheelhouse, no index), starts everything, and:
+
+- a confluent-kafka producer writes to a new replication-factor-3 topic (acks=all) and a
+  consumer reads every record back; the partitions live on the XFS disks;
+- ``site.yml`` a second time reports ``changed=0`` for every host;
+- a disk that holds an ext4 filesystem with a file on it is refused (the play stops, naming the
+  device and the opt-in, and the file is still there) until it is listed in ``xfs_disks_wipe``.
+
+Teardown, also after a failure: every supervisord the run started is shut down (its programs
+first, within their stop timeouts; then its process group is killed), everything mounted under
+the tmp dir is unmounted (``umount -l`` after a bounded wait), every loop device the fixture made
+is detached and the images are removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import resource
+import secrets
+import shutil
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.ansible.harness import (
+    PLAY_TIMES,
+    PLAYBOOKS,
+    LoopDisk,
+    PlaybookRun,
+    free_ports,
+    run,
+    run_playbook,
+    stop_supervisords,
+    traversable_tmpdir,
+    unmount_all,
+    write_inventory,
+)
+
+pytestmark = [pytest.mark.ansible, pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600)]
+
+BROKERS = ("b1", "b2", "b3")
+RECORDS = 600
+#: Seconds one site.yml run may take before it is killed.
+PLAY_TIMEOUT_S = 420
+
+
+def unavailable() -> str | None:
+    """Why this machine cannot run the module (None: it can)."""
+    if os.geteuid() != 0:
+        return "provisioning needs root (loop devices, mkfs, mount, users)"
+    for tool in ("losetup", "mkfs.xfs", "mkfs.ext4", "blkid", "supervisord", "supervisorctl", "java"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (make setup installs it: .ci/ensure-*)"
+    if not Path("/usr/share/java/zookeeper.jar").exists():
+        return "Debian's zookeeper package is not installed (.ci/ensure-zookeeper)"
+    return None
+
+
+@dataclass
+class Site:
+    root: Path
+    inventory: Path
+    hosts: dict[str, dict[str, object]]
+    first_run: PlaybookRun
+    disks: list[LoopDisk] = field(default_factory=list)
+
+    def prefix(self, host: str) -> Path:
+        return Path(str(self.hosts[host]["common_prefix"]))
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{self.hosts[b]['broker_port']}" for b in BROKERS)
+
+    def play(
+        self,
+        playbook: str | Path,
+        *,
+        timeout: float = PLAY_TIMEOUT_S,
+        extra_vars: dict[str, object] | None = None,
+        args: tuple[str, ...] = (),
+    ) -> PlaybookRun:
+        home = self.root / "ansible-home"
+        return run_playbook(playbook, self.inventory, home=home, timeout=timeout, extra_vars=extra_vars, args=args)
+
+
+def site_inventory(root: Path, disks: dict[str, list[str]], wheelhouse: Path) -> dict[str, dict[str, object]]:
+    """The hosts of the site (name -> variables)."""
+    ports = iter(free_ports(3 + 2 * len(BROKERS) + 1))
+    hosts: dict[str, dict[str, object]] = {
+        "zk1": {
+            "zookeeper_id": 1,
+            "zookeeper_client_port": next(ports),
+            "zookeeper_peer_port": next(ports),
+            "zookeeper_election_port": next(ports),
+            "zookeeper_client_port_address": "127.0.0.1",
+            "zookeeper_heap_mb": 128,
+        }
+    }
+    for broker_id, name in enumerate(BROKERS, start=1):
+        hosts[name] = {
+            "broker_id": broker_id,
+            "broker_port": next(ports),
+            "broker_admin_port": next(ports),
+            "broker_bind_host": "127.0.0.1",
+            "broker_health_delay": 1,
+            "xfs_disks_devices": disks[name],
+        }
+    hosts["b1"].update(mirror_admin_port=next(ports), mirror_links=[], mirror_health_delay=1)
+    _, hard_nofile = resource.getrlimit(resource.RLIMIT_NOFILE)
+    for name, variables in hosts.items():
+        variables.update(
+            ansible_connection="local",
+            ansible_host="127.0.0.1",
+            ansible_become=False,  # root already; there is no sudo
+            common_prefix=str(root / name),
+            common_service_manager="supervisor",
+            common_sysctl_apply=False,  # one kernel for four "hosts": the file only
+            common_apt_update_cache=False,  # the packages are there (make setup)
+            common_wheelhouse=str(wheelhouse),
+            # A container may forbid raising the hard limit (supervisord's minfds would fail).
+            common_nofile_limit=min(100_000, hard_nofile) if hard_nofile != resource.RLIM_INFINITY else 100_000,
+        )
+    return hosts
+
+
+@pytest.fixture(scope="module")
+def site(wheelhouse: Path) -> Iterator[Site]:
+    reason = unavailable()
+    if reason:
+        pytest.skip(reason)
+    with contextlib.ExitStack() as cleanup:
+        root = traversable_tmpdir("strait-site-")
+        cleanup.callback(shutil.rmtree, root, ignore_errors=True)
+        disks: dict[str, list[str]] = {}
+        made: list[LoopDisk] = []
+
+        def detach_all() -> None:
+            for disk in made:
+                disk.detach()
+
+        cleanup.callback(detach_all)  # last: after the unmounts below
+        cleanup.callback(unmount_all, root)
+        for name in BROKERS:
+            for n in (1, 2):
+                made.append(LoopDisk.create(root / "images" / f"{name}-{n}.img"))
+            disks[name] = [d.device for d in made[-2:]]
+        hosts = site_inventory(root, disks, wheelhouse)
+        # Stop ZooKeeper last (callbacks run in reverse): brokers stopping cleanly still talk to it.
+        cleanup.callback(stop_supervisords, [root / "zk1"])
+        cleanup.callback(stop_supervisords, [root / name for name in BROKERS])
+        inventory = {
+            "all": {
+                "children": {
+                    "east": {"hosts": hosts, "vars": {"common_site": "east"}},
+                    "zookeeper": {"hosts": {"zk1": None}},
+                    "brokers": {"hosts": dict.fromkeys(BROKERS)},
+                    "mirror": {"hosts": {"b1": None}},
+                },
+                "vars": {"mirror_admin_token": secrets.token_urlsafe(32)},
+            }
+        }
+        site = Site(root, write_inventory(root / "hosts.json", inventory), hosts, PlaybookRun(-1, "", 0.0), made)
+        site.first_run = site.play("site.yml")
+        yield site
+
+
+def test_site_yml_provisions_a_working_site(site: Site) -> None:
+    from confluent_kafka import Consumer, KafkaException, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    PLAY_TIMES["site.yml, first run"] = site.first_run.seconds
+    assert site.first_run.returncode == 0, site.first_run.output
+    recap = site.first_run.recap()
+    assert set(recap) == {"zk1", *BROKERS}
+    assert all(r["failed"] == 0 and r["unreachable"] == 0 for r in recap.values()), recap
+
+    # The log dirs are the XFS disks, mounted with noatime, by UUID in each host's fstab.
+    for name in BROKERS:
+        for n in (1, 2):
+            mount = site.prefix(name) / f"data/d{n}"
+            found = run(["findmnt", "--noheadings", "--output", "FSTYPE,OPTIONS", str(mount)]).stdout.split()
+            assert found[0] == "xfs" and "noatime" in found[1].split(","), (mount, found)
+        fstab = (site.prefix(name) / "etc/fstab").read_text()
+        assert fstab.count("UUID=") == 2, fstab
+
+    topic = "provisioned"
+    admin = AdminClient({"bootstrap.servers": site.bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=3)])[topic].result(timeout=30)
+    producer = Producer({"bootstrap.servers": site.bootstrap, "acks": "all", "enable.idempotence": True})
+    sent = {f"record-{i}".encode() for i in range(RECORDS)}
+    errors: list[str] = []
+
+    def delivered(err: object, _msg: object) -> None:
+        if err is not None:
+            errors.append(str(err))
+
+    for value in sorted(sent):
+        producer.produce(topic, value=value, on_delivery=delivered)
+    assert producer.flush(60) == 0 and not errors, errors
+
+    consumer = Consumer(
+        {"bootstrap.servers": site.bootstrap, "group.id": "provisioned-check", "auto.offset.reset": "earliest"}
+    )
+    received: list[bytes] = []
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 60
+        while len(received) < RECORDS and time.monotonic() < deadline:
+            message = consumer.poll(1.0)
+            if message is None:
+                continue
+            if message.error():
+                raise KafkaException(message.error())
+            received.append(message.value())
+    finally:
+        consumer.close()
+    assert len(received) == RECORDS and set(received) == sent
+
+    # Every partition has a replica on every broker (RF 3), in a log dir on one of its disks.
+    for name in BROKERS:
+        log_dirs = [site.prefix(name) / f"data/d{n}/strait-logs" for n in (1, 2)]
+        on_disks = sorted(p.name for log_dir in log_dirs for p in log_dir.glob(f"{topic}-*"))
+        assert on_disks == [f"{topic}-{p}" for p in range(3)], (name, on_disks)
+
+    # The mirror serves its admin API with the token the inventory gave it (mode 0600).
+    token_file = site.prefix("b1") / "etc/strait/mirror-admin.token"
+    assert token_file.stat().st_mode & 0o777 == 0o600
+    with urllib.request.urlopen(f"http://127.0.0.1:{site.hosts['b1']['mirror_admin_port']}/health", timeout=10) as r:
+        assert r.status == 200
+
+
+def test_second_run_changes_nothing(site: Site) -> None:
+    assert site.first_run.returncode == 0, "the first run failed (see the test before)"
+    second = site.play("site.yml")
+    PLAY_TIMES["site.yml, second run"] = second.seconds
+    assert second.returncode == 0, second.output
+    recap = second.recap()
+    assert set(recap) == {"zk1", *BROKERS}
+    changed = {host: r["changed"] for host, r in recap.items() if r["changed"] or r["failed"]}
+    what_changed = [line for line in second.output.splitlines() if line.startswith("changed:")]
+    assert not changed, "\n".join(what_changed) or second.output
+
+
+def test_disk_holding_data_is_refused_until_marked_for_wiping(site: Site) -> None:
+    extra = LoopDisk.create(site.root / "images" / "b1-extra.img")
+    site.disks.append(extra)  # the fixture's teardown detaches it
+    run(["mkfs.ext4", "-q", "-F", extra.device])
+    look = site.root / "look"
+    look.mkdir()
+    run(["mount", extra.device, str(look)])
+    (look / "precious.txt").write_text("still here\n")
+    run(["umount", str(look)])
+    variables = {
+        "xfs_disks_devices": [extra.device],
+        "xfs_disks_mount_root": str(site.prefix("b1") / "extra-data"),
+        "xfs_disks_fstab": str(site.prefix("b1") / "etc/fstab.extra"),
+    }
+
+    def disks_play(**more: object) -> PlaybookRun:
+        return site.play(PLAYBOOKS / "disks.yml", timeout=180, extra_vars={**variables, **more}, args=("--limit", "b1"))
+
+    refused = disks_play()
+    assert refused.returncode != 0, refused.output
+    assert f"Refusing to format {extra.device}" in refused.output, refused.output
+    assert "holds a filesystem of type ext4" in refused.output and "xfs_disks_wipe" in refused.output, refused.output
+    run(["mount", "-o", "ro", extra.device, str(look)])
+    try:
+        assert (look / "precious.txt").read_text() == "still here\n"
+    finally:
+        run(["umount", str(look)])
+
+    wiped = disks_play(xfs_disks_wipe=[extra.device])
+    assert wiped.returncode == 0, wiped.output
+    probe = run(["blkid", "-p", "-o", "export", extra.device]).stdout
+    assert "TYPE=xfs" in probe.splitlines(), probe
+    mount = site.prefix("b1") / "extra-data/d1"
+    assert run(["findmnt", "--noheadings", "--output", "SOURCE", str(mount)]).stdout.strip() == extra.device
+    assert (mount / "strait-logs").is_dir()
+
+    # Formatted once: still listed for wiping, the next run keeps it (it is this host's disk now).
+    again = disks_play(xfs_disks_wipe=[extra.device])
+    assert again.returncode == 0, again.output
+    assert again.recap()["b1"]["changed"] == 0, again.output
+    assert json.dumps(probe) == json.dumps(run(["blkid", "-p", "-o", "export", extra.device]).stdout)
