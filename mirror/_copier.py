@@ -127,7 +127,7 @@ class PartitionProgress:
     records_copied: int = 0
     gaps: list[tuple[SourceOffset, SourceOffset]] = field(default_factory=list)  # [from, to) lost to source retention
     errors: int = 0
-    last_error: str | None = None
+    last_error: str | None = None  # what stops the copy now; None once records are copied again
     state: str = "starting"  # unassigned, starting, copying, diverged (the target is past the source), ...
     # Timestamp (ms) of the oldest record known not to be mirrored: the first batch of the last
     # fetch that returned data past the mirror's end; -1 when none is known.
@@ -309,6 +309,8 @@ class PartitionCopier:
                 result.error_message,
             )
         p.mirrored_offset = source_of(end)
+        if records is not None:
+            p.last_error = None  # copying again: ``errors`` keeps the count of what went wrong before
         return True
 
     async def _step(self) -> None:
@@ -435,6 +437,7 @@ class PartitionCopier:
             log.warning("%s %s-%d: the source continues the mirror at %d again: copying", self.link, p.topic,
                         p.partition, p.mirrored_offset)  # fmt: skip
             p.state = "copying"
+            p.last_error = None
 
     def _gap(self, start: SourceOffset, end: SourceOffset) -> None:
         p = self.progress

@@ -194,3 +194,38 @@ def test_a_target_the_source_does_not_continue_is_held_diverged_and_left_as_it_i
     assert len(said) == 1  # once, not at every retry
     assert copier.progress.last_error == says
     assert read(west, topic, 1) == before  # the target's records are left as they are
+
+
+def test_an_error_the_copier_got_past_is_counted_and_no_longer_reported_as_its_last(
+    two_sites: tuple[Site, Site],
+) -> None:
+    # The target topic does not exist yet: every append fails until it is created (as just after
+    # a link creates a topic, before the target's nodes host it). Then the copier copies, and its
+    # status must not keep reporting an error it is past.
+    east, west = two_sites
+    topic = "late-target"
+    create(east, topic, 1)
+    produce(east, topic, 50, "none")
+
+    async def main() -> PartitionCopier:
+        source = SiteClient("east", east.bootstrap, client_id="mirror-test")
+        target = SiteClient("west", west.bootstrap, client_id="mirror-test")
+        copier = PartitionCopier(LINK, source, target, topic, 0, fetch_max_wait_ms=100, backoff_s=0.1)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(copier.run)
+            with trio.fail_after(30):
+                while copier.progress.errors == 0:
+                    await trio.sleep(0.01)
+            failing = copier.progress.last_error
+            assert failing is not None and "late-target" in failing, failing
+            await trio.to_thread.run_sync(lambda: create(west, topic, 1, **{"strait.mirror.link": LINK}))
+            with trio.fail_after(60):
+                while copier.progress.records_copied < 50:
+                    await trio.sleep(0.01)
+            nursery.cancel_scope.cancel()
+        return copier
+
+    copier = trio.run(main)
+    assert copier.progress.state == "copying" and copier.progress.errors > 0
+    assert copier.progress.last_error is None
+    assert read(west, topic, 1) == read(east, topic, 1)
