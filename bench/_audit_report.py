@@ -61,6 +61,7 @@ class Settings:
     note: str | None
     quick: bool
     argv: tuple[str, ...]
+    paths: tuple[str, ...] = PATHS  # the paths measured (--paths), in PATHS's order
 
     @property
     def replication(self) -> int:

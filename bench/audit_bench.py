@@ -4,6 +4,7 @@ Run from the repository root::
 
     .venv/bin/python -m bench.audit_bench --out bench/results     # 10,000,000 records (~1.4 GB), ~10 min
     .venv/bin/python -m bench.audit_bench --quick                 # smoke test, 200,000 records
+    .venv/bin/python -m bench.audit_bench --quick --paths loop,segments   # only those paths
 
 On one local appliance (``strait up --base-port 0 --nodes N``: sites east and west, the
 offset-preserving mirror east -> west) a topic of ``--records`` records is produced to east and
@@ -109,6 +110,15 @@ def _discrepancy_text(counts: dict[str, int], records: int) -> str | None:
 
 
 _TAGS = {SEGMENTS: "segments", LIVE: "live", RECORDS: "records"}
+#: ``--paths`` names: each path by its short name.
+PATH_NAMES = {"loop": LOOP, **{tag: path for path, tag in _TAGS.items()}}
+
+
+def reconcile_args(path: str, source: str, target: str, topic: str, out: Path) -> list[str]:
+    """The reconcile job's arguments for ``path`` (``source``/``target``: bootstrap servers for the
+    live path, the nodes' directories otherwise)."""
+    args = ["--source", source, "--target", target, "--topics", topic, "--link", LINK, "--out", str(out)]
+    return [*args, "--by-record"] if path == RECORDS else args
 
 
 def reconcile_trial(
@@ -122,10 +132,7 @@ def reconcile_trial(
         source, target = app.bootstrap("east"), app.bootstrap("west")
     else:
         source, target = node_dirs(app, "east"), node_dirs(app, "west")
-    argv = [sys.executable, "-m", "spark_jobs.jobs.reconcile", "--source", source, "--target", target]
-    argv += ["--topics", topic, "--link", LINK, "--out", str(out)]
-    if path == RECORDS:
-        argv.append("--by-record")
+    argv = [sys.executable, "-m", "spark_jobs.jobs.reconcile", *reconcile_args(path, source, target, topic, out)]
     log = workdir / f"reconcile-{tag}.log"
     measured = measure(argv, log, timeout=timeout, name=f"reconcile ({tag})", cwd=REPO_ROOT, env=_child_env())
     summary_path = out / "summary.json"
@@ -195,16 +202,16 @@ def topics_of(settings: Settings) -> list[tuple[str, str, int]]:
     return ([(SMALL_SIZE, SMALL_TOPIC, small)] if small > 0 else []) + [(FULL_SIZE, TOPIC, settings.records)]
 
 
-def order(repeat: int) -> list[str]:
+def order(repeat: int, paths: tuple[str, ...] = PATHS) -> list[str]:
     """The paths in the order of run ``repeat`` (rotating, so that none is always first)."""
-    k = repeat % len(PATHS)
-    return list(PATHS[k:] + PATHS[:k])
+    k = repeat % len(paths)
+    return list(paths[k:] + paths[:k])
 
 
 def measure_paths(settings: Settings, app: Appliance, workdir: Path, results: Results, step: Step) -> None:
     for size, topic, records in topics_of(settings):
         for r in range(settings.repeats):
-            for path in order(r):
+            for path in order(r, settings.paths):
                 step(f"{size} ({records:,} records), run {r + 1}/{settings.repeats}: {path}")
                 if path == LOOP:
                     trial = loop_trial(app, size, topic, records, r, workdir, settings.timeout_s)
@@ -295,7 +302,17 @@ def parse_args(argv: list[str] | None) -> Settings:
     p.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()), help="the appliance goes under this")
     p.add_argument("--note", help="a line for the report, e.g. what else was running on the machine")
     p.add_argument("--quick", action="store_true", help="200,000 records, 1 node per site: a smoke test")
+    p.add_argument(
+        "--paths",
+        default=",".join(PATH_NAMES),
+        help=f"paths to measure, comma-separated, from {', '.join(PATH_NAMES)} (default: all; ratios need loop)",
+    )
     args = p.parse_args(argv)
+    names = [n.strip() for n in args.paths.split(",") if n.strip()]
+    unknown = [n for n in names if n not in PATH_NAMES]
+    if unknown or not names:
+        bad = ", ".join(map(repr, unknown)) or "no path"
+        p.error(f"--paths {args.paths!r}: {bad}; choose from {', '.join(PATH_NAMES)}")
     fill_defaults(args, QUICK if args.quick else FULL)
     if min(args.records, args.partitions, args.repeats) < 1 or not 1 <= args.nodes <= 9:
         p.error("--records, --partitions and --repeats must be positive, --nodes from 1 to 9")
@@ -314,6 +331,7 @@ def parse_args(argv: list[str] | None) -> Settings:
         note=args.note,
         quick=args.quick,
         argv=tuple(sys.argv[1:] if argv is None else argv),
+        paths=tuple(path for path in PATHS if path in {PATH_NAMES[n] for n in names}),
     )
 
 

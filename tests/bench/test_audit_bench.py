@@ -206,11 +206,16 @@ def test_the_sampler_sees_a_session_and_its_children() -> None:
 @pytest.mark.integration
 @pytest.mark.spark
 @pytest.mark.slow
-@pytest.mark.timeout(450)  # four paths, three of them a Spark start each; 229 s in the suite beside the chaos matrices
-def test_a_tiny_quick_run_measures_every_path_and_writes_its_report(tmp_path: Path) -> None:
+@pytest.mark.timeout(450)
+def test_a_tiny_quick_run_measures_the_paths_it_is_given_and_writes_its_report(tmp_path: Path) -> None:
+    # Two of the four paths: the loop and one Spark path carry the whole machinery (appliance, fill,
+    # mirror, sampling, checks, ratios, report); the other two differ only in the job's arguments,
+    # which test_each_path_gives_the_reconcile_job_arguments_it_accepts checks. Each Spark path costs
+    # a Spark start: the suite runs two, not four.
     out = tmp_path / "results"
-    argv = ["--quick", "--records", "3000", "--partitions", "2", "--small-fraction", "0"]
+    argv = ["--quick", "--records", "3000", "--partitions", "2", "--small-fraction", "0", "--paths", "segments,loop"]
     argv += ["--dir", str(tmp_path / "data"), "--out", str(out)]
+    measured = (LOOP, SEGMENTS)
 
     assert ab.measure_and_report(ab.parse_args(argv), stepper(time.perf_counter())) == 0
 
@@ -218,7 +223,7 @@ def test_a_tiny_quick_run_measures_every_path_and_writes_its_report(tmp_path: Pa
     (json_path,) = out.glob("audit-*.json")
     data: dict[str, Any] = json.loads(json_path.read_text())
     assert data["failure"] is None
-    assert sorted(t["path"] for t in data["trials"]) == sorted(PATHS)
+    assert sorted(t["path"] for t in data["trials"]) == sorted(measured)
     for trial in data["trials"]:
         assert trial["records"] == 3000 and trial["returncode"] == 0, trial
         assert trial["counts"]["matched"] == 3000 and trial["counts"]["discrepancies"] == 0
@@ -227,7 +232,7 @@ def test_a_tiny_quick_run_measures_every_path_and_writes_its_report(tmp_path: Pa
     spark_runs = [t for t in data["trials"] if t["path"] != LOOP]
     assert all(t["peak_rss_mib_by_role"].get(JVM, 0) > 0 for t in spark_runs)  # the JVM was in the session
     assert all(t["spark"]["master"].startswith("local") for t in spark_runs)
-    assert set(data["ratios"][FULL_SIZE]) == {SEGMENTS, LIVE, RECORDS} and all(data["ratios"][FULL_SIZE].values())
+    assert data["ratios"][FULL_SIZE][SEGMENTS] and data["ratios"][FULL_SIZE][LIVE] is None
     speed, memory = data["goal"]["verdicts"]
     assert speed["met"] is not None and memory["met"] is None  # no small topic: memory not tested
     for key in ("cpu_model", "cores", "ram_gib", "kernel", "fs_type_mounts", "python"):
@@ -238,8 +243,28 @@ def test_a_tiny_quick_run_measures_every_path_and_writes_its_report(tmp_path: Pa
     for heading in ("## Machine", "## Settings", "## Results", "### Every run"):
         assert heading in text
     for path in PATHS:
-        assert f"| {FULL_SIZE} | {path} | 3,000 |" in text
+        assert (f"| {FULL_SIZE} | {path} | 3,000 |" in text) == (path in measured), path
     assert not (tmp_path / "data").exists() or not any((tmp_path / "data").iterdir())  # scratch removed
+
+
+def test_each_path_gives_the_reconcile_job_arguments_it_accepts(tmp_path: Path) -> None:
+    from spark_jobs.jobs.reconcile import command
+
+    for path, source in ((SEGMENTS, "/d/e1,/d/e2"), (LIVE, "127.0.0.1:9092"), (RECORDS, "/d/e1")):
+        args = ab.reconcile_args(path, source, source, "t", tmp_path / "out")
+        ctx = command.make_context("reconcile", list(args))
+        assert ctx.params["source"] == source and ctx.params["topics"] == ["t"]
+        assert ctx.params["by_record"] is (path == RECORDS), path
+
+
+def test_paths_chooses_the_paths_in_their_order_and_names_a_bad_one(capsys: pytest.CaptureFixture[str]) -> None:
+    assert ab.parse_args(["--quick"]).paths == PATHS
+    assert ab.parse_args(["--quick", "--paths", "records, loop"]).paths == (LOOP, RECORDS)
+    assert ab.order(1, (LOOP, RECORDS)) == [RECORDS, LOOP]
+    for bad in ("loop,segment", ""):
+        with pytest.raises(SystemExit):
+            ab.parse_args(["--paths", bad])
+    assert "--paths 'loop,segment': 'segment'; choose from loop, segments, live, records" in capsys.readouterr().err
 
 
 def _failed_trial(path: str, size: str, records: int) -> Trial:
