@@ -32,6 +32,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -295,3 +296,100 @@ def test_disk_holding_data_is_refused_until_marked_for_wiping(site: Site) -> Non
     assert again.returncode == 0, again.output
     assert again.recap()["b1"]["changed"] == 0, again.output
     assert json.dumps(probe) == json.dumps(run(["blkid", "-p", "-o", "export", extra.device]).stdout)
+
+
+def _broker_pids(site: Site) -> dict[str, int]:
+    """The brokers whose node runs, by host: their node's pid as their supervisord reports it."""
+    pids = {}
+    for name in BROKERS:
+        conf = site.prefix(name) / "etc/strait/supervisord.conf"
+        out = run(["supervisorctl", "-c", str(conf), "pid", "strait-broker"], check=False).stdout.strip()
+        if out.isdigit() and int(out) > 0:  # a stopped program reports 0
+            pids[name] = int(out)
+    return pids
+
+
+def _started(pid: int) -> int:
+    """When a process started, in clock ticks since boot (/proc/PID/stat's 22nd field)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat.rpartition(")")[2].split()[19])
+
+
+def _cluster(site: Site, host: str) -> dict[str, Any]:
+    """What the host's node answers on /v1/cluster (its view of the site)."""
+    url = f"http://127.0.0.1:{site.hosts[host]['broker_admin_port']}/v1/cluster"
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        found: dict[str, Any] = json.load(answer)
+        return found
+
+
+def test_rolling_restart_under_an_idempotent_producer_loses_and_duplicates_nothing(site: Site, tmp_path: Path) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from chaos.ledger import Ledger, check
+    from chaos.workload import ProducerWorkload, read_back
+
+    assert site.first_run.returncode == 0, "the first run failed (see the first test)"
+    topic = "rolling"
+    admin = AdminClient({"bootstrap.servers": site.bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=6, replication_factor=3)])[topic].result(timeout=30)
+    controller = next(h for h in BROKERS if _cluster(site, h)["is_controller"])
+    before = _broker_pids(site)
+    with Ledger(tmp_path / "ledger.jsonl") as ledger:
+        with ProducerWorkload(site.bootstrap, topic, ledger, rate=200) as workload:
+            workload.wait_for_acks(200, timeout=60)
+            restart = site.play("rolling_restart.yml")
+            workload.wait_for_acks(workload.acked + 200, timeout=60)
+        result = check(ledger, read_back(site.bootstrap, topic, timeout=60))
+    PLAY_TIMES["rolling_restart.yml (3 brokers)"] = restart.seconds
+    assert restart.returncode == 0, restart.output
+    after = _broker_pids(site)
+    assert set(after) == set(BROKERS) and all(after[h] != before[h] for h in BROKERS), (before, after)
+    restarted = sorted(BROKERS, key=lambda h: _started(after[h]))
+    assert restarted[-1] == controller, (controller, restarted)  # the controller last
+    assert result.ok, result.summary()
+    assert result.acknowledged >= 400
+
+
+def test_rolling_restart_stops_before_touching_a_node_when_the_site_is_under_replicated(site: Site) -> None:
+    assert site.first_run.returncode == 0, "the first run failed (see the first test)"
+    # b3's node stops: every partition it holds a replica of is under-replicated until it is back.
+    victim = "b3"
+    conf = site.prefix(victim) / "etc/strait/supervisord.conf"
+    run(["supervisorctl", "-c", str(conf), "stop", "strait-broker"], timeout=240)
+    try:
+        deadline = time.monotonic() + 60
+        while _cluster(site, "b1")["under_replicated"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert _cluster(site, "b1")["under_replicated"] > 0
+        before = _broker_pids(site)
+        assert set(before) == {"b1", "b2"}, before
+        refused = site.play("rolling_restart.yml", extra_vars={"rolling_restart_gate_retries": 1})
+        assert refused.returncode != 0, refused.output
+        assert "is not healthy, so the rolling restart stops here" in refused.output, refused.output
+        assert "under-replicated" in refused.output, refused.output
+        assert _broker_pids(site) == before  # no node was touched
+        assert "Restart the supervisor program" not in refused.output, refused.output  # no restart was tried
+    finally:
+        run(["supervisorctl", "-c", str(conf), "start", "strait-broker"], timeout=120)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError, ValueError):
+                if _cluster(site, "b1")["under_replicated"] == 0 and _cluster(site, victim)["controller"]:
+                    break
+            time.sleep(1)
+
+
+def test_doctor_yml_passes_the_provisioned_hosts_and_fails_one_below_the_bar(site: Site) -> None:
+    assert site.first_run.returncode == 0, "the first run failed (see the first test)"
+    limit = str(site.hosts["b1"]["common_nofile_limit"])  # what the inventory could give the nodes here
+    passed = site.play("doctor.yml", extra_vars={"doctor_args": ["--min-open-files", limit]}, timeout=180)
+    PLAY_TIMES["doctor.yml (3 brokers)"] = passed.seconds
+    assert passed.returncode == 0, passed.output
+    assert set(passed.recap()) == set(BROKERS) and all(r["failed"] == 0 for r in passed.recap().values())
+
+    # The nodes' own limit is below a bar set higher: every host fails, naming the check.
+    failed = site.play("doctor.yml", extra_vars={"doctor_args": ["--min-open-files", "1000000"]}, timeout=180)
+    assert failed.returncode != 0, failed.output
+    assert all(failed.recap()[h]["failed"] == 1 for h in BROKERS), failed.output
+    assert "strait doctor found 1 failed check(s) on b1: open-files of pid " in failed.output, failed.output
