@@ -416,7 +416,8 @@ def test_two_sites_mirror_and_failover_yml_promotes_west_only_when_confirmed(sit
     assert site.first_run.returncode == 0, "the first run failed (see the first test)"
     west = f"127.0.0.1:{site.hosts[WEST]['broker_port']}"
     topic = "flow.orders"
-    AdminClient({"bootstrap.servers": site.bootstrap}).create_topics([NewTopic(topic, 2, 3)])[topic].result(30)
+    admin = AdminClient({"bootstrap.servers": site.bootstrap})  # kept: a dropped client cancels its futures
+    admin.create_topics([NewTopic(topic, 2, 3)])[topic].result(30)
     producer = Producer({"bootstrap.servers": site.bootstrap, "acks": "all", "enable.idempotence": True})
     for i in range(200):
         producer.produce(topic, value=f"east-{i}".encode(), partition=i % 2)
