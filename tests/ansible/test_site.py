@@ -52,7 +52,9 @@ from tests.ansible.harness import (
 
 pytestmark = [pytest.mark.ansible, pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600)]
 
-BROKERS = ("b1", "b2", "b3")
+BROKERS = ("b1", "b2", "b3")  # site east
+WEST = "w1"  # site west: one broker, the mirror (east -> west) and ZooKeeper zk2
+LINK = "east-to-west"
 RECORDS = 600
 #: Seconds one site.yml run may take before it is killed.
 PLAY_TIMEOUT_S = 420
@@ -99,9 +101,9 @@ class Site:
 
 def site_inventory(root: Path, disks: dict[str, list[str]], wheelhouse: Path) -> dict[str, dict[str, object]]:
     """The hosts of the site (name -> variables)."""
-    ports = iter(free_ports(3 + 2 * len(BROKERS) + 1))
+    ports = iter(free_ports(2 * 3 + 2 * (len(BROKERS) + 1) + 1))
     hosts: dict[str, dict[str, object]] = {
-        "zk1": {
+        zk: {
             "zookeeper_id": 1,
             "zookeeper_client_port": next(ports),
             "zookeeper_peer_port": next(ports),
@@ -109,8 +111,9 @@ def site_inventory(root: Path, disks: dict[str, list[str]], wheelhouse: Path) ->
             "zookeeper_client_port_address": "127.0.0.1",
             "zookeeper_heap_mb": 128,
         }
+        for zk in ("zk1", "zk2")
     }
-    for broker_id, name in enumerate(BROKERS, start=1):
+    for broker_id, name in [*enumerate(BROKERS, start=1), (1, WEST)]:
         hosts[name] = {
             "broker_id": broker_id,
             "broker_port": next(ports),
@@ -119,7 +122,12 @@ def site_inventory(root: Path, disks: dict[str, list[str]], wheelhouse: Path) ->
             "broker_health_delay": 1,
             "xfs_disks_devices": disks[name],
         }
-    hosts["b1"].update(mirror_admin_port=next(ports), mirror_links=[], mirror_health_delay=1)
+    # West has one broker: its topics (the mirror's too) have one replica.
+    for key in ("default_replication_factor", "min_insync_replicas", "offsets_topic_replication_factor"):
+        hosts[WEST][f"broker_{key}"] = 1
+    hosts[WEST].update(broker_transaction_state_log_replication_factor=1, broker_transaction_state_log_min_isr=1)
+    link = {"name": LINK, "source": "east", "target": "west", "topics": {"include": ["flow.*"]}}
+    hosts[WEST].update(mirror_admin_port=next(ports), mirror_links=[link], mirror_health_delay=1)
     _, hard_nofile = resource.getrlimit(resource.RLIMIT_NOFILE)
     for name, variables in hosts.items():
         variables.update(
@@ -154,21 +162,25 @@ def site(wheelhouse: Path) -> Iterator[Site]:
 
         cleanup.callback(detach_all)  # last: after the unmounts below
         cleanup.callback(unmount_all, root)
-        for name in BROKERS:
+        for name in (*BROKERS, WEST):
             for n in (1, 2):
                 made.append(LoopDisk.create(root / "images" / f"{name}-{n}.img"))
             disks[name] = [d.device for d in made[-2:]]
         hosts = site_inventory(root, disks, wheelhouse)
         # Stop ZooKeeper last (callbacks run in reverse): brokers stopping cleanly still talk to it.
-        cleanup.callback(stop_supervisords, [root / "zk1"])
-        cleanup.callback(stop_supervisords, [root / name for name in BROKERS])
+        cleanup.callback(stop_supervisords, [root / "zk1", root / "zk2"])
+        cleanup.callback(stop_supervisords, [root / name for name in (*BROKERS, WEST)])
         inventory = {
             "all": {
                 "children": {
-                    "east": {"hosts": hosts, "vars": {"common_site": "east"}},
-                    "zookeeper": {"hosts": {"zk1": None}},
-                    "brokers": {"hosts": dict.fromkeys(BROKERS)},
-                    "mirror": {"hosts": {"b1": None}},
+                    "east": {
+                        "hosts": {h: v for h, v in hosts.items() if h not in (WEST, "zk2")},
+                        "vars": {"common_site": "east"},
+                    },
+                    "west": {"hosts": {h: hosts[h] for h in (WEST, "zk2")}, "vars": {"common_site": "west"}},
+                    "zookeeper": {"hosts": {"zk1": None, "zk2": None}},
+                    "brokers": {"hosts": dict.fromkeys((*BROKERS, WEST))},
+                    "mirror": {"hosts": {WEST: None}},
                 },
                 "vars": {"mirror_admin_token": secrets.token_urlsafe(32)},
             }
@@ -185,7 +197,7 @@ def test_site_yml_provisions_a_working_site(site: Site) -> None:
     PLAY_TIMES["site.yml, first run"] = site.first_run.seconds
     assert site.first_run.returncode == 0, site.first_run.output
     recap = site.first_run.recap()
-    assert set(recap) == {"zk1", *BROKERS}
+    assert set(recap) == {"zk1", "zk2", *BROKERS, WEST}
     assert all(r["failed"] == 0 and r["unreachable"] == 0 for r in recap.values()), recap
 
     # The log dirs are the XFS disks, mounted with noatime, by UUID in each host's fstab.
@@ -237,9 +249,9 @@ def test_site_yml_provisions_a_working_site(site: Site) -> None:
         assert on_disks == [f"{topic}-{p}" for p in range(3)], (name, on_disks)
 
     # The mirror serves its admin API with the token the inventory gave it (mode 0600).
-    token_file = site.prefix("b1") / "etc/strait/mirror-admin.token"
+    token_file = site.prefix(WEST) / "etc/strait/mirror-admin.token"
     assert token_file.stat().st_mode & 0o777 == 0o600
-    with urllib.request.urlopen(f"http://127.0.0.1:{site.hosts['b1']['mirror_admin_port']}/health", timeout=10) as r:
+    with urllib.request.urlopen(f"http://127.0.0.1:{site.hosts[WEST]['mirror_admin_port']}/health", timeout=10) as r:
         assert r.status == 200
 
 
@@ -249,7 +261,7 @@ def test_second_run_changes_nothing(site: Site) -> None:
     PLAY_TIMES["site.yml, second run"] = second.seconds
     assert second.returncode == 0, second.output
     recap = second.recap()
-    assert set(recap) == {"zk1", *BROKERS}
+    assert set(recap) == {"zk1", "zk2", *BROKERS, WEST}
     changed = {host: r["changed"] for host, r in recap.items() if r["changed"] or r["failed"]}
     what_changed = [line for line in second.output.splitlines() if line.startswith("changed:")]
     assert not changed, "\n".join(what_changed) or second.output
@@ -338,7 +350,7 @@ def test_rolling_restart_under_an_idempotent_producer_loses_and_duplicates_nothi
     with Ledger(tmp_path / "ledger.jsonl") as ledger:
         with ProducerWorkload(site.bootstrap, topic, ledger, rate=200) as workload:
             workload.wait_for_acks(200, timeout=60)
-            restart = site.play("rolling_restart.yml")
+            restart = site.play("rolling_restart.yml", args=("--limit", "east"))
             workload.wait_for_acks(workload.acked + 200, timeout=60)
         result = check(ledger, read_back(site.bootstrap, topic, timeout=60))
     PLAY_TIMES["rolling_restart.yml (3 brokers)"] = restart.seconds
@@ -364,7 +376,9 @@ def test_rolling_restart_stops_before_touching_a_node_when_the_site_is_under_rep
         assert _cluster(site, "b1")["under_replicated"] > 0
         before = _broker_pids(site)
         assert set(before) == {"b1", "b2"}, before
-        refused = site.play("rolling_restart.yml", extra_vars={"rolling_restart_gate_retries": 1})
+        refused = site.play(
+            "rolling_restart.yml", extra_vars={"rolling_restart_gate_retries": 1}, args=("--limit", "east")
+        )
         assert refused.returncode != 0, refused.output
         assert "is not healthy, so the rolling restart stops here" in refused.output, refused.output
         assert "under-replicated" in refused.output, refused.output
@@ -386,10 +400,68 @@ def test_doctor_yml_passes_the_provisioned_hosts_and_fails_one_below_the_bar(sit
     passed = site.play("doctor.yml", extra_vars={"doctor_args": ["--min-open-files", limit]}, timeout=180)
     PLAY_TIMES["doctor.yml (3 brokers)"] = passed.seconds
     assert passed.returncode == 0, passed.output
-    assert set(passed.recap()) == set(BROKERS) and all(r["failed"] == 0 for r in passed.recap().values())
+    assert set(passed.recap()) == {*BROKERS, WEST} and all(r["failed"] == 0 for r in passed.recap().values())
 
     # The nodes' own limit is below a bar set higher: every host fails, naming the check.
     failed = site.play("doctor.yml", extra_vars={"doctor_args": ["--min-open-files", "1000000"]}, timeout=180)
     assert failed.returncode != 0, failed.output
-    assert all(failed.recap()[h]["failed"] == 1 for h in BROKERS), failed.output
+    assert all(failed.recap()[h]["failed"] == 1 for h in (*BROKERS, WEST)), failed.output
     assert "strait doctor found 1 failed check(s) on b1: open-files of pid " in failed.output, failed.output
+
+
+def test_two_sites_mirror_and_failover_yml_promotes_west_only_when_confirmed(site: Site) -> None:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    assert site.first_run.returncode == 0, "the first run failed (see the first test)"
+    west = f"127.0.0.1:{site.hosts[WEST]['broker_port']}"
+    topic = "flow.orders"
+    admin = AdminClient({"bootstrap.servers": site.bootstrap})  # kept: a dropped client cancels its futures
+    admin.create_topics([NewTopic(topic, 2, 3)])[topic].result(30)
+    producer = Producer({"bootstrap.servers": site.bootstrap, "acks": "all", "enable.idempotence": True})
+    for i in range(200):
+        producer.produce(topic, value=f"east-{i}".encode(), partition=i % 2)
+    assert producer.flush(60) == 0
+
+    # The link the mirror role set up copies the topic to west, at the same offsets.
+    consumer = Consumer({"bootstrap.servers": west, "group.id": "flow-check", "enable.auto.commit": False})
+    try:
+        deadline = time.monotonic() + 90
+        ends: dict[int, int] = {}
+        while time.monotonic() < deadline:
+            with contextlib.suppress(Exception):
+                ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1] for p in (0, 1)}
+            if sum(ends.values()) == 200:
+                break
+            time.sleep(1)
+        assert ends == {0: 100, 1: 100}, ends
+    finally:
+        consumer.close()
+
+    status = site.play("failover.yml", extra_vars={"failover_link": LINK}, timeout=120)
+    assert status.returncode == 0, status.output
+    refused = site.play(
+        "failover.yml",
+        extra_vars={"failover_link": LINK, "failover_action": "promote", "failover_confirm": "west-to-east"},
+        timeout=120,
+    )
+    assert refused.returncode != 0 and "Not confirmed" in refused.output, refused.output
+    assert "TASK [Run strait failover promote]" not in refused.output, refused.output  # stopped before it
+
+    # Still a mirror: west refuses writes to it.
+    writer = Producer({"bootstrap.servers": west, "acks": "all", "message.timeout.ms": 5000})
+    outcome: list[object] = []
+    writer.produce(topic, value=b"too-early", partition=0, on_delivery=lambda err, _m: outcome.append(err))
+    writer.flush(15)
+    assert outcome and outcome[0] is not None, outcome
+
+    promoted = site.play(
+        "failover.yml",
+        extra_vars={"failover_link": LINK, "failover_action": "promote", "failover_confirm": LINK},
+        timeout=400,
+    )
+    PLAY_TIMES["failover.yml promote (planned)"] = promoted.seconds
+    assert promoted.returncode == 0, promoted.output
+    outcome.clear()
+    writer.produce(topic, value=b"west-now", partition=0, on_delivery=lambda err, _m: outcome.append(err))
+    assert writer.flush(30) == 0 and outcome == [None], outcome
