@@ -16,7 +16,17 @@ TIERS = ("unit", "integration", "chaos", "spark", "ansible")
 TWO_SITE_FIXTURES = frozenset({"two_sites"})
 
 
+def _run_order(item: pytest.Item) -> int:
+    """Where a test runs: most first, while the chaos matrices run in the background
+    (tests/chaos_runs.py); then the ansible tier, CPU-bound, which took twice as long beside
+    them; last the tests that read the matrices' results, by then long finished."""
+    if "chaos_matrices" in getattr(item, "fixturenames", ()):
+        return 2
+    return 1 if item.get_closest_marker("ansible") else 0
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=_run_order)  # stable: the order within each group is pytest's
     for item in items:
         if "spark" in getattr(item, "fixturenames", ()) and not item.get_closest_marker("spark"):
             item.add_marker(pytest.mark.spark)  # the session-wide SparkSession (tests/spark_jobs/conftest.py)

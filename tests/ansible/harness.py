@@ -58,11 +58,15 @@ def runtime_dependencies(pyproject: Path = REPO / "pyproject.toml") -> list[str]
         return list(tomllib.load(f)["project"]["dependencies"])
 
 
-def build_wheelhouse(dest: Path, scratch: Path) -> Path:
+def build_wheelhouse(
+    dest: Path, scratch: Path, *, version: str | None = None, dependencies: Path | None = None
+) -> Path:
     """The strait wheel of this checkout plus the wheels of its runtime dependencies, in ``dest``.
 
     The checkout's sources are copied to ``scratch`` first, so that building leaves no build/
-    or egg-info behind in the checkout. Dependencies come from pip's cache (or its index).
+    or egg-info behind in the checkout. ``version`` replaces pyproject.toml's (in the copy): an
+    upgrade's new wheel. Dependencies are copied from the wheelhouse ``dependencies`` or come
+    from pip's cache (or its index).
     """
     source = scratch / "source"
     for name in _WHEEL_SOURCES:
@@ -72,10 +76,21 @@ def build_wheelhouse(dest: Path, scratch: Path) -> Path:
         else:
             source.mkdir(parents=True, exist_ok=True)
             shutil.copy2(origin, source / name)
+    if version is not None:
+        pyproject = source / "pyproject.toml"
+        text, count = re.subn(r'(?m)^version = "[^"]*"$', f'version = "{version}"', pyproject.read_text(), count=1)
+        if count != 1:
+            raise ValueError(f"no version line in {pyproject}")
+        pyproject.write_text(text)
     dest.mkdir(parents=True, exist_ok=True)
     pip = [sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", str(dest)]
     run([*pip, "--no-deps", str(source)], timeout=300)
-    run([*pip, *runtime_dependencies()], timeout=300)
+    if dependencies is None:
+        run([*pip, *runtime_dependencies()], timeout=300)
+    else:
+        for wheel in dependencies.glob("*.whl"):
+            if not wheel.name.startswith("strait-"):
+                shutil.copy2(wheel, dest / wheel.name)
     return dest
 
 
@@ -244,7 +259,8 @@ def playbook_env(home: Path) -> dict[str, str]:
         ANSIBLE_TASK_TIMEOUT="300",  # no single task may hang the run
         PYTHONDONTWRITEBYTECODE="1",
     )
-    if os.environ.get("STRAIT_ANSIBLE_PROFILE"):  # time every task (a developer's aid)
+    # A developer's aid: STRAIT_ANSIBLE_PROFILE=1 times every task; =DIR also keeps each run's output there.
+    if os.environ.get("STRAIT_ANSIBLE_PROFILE"):
         env["ANSIBLE_CALLBACKS_ENABLED"] = "ansible.posix.profile_tasks"
     return env
 
@@ -291,4 +307,8 @@ def run_playbook(
         os.killpg(process.pid, signal.SIGKILL)
         output, _ = process.communicate()
         output += f"\n[harness] ansible-playbook killed after {timeout:.0f} s\n"
+    keep = os.environ.get("STRAIT_ANSIBLE_PROFILE")
+    if keep and Path(keep).is_dir():  # keep every run's output (with its task times) there
+        name = f"{time.strftime('%H%M%S')}-{Path(playbook).stem}.out"
+        (Path(keep) / name).write_text(output)
     return PlaybookRun(process.returncode, output, time.monotonic() - started)

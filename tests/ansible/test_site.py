@@ -41,6 +41,7 @@ from tests.ansible.harness import (
     PLAYBOOKS,
     LoopDisk,
     PlaybookRun,
+    build_wheelhouse,
     free_ports,
     run,
     run_playbook,
@@ -310,12 +311,12 @@ def test_disk_holding_data_is_refused_until_marked_for_wiping(site: Site) -> Non
     assert json.dumps(probe) == json.dumps(run(["blkid", "-p", "-o", "export", extra.device]).stdout)
 
 
-def _broker_pids(site: Site) -> dict[str, int]:
-    """The brokers whose node runs, by host: their node's pid as their supervisord reports it."""
+def _broker_pids(site: Site, hosts: tuple[str, ...] = BROKERS, program: str = "strait-broker") -> dict[str, int]:
+    """The hosts whose ``program`` runs: its pid as each host's supervisord reports it."""
     pids = {}
-    for name in BROKERS:
+    for name in hosts:
         conf = site.prefix(name) / "etc/strait/supervisord.conf"
-        out = run(["supervisorctl", "-c", str(conf), "pid", "strait-broker"], check=False).stdout.strip()
+        out = run(["supervisorctl", "-c", str(conf), "pid", program], check=False).stdout.strip()
         if out.isdigit() and int(out) > 0:  # a stopped program reports 0
             pids[name] = int(out)
     return pids
@@ -407,6 +408,58 @@ def test_doctor_yml_passes_the_provisioned_hosts_and_fails_one_below_the_bar(sit
     assert failed.returncode != 0, failed.output
     assert all(failed.recap()[h]["failed"] == 1 for h in (*BROKERS, WEST)), failed.output
     assert "strait doctor found 1 failed check(s) on b1: open-files of pid " in failed.output, failed.output
+
+
+def test_upgrade_yml_rolls_a_new_wheel_through_every_node_and_mirror_and_loses_nothing(
+    site: Site, wheelhouse: Path, tmp_path: Path
+) -> None:
+    import hashlib
+
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from chaos.ledger import Ledger, check
+    from chaos.workload import ProducerWorkload, read_back
+
+    assert site.first_run.returncode == 0, "the first run failed (see the first test)"
+    version = "0.1.0+upgrade1"
+    new = build_wheelhouse(tmp_path / "wheels", tmp_path / "scratch", version=version, dependencies=wheelhouse)
+    (wheel,) = new.glob("strait-*.whl")
+    sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    hosts = (*BROKERS, WEST)
+    topic = "upgrading"
+    admin = AdminClient({"bootstrap.servers": site.bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=3)])[topic].result(timeout=30)
+    brokers_before = _broker_pids(site, hosts)
+    mirror_before = _broker_pids(site, (WEST,), "strait-mirror")
+    assert set(brokers_before) == set(hosts) and mirror_before, (brokers_before, mirror_before)
+    with Ledger(tmp_path / "ledger.jsonl") as ledger:
+        with ProducerWorkload(site.bootstrap, topic, ledger, rate=200) as workload:
+            workload.wait_for_acks(200, timeout=60)
+            upgrade = site.play("upgrade.yml", extra_vars={"common_wheelhouse": str(new)})
+            workload.wait_for_acks(workload.acked + 200, timeout=60)
+        result = check(ledger, read_back(site.bootstrap, topic, timeout=60))
+    PLAY_TIMES["upgrade.yml (4 brokers in 2 sites, 1 mirror)"] = upgrade.seconds
+    assert upgrade.returncode == 0, upgrade.output
+
+    # Every node and the mirror run again, restarted, from the new wheel (the marker names its sha).
+    brokers_after = _broker_pids(site, hosts)
+    mirror_after = _broker_pids(site, (WEST,), "strait-mirror")
+    assert set(brokers_after) == set(hosts), brokers_after
+    assert all(brokers_after[h] != brokers_before[h] for h in hosts), (brokers_before, brokers_after)
+    assert mirror_after and mirror_after[WEST] != mirror_before[WEST], (mirror_before, mirror_after)
+    for name in hosts:
+        venv = site.prefix(name) / "opt/strait/venv"
+        assert [p.name for p in venv.glob("strait-wheel-*.installed")] == [f"strait-wheel-{sha}.installed"], name
+        installed = run([str(venv / "bin/python"), "-c", "import importlib.metadata as m; print(m.version('strait'))"])
+        assert installed.stdout.strip() == version, (name, installed.stdout)
+        running = Path(f"/proc/{brokers_after[name]}/cmdline").read_bytes().split(b"\0")
+        assert any(part.startswith(str(venv).encode()) for part in running), (name, running)
+    # The site is healthy and no acknowledged record was lost or duplicated.
+    for name in hosts:
+        cluster = _cluster(site, name)
+        assert cluster["controller"] and cluster["under_replicated"] == 0 and cluster["offline"] == 0, (name, cluster)
+    assert result.ok, result.summary()
+    assert result.acknowledged >= 400
 
 
 def test_two_sites_mirror_and_failover_yml_promotes_west_only_when_confirmed(site: Site) -> None:
