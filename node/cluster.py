@@ -356,8 +356,16 @@ class ClusterState:
         }
 
     async def create_topic(
-        self, name: str, assignment: dict[int, tuple[NodeId, ...]], configs: Mapping[str, str], *, validate_only: bool
+        self,
+        name: str,
+        assignment: dict[int, tuple[NodeId, ...]],
+        configs: Mapping[str, str],
+        *,
+        validate_only: bool,
+        refresh: bool = True,
     ) -> TopicAssignment | None:
+        """Write the topic to ZooKeeper; then re-read it, unless ``refresh`` is false (a request that
+        creates several topics re-reads once, after the last: each re-read reads every topic)."""
         check_topic_name(name)
         if name in self.topics:
             raise BrokerError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
@@ -370,10 +378,12 @@ class ClusterState:
         except TopicExists:
             raise BrokerError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists") from None
         log.info("created topic %s with %d partitions %s", name, len(assignment), dict(configs) or "")
-        await self.refresh()
+        if refresh:
+            await self.refresh()
         return created
 
-    async def delete_topic(self, name: str) -> None:
+    async def delete_topic(self, name: str, *, refresh: bool = True) -> None:
+        """Delete the topic in ZooKeeper; then re-read it, unless ``refresh`` is false (as create_topic)."""
         if not self.config.delete_topic_enable:
             raise BrokerError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false on this broker")
         try:
@@ -381,7 +391,8 @@ class ClusterState:
         except UnknownTopic:
             raise BrokerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist") from None
         log.info("deleted topic %s", name)
-        await self.refresh()
+        if refresh:
+            await self.refresh()
 
     async def add_partitions(
         self, name: str, count: int, assignments: list[tuple[NodeId, ...]] | None, *, validate_only: bool

@@ -40,6 +40,7 @@ async def handle_create_topics(services: TopicServices, request: Request) -> dic
     config = services.config
     counts = Counter(t.name for t in req.topics)
     results = []
+    created = False
     for topic in req.topics:
         name = topic.name
         try:
@@ -67,25 +68,32 @@ async def handle_create_topics(services: TopicServices, request: Request) -> dic
                     raise BrokerError(ErrorCode.INVALID_REPLICATION_FACTOR, f"replication factor {rf} must be >= 1")
                 assignment = await admin.plan(partitions, rf)
             configs = admin.validate_configs({c.name: c.value for c in topic.configs})
-            await admin.create_topic(name, assignment, configs, validate_only=req.validate_only)
+            await admin.create_topic(name, assignment, configs, validate_only=req.validate_only, refresh=False)
+            created = created or not req.validate_only
             results.append(_result(name))
         except BrokerError as exc:
             log.info("CreateTopics %r: %s", name, exc.message)
             results.append(_result(name, exc.code, exc.message))
+    if created:  # one re-read of ZooKeeper for the whole request: this node answers with the topics
+        await admin.refresh()
     return {"throttle_time_ms": 0, "topics": results}
 
 
 async def handle_delete_topics(services: TopicServices, request: Request) -> dict[str, Any]:
     req = request.body
     responses = []
+    deleted = False
     for name in req.topic_names:
         entry: dict[str, Any] = {"name": name, "error_code": 0}
         try:
-            await services.admin.delete_topic(name)
+            await services.admin.delete_topic(name, refresh=False)
+            deleted = True
         except BrokerError as exc:
             log.info("DeleteTopics %r: %s", name, exc.message)
             entry["error_code"] = exc.code
         responses.append(entry)
+    if deleted:  # one re-read of ZooKeeper for the whole request (as CreateTopics)
+        await services.admin.refresh()
     return {"throttle_time_ms": 0, "responses": responses}
 
 

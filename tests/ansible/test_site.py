@@ -453,7 +453,9 @@ def test_upgrade_yml_rolls_a_new_wheel_through_every_node_and_mirror_and_loses_n
     for name in hosts:
         venv = site.prefix(name) / "opt/strait/venv"
         assert [p.name for p in venv.glob("strait-wheel-*.installed")] == [f"strait-wheel-{sha}.installed"], name
-        installed = run([str(venv / "bin/python"), "-c", "import importlib.metadata as m; print(m.version('strait'))"])
+        # -I: not the current directory's metadata (a checkout installed with pip -e has strait.egg-info).
+        ask = "import importlib.metadata as m; print(m.version('strait'))"
+        installed = run([str(venv / "bin/python"), "-I", "-c", ask])
         assert installed.stdout.strip() == version, (name, installed.stdout)
         running = Path(f"/proc/{brokers_after[name]}/cmdline").read_bytes().split(b"\0")
         assert any(part.startswith(str(venv).encode()) for part in running), (name, running)

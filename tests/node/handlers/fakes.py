@@ -143,17 +143,27 @@ class FakeCluster:
         return {k: v for k, v in configs.items() if v is not None}
 
     async def create_topic(
-        self, name: str, assignment: dict[int, tuple[int, ...]], configs: Mapping[str, str], *, validate_only: bool
+        self,
+        name: str,
+        assignment: dict[int, tuple[int, ...]],
+        configs: Mapping[str, str],
+        *,
+        validate_only: bool,
+        refresh: bool = True,
     ) -> object:
         self.calls.append(("create_topic", (name, dict(assignment), dict(configs), validate_only)))
         if name in self.topics:
             raise BrokerError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
         if not validate_only:
             self.topics[name] = topic_state(name, len(assignment))
+        if refresh:
+            await self.refresh()
         return None
 
-    async def delete_topic(self, name: str) -> None:
+    async def delete_topic(self, name: str, *, refresh: bool = True) -> None:
         self.calls.append(("delete_topic", name))
+        if refresh:
+            await self.refresh()
 
     async def add_partitions(
         self, name: str, count: int, assignments: list[tuple[int, ...]] | None, *, validate_only: bool

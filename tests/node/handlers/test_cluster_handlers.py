@@ -13,7 +13,7 @@ from node.handlers.controller import ControllerServices, handle_controlled_shutd
 from node.handlers.groups import GroupServices, handle_find_coordinator, handle_join_group, handle_list_groups
 from node.handlers.metadata import MetadataServices, handle_api_versions, handle_metadata
 from node.handlers.producer_id import ProducerIdServices, handle_init_producer_id
-from node.handlers.topics import TopicServices, handle_create_topics
+from node.handlers.topics import TopicServices, handle_create_topics, handle_delete_topics
 from node.offsets_topic import OFFSETS_TOPIC
 from node.protocol import ApiKey, ErrorCode, Struct, schema
 from tests.node.handlers.fakes import (
@@ -119,6 +119,38 @@ def test_create_topics_refuses_duplicates_and_mixed_assignment_before_touching_z
     ]
     assert "appears more than once" in result["topics"][0]["error_message"]
     assert cluster.calls == []
+
+
+def test_create_and_delete_topics_reread_zookeeper_once_per_request() -> None:
+    """Each re-read reads every topic: one per topic made a suite's churn of topics quadratic."""
+    cluster = FakeCluster(topics={"old-1": topic_state("old-1", 1), "old-2": topic_state("old-2", 1)})
+    services = TopicServices(cluster, node_config())
+    topics = [
+        {"name": f"t{i}", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}
+        for i in range(3)
+    ]
+    created = run(
+        handle_create_topics,
+        services,
+        request(ApiKey.CREATE_TOPICS, 4, {"topics": topics, "timeout_ms": 1000, "validate_only": False}),
+    )
+    assert [t["error_code"] for t in created["topics"]] == [0, 0, 0]
+    assert [c[0] for c in cluster.calls] == ["plan", "create_topic"] * 3 + ["refresh"]
+
+    cluster.calls.clear()
+    body = {"topic_names": ["old-1", "old-2"], "timeout_ms": 1000}
+    deleted = run(handle_delete_topics, services, request(ApiKey.DELETE_TOPICS, 3, body))
+    assert [r["error_code"] for r in deleted["responses"]] == [0, 0]
+    assert cluster.calls == [("delete_topic", "old-1"), ("delete_topic", "old-2"), ("refresh", None)]
+
+    # Nothing written (validate_only): nothing to re-read.
+    cluster.calls.clear()
+    run(
+        handle_create_topics,
+        services,
+        request(ApiKey.CREATE_TOPICS, 4, {"topics": topics[:1], "timeout_ms": 1000, "validate_only": True}),
+    )
+    assert ("refresh", None) not in cluster.calls
 
 
 def test_create_topics_with_invalid_counts_names_the_value() -> None:
