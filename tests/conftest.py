@@ -17,12 +17,12 @@ TWO_SITE_FIXTURES = frozenset({"two_sites"})
 
 
 def _run_order(item: pytest.Item) -> int:
-    """Where a test runs: most first, while the chaos matrices run in the background
-    (tests/chaos_runs.py); then the ansible tier, CPU-bound, which took twice as long beside
-    them; last the tests that read the matrices' results, by then long finished."""
+    """Where a test runs: the ansible tier first (its module takes minutes: started first, it does
+    not hold up the end of a run on two workers), then most, while the chaos matrices run in the
+    background (tests/chaos_runs.py), last the tests that read the matrices' results."""
     if "chaos_matrices" in getattr(item, "fixturenames", ()):
         return 2
-    return 1 if item.get_closest_marker("ansible") else 0
+    return 0 if item.get_closest_marker("ansible") else 1
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
