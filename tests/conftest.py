@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import signal
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+
+from tests.ansible.harness import PLAY_TIMES
 
 pytest_plugins = ["tests.zk_fixtures", "tests.chaos_runs"]
 
@@ -49,3 +53,17 @@ def _sigpipe_stays_ignored() -> Iterator[None]:
     if after != before:
         signal.signal(signal.SIGPIPE, before)
         pytest.fail(f"the test changed SIGPIPE's handler from {before!r} to {after!r}")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """pytest-xdist's controller: a worker ended; keep the ansible play times it measured."""
+    PLAY_TIMES.update(json.loads(getattr(node, "workeroutput", {}).get("ansible_play_times", "{}")))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Report the ansible tier's measured play times (its budget is watched in CI's log)."""
+    if PLAY_TIMES:
+        terminalreporter.write_sep("-", "ansible play times")
+        for play, seconds in PLAY_TIMES.items():
+            terminalreporter.write_line(f"{play}: {seconds:.1f} s")

@@ -1,8 +1,10 @@
-"""The ansible tier: fixtures its modules share."""
+"""The ansible tier: fixtures its modules share; a worker hands its play times on (tests/conftest.py reports them)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,9 +18,8 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_wheelhouse(root / "wheels", root / "scratch")
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Report the measured play times (the tier's budget is watched in CI's log)."""
-    if PLAY_TIMES:
-        terminalreporter.write_sep("-", "ansible play times")
-        for play, seconds in PLAY_TIMES.items():
-            terminalreporter.write_line(f"{play}: {seconds:.1f} s")
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A pytest-xdist worker hands its play times to the controller, which reports them."""
+    output: dict[str, Any] | None = getattr(session.config, "workeroutput", None)
+    if output is not None and PLAY_TIMES:
+        output["ansible_play_times"] = json.dumps(PLAY_TIMES)
