@@ -31,8 +31,10 @@ from chaos.appliance import ChaosAppliance, ChaosNode
 from chaos.errors import ChaosError
 from chaos.nemesis import DiskFull, FailingDir, NemesisContext, ReadOnlyDir, TornTail, XfsImage
 from chaos.sites import NodeControl, SiteControl, Sites
+from node.client import READ_UNCOMMITTED, SiteClient, complete_batches, fetch_partition
 from node.client import AdminClient as NodeAdmin
 from node.config import FENCED
+from storage.records import Offset
 
 __all__ = ["FAULTS", "Fault", "FaultSpec", "find_leader", "find_controller"]
 
@@ -468,9 +470,10 @@ class TruncateTail(Fault):
     """The truncation control's fault: the topic's committed tail removed under its consumers.
 
     What ``strait failover reverse`` does to an old primary, done to a live topic: fence it,
-    truncate every partition :data:`RECORDS` records below its end (acknowledged writes and
-    offsets the group already committed), unfence it. Consumers then find their position out
-    of range and start again from the beginning, and the group commits lower offsets.
+    truncate every partition at the start of the batch that holds the offset :data:`RECORDS`
+    records below its end (a log is cut by whole batches; acknowledged writes and offsets the
+    group already committed go), unfence it. Consumers then find their position out of range
+    and start again from the beginning, and the group commits lower offsets.
     """
 
     name = "truncate-tail"
@@ -487,14 +490,20 @@ class TruncateTail(Fault):
         finally:
             consumer.close()
         cuts = {(self.topic, p): max(0, end - self.RECORDS) for p, end in ends.items()}
-        trio.run(self._truncate, cuts)
+        trio.run(self._truncate, cuts)  # moves each cut to its batch's start
         return f"{self.topic}: partitions cut to {dict(sorted((p, c) for (_, p), c in cuts.items()))} (ends {ends})"
 
-    async def _truncate(self, cuts: Mapping[tuple[str, int], int]) -> None:
+    async def _truncate(self, cuts: dict[tuple[str, int], int]) -> None:
         admin = await NodeAdmin.connect(self.app.source.bootstrap)
         try:
             await admin.alter_topic_configs(self.topic, {FENCED: "chaos: truncate-tail"}, [])
             try:
+                site = SiteClient("source", self.app.source.bootstrap, client_id="chaos-truncate-tail")
+                try:
+                    for (topic, partition), offset in cuts.items():
+                        cuts[topic, partition] = await _batch_start(site, topic, partition, offset)
+                finally:
+                    await site.aclose()
                 results = await admin.truncate_partitions(cuts, timeout=60)
             finally:
                 await admin.alter_topic_configs(self.topic, {}, [FENCED])
@@ -506,6 +515,23 @@ class TruncateTail(Fault):
 
     def heal(self) -> None:
         pass  # the cut is the fault; the topic was unfenced at once
+
+
+async def _batch_start(site: SiteClient, topic: str, partition: int, offset: int) -> int:
+    """The base offset of the batch that holds ``offset`` (``offset`` itself at the log's end)."""
+    conn = await site.open_leader(topic, partition)
+    try:
+        fetched = await fetch_partition(
+            conn, topic, partition, Offset(offset), isolation_level=READ_UNCOMMITTED, max_wait_ms=0
+        )
+    finally:
+        await conn.aclose()
+    if fetched.error_code:
+        raise ChaosError(f"truncate-tail: reading {topic}[{partition}] at {offset}: error {fetched.error_code}")
+    for _position, header in complete_batches(fetched.records):
+        if header.next_offset > offset:
+            return int(header.base_offset)
+    return offset
 
 
 class LoseAcked(Fault):
