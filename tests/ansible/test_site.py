@@ -1,17 +1,22 @@
-"""``site.yml`` for real: a site of three brokers and a ZooKeeper, provisioned on this machine.
+"""``site.yml`` for real: two sites and a mirror, provisioned on this machine.
 
-The module's fixture makes, for each of three broker "hosts", two sparse 320 MB images on loop
-devices, and an inventory of one site (east): hosts b1, b2, b3 (brokers; b1 also runs a mirror)
-and zk1 (ZooKeeper), all ``ansible_connection: local``, each with its own ``common_prefix`` under
-one tmp dir, ports from free ports, ``common_service_manager: supervisor`` (PID 1 is not systemd
-here: each host gets its own supervisord). Then ``ansible-playbook site.yml`` formats and mounts
-the disks, installs the checkout's wheel (from a wheelhouse, no index), starts everything, and:
+The module's fixture makes two sparse 320 MB images on loop devices for each broker "host" and
+an inventory shaped like the example two-site one (``ansible/inventories/example``), whose
+``group_vars`` it uses as they are (each group's site, the link east-to-west, the advertised
+host): site east has brokers b1, b2, b3 and ZooKeeper zk1; site west has broker w1, which also
+runs the mirror, and ZooKeeper zk2. Every host is ``ansible_connection: local`` with its own
+``common_prefix`` under one tmp dir, ports from free ports, ``common_service_manager:
+supervisor`` (PID 1 is not systemd here: each host gets its own supervisord). Then
+``ansible-playbook site.yml`` formats and mounts the disks, installs the checkout's wheel (from a
+wheelhouse, no index), starts everything, and the tests check:
 
 - a confluent-kafka producer writes to a new replication-factor-3 topic (acks=all) and a
   consumer reads every record back; the partitions live on the XFS disks;
 - ``site.yml`` a second time reports ``changed=0`` for every host;
 - a disk that holds an ext4 filesystem with a file on it is refused (the play stops, naming the
-  device and the opt-in, and the file is still there) until it is listed in ``xfs_disks_wipe``.
+  device and the opt-in, and the file is still there) until it is listed in ``xfs_disks_wipe``;
+- the rolling restart under the ledger producer, and its gate; doctor.yml; upgrade.yml with a
+  rebuilt wheel; records flowing east to west and failover.yml's confirmation.
 
 Teardown, also after a failure: every supervisord the run started is shut down (its programs
 first, within their stop timeouts; then its process group is killed), everything mounted under
@@ -37,6 +42,7 @@ from typing import Any
 import pytest
 
 from tests.ansible.harness import (
+    ANSIBLE_DIR,
     PLAY_TIMES,
     PLAYBOOKS,
     LoopDisk,
@@ -55,8 +61,9 @@ pytestmark = [pytest.mark.ansible, pytest.mark.integration, pytest.mark.slow, py
 
 BROKERS = ("b1", "b2", "b3")  # site east
 WEST = "w1"  # site west: one broker, the mirror (east -> west) and ZooKeeper zk2
-LINK = "east-to-west"
+LINK = "east-to-west"  # the example inventory's link (inventories/example/group_vars/west.yml)
 RECORDS = 600
+EXAMPLE_INVENTORY = ANSIBLE_DIR / "inventories/example"
 #: Seconds one site.yml run may take before it is killed.
 PLAY_TIMEOUT_S = 420
 
@@ -127,8 +134,9 @@ def site_inventory(root: Path, disks: dict[str, list[str]], wheelhouse: Path) ->
     for key in ("default_replication_factor", "min_insync_replicas", "offsets_topic_replication_factor"):
         hosts[WEST][f"broker_{key}"] = 1
     hosts[WEST].update(broker_transaction_state_log_replication_factor=1, broker_transaction_state_log_min_isr=1)
-    link = {"name": LINK, "source": "east", "target": "west", "topics": {"include": ["flow.*"]}}
-    hosts[WEST].update(mirror_admin_port=next(ports), mirror_links=[link], mirror_health_delay=1)
+    # The link east-to-west and each group's site come from the example's group_vars.
+    hosts[WEST].update(mirror_admin_port=next(ports), mirror_health_delay=1)
+    hosts[WEST]["mirror_admin_token"] = secrets.token_urlsafe(32)  # the example's comes from the environment
     _, hard_nofile = resource.getrlimit(resource.RLIMIT_NOFILE)
     for name, variables in hosts.items():
         variables.update(
@@ -176,16 +184,18 @@ def site(wheelhouse: Path) -> Iterator[Site]:
                 "children": {
                     "east": {
                         "hosts": {h: v for h, v in hosts.items() if h not in (WEST, "zk2")},
-                        "vars": {"common_site": "east"},
                     },
-                    "west": {"hosts": {h: hosts[h] for h in (WEST, "zk2")}, "vars": {"common_site": "west"}},
+                    "west": {"hosts": {h: hosts[h] for h in (WEST, "zk2")}},
                     "zookeeper": {"hosts": {"zk1": None, "zk2": None}},
                     "brokers": {"hosts": dict.fromkeys((*BROKERS, WEST))},
                     "mirror": {"hosts": {WEST: None}},
                 },
-                "vars": {"mirror_admin_token": secrets.token_urlsafe(32)},
             }
         }
+        # The example two-site inventory's group_vars (sites, the mirror link, advertised hosts),
+        # beside this inventory so that Ansible reads them; the hosts' own variables adapt them to
+        # this machine (supervisor, the wheelhouse, loop devices, ports, prefixes).
+        shutil.copytree(EXAMPLE_INVENTORY / "group_vars", root / "group_vars")
         site = Site(root, write_inventory(root / "hosts.json", inventory), hosts, PlaybookRun(-1, "", 0.0), made)
         site.first_run = site.play("site.yml")
         yield site
