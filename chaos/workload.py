@@ -1,8 +1,9 @@
 """A producer workload that records every write in a :class:`~chaos.ledger.Ledger`, and the read-back for the check.
 
 :class:`ProducerWorkload` runs a confluent-kafka (librdkafka) producer in a background thread:
-idempotent, ``acks=all``, writing unique values ``b"<run id>-<seq>"`` to one topic at a target
-rate, or as fast as it can with at most ``max_in_flight`` writes unacknowledged. Each write is
+idempotent, ``acks=all``, one request in flight per broker, writing unique values
+``b"<run id>-<seq>"`` to one topic at a target rate, or as fast as it can with at most
+``max_in_flight`` writes unacknowledged. Each write is
 recorded in the ledger as invoked when librdkafka takes it, then ok (with the partition and
 offset the broker acknowledged) or fail (with librdkafka's error) from its delivery report.
 
@@ -44,6 +45,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 
 from chaos.errors import WorkloadError
 from chaos.ledger import Ledger, Read
+from chaos.workloads._records import IDEMPOTENT_DEFAULTS
 
 __all__ = ["ProducerWorkload", "read_back"]
 
@@ -66,6 +68,7 @@ _DEFAULT_CONFIG: Mapping[str, str | int | float | bool] = {
     # is 60 s), and the idempotent producer waits for them before it writes to the new leader.
     "socket.timeout.ms": 10_000,
     "message.timeout.ms": 120_000,
+    **IDEMPOTENT_DEFAULTS,  # librdkafka#4953: see chaos.workloads._records
 }
 
 

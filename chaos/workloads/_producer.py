@@ -40,7 +40,7 @@ from chaos.history import History
 
 from ._base import Workload
 from ._outcomes import describe, send_outcome
-from ._records import CLIENT_LOGGER, ConfigValue
+from ._records import CLIENT_LOGGER, IDEMPOTENT_DEFAULTS, ConfigValue
 
 __all__ = ["Producer"]
 
@@ -58,15 +58,6 @@ _DEFAULTS: Mapping[str, ConfigValue] = {
     # 60 s), and the idempotent producer waits for them before it writes to the new leader.
     "socket.timeout.ms": 10_000,
 }
-#: One request in flight per broker for the idempotent producer. With several, librdkafka (up to
-#: 2.16 at least; confluentinc/librdkafka#4953, open) answers an OUT_OF_ORDER_SEQUENCE_NUMBER on a
-#: pipelined request whose predecessor failed (NOT_ENOUGH_REPLICAS just after a leader change) by
-#: bumping its producer epoch and re-sending every unacknowledged batch from sequence 0, on every
-#: partition: a batch the old leader had written and replicated but not acknowledged is then
-#: appended again, legitimately, under the new epoch. The Java client retries without the bump.
-#: Seen once in the kills scenario (chaos-kills/2: 1068..1069 again at 1070..1071, epoch 0 seq 1068
-#: then epoch 1 seq 0); tests/node/test_idempotence_leader_change.py shows the broker's side right.
-_IDEMPOTENT_DEFAULTS: Mapping[str, ConfigValue] = {"max.in.flight.requests.per.connection": 1}
 
 
 class Producer(Workload[ck.Producer]):
@@ -171,7 +162,7 @@ class Producer(Workload[ck.Producer]):
     def _prepare(self) -> ck.Producer:
         config: dict[str, Any] = {
             **_DEFAULTS,
-            **(_IDEMPOTENT_DEFAULTS if self.idempotent else {}),
+            **(IDEMPOTENT_DEFAULTS if self.idempotent else {}),
             "enable.idempotence": self.idempotent,
             "acks": self.acks,
             "bootstrap.servers": self.bootstrap,

@@ -9,7 +9,16 @@ from typing import Any
 
 from confluent_kafka import Message
 
-__all__ = ["CLIENT_LOGGER", "CONSUMER_DEFAULTS", "ConfigValue", "Record", "partition_key", "reader_config", "record_of"]
+__all__ = [
+    "CLIENT_LOGGER",
+    "CONSUMER_DEFAULTS",
+    "IDEMPOTENT_DEFAULTS",
+    "ConfigValue",
+    "Record",
+    "partition_key",
+    "reader_config",
+    "record_of",
+]
 
 ConfigValue = str | int | float | bool
 #: One record as a history holds it: ``{"topic", "partition", "offset", "value"}``.
@@ -23,6 +32,17 @@ CONSUMER_DEFAULTS: Mapping[str, ConfigValue] = {
     "isolation.level": "read_uncommitted",  # up to the high watermark, not the last stable offset
     "socket.timeout.ms": 10_000,
 }
+
+#: One request in flight per broker for the idempotent producer (both chaos producers use it:
+#: :class:`chaos.workloads.Producer` and :class:`chaos.workload.ProducerWorkload`). With several,
+#: librdkafka (up to 2.16 at least; confluentinc/librdkafka#4953, open) answers an OUT_OF_ORDER_SEQUENCE_NUMBER on a
+#: pipelined request whose predecessor failed (NOT_ENOUGH_REPLICAS just after a leader change) by
+#: bumping its producer epoch and re-sending every unacknowledged batch from sequence 0, on every
+#: partition: a batch the old leader had written and replicated but not acknowledged is then
+#: appended again, legitimately, under the new epoch. The Java client retries without the bump.
+#: Seen once in the kills scenario (chaos-kills/2: 1068..1069 again at 1070..1071, epoch 0 seq 1068
+#: then epoch 1 seq 0); tests/node/test_idempotence_leader_change.py shows the broker's side right.
+IDEMPOTENT_DEFAULTS: Mapping[str, ConfigValue] = {"max.in.flight.requests.per.connection": 1}
 
 
 class _ClientLog:
