@@ -59,10 +59,15 @@ def committed(site: Site, topic: str, group: str, partitions: int) -> dict[int, 
     return {tp.partition: tp.offset for tp in got if tp.offset >= 0}
 
 
-def end_offsets(site: Site, topic: str, partitions: int) -> dict[int, int]:
+def end_offsets(site: Site, topic: str, partitions: int) -> dict[int, int] | None:
+    """Each partition's high watermark, or None while the topic is not there yet (the mirror creates it)."""
     consumer = Consumer({"bootstrap.servers": site.bootstrap, "group.id": "probe"})
     try:
         return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
+    except KafkaException as e:
+        if e.args[0].code() in (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART):
+            return None
+        raise
     finally:
         consumer.close()
 
