@@ -53,6 +53,18 @@ _log = logging.getLogger(__name__)
 
 #: Seconds each producer poll may wait for delivery reports while the loop has nothing else to do.
 _POLL_SECONDS = 0.05
+#: Errors a high-watermark query is asked again after: librdkafka does not mark them retriable there.
+_RETRY_WATERMARK = frozenset(
+    {
+        KafkaError.OFFSET_NOT_AVAILABLE,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.FENCED_LEADER_EPOCH,
+        KafkaError.UNKNOWN_LEADER_EPOCH,
+        KafkaError._TIMED_OUT,
+        KafkaError._TRANSPORT,
+    }
+)
 #: Most entries kept in ``errors`` (the first ones: later ones are usually consequences).
 _MAX_ERRORS = 100
 #: Most entries kept in ``client_errors`` (the latest ones).
@@ -306,6 +318,21 @@ class ProducerWorkload:
                 self.client_errors.append(f"{error.name()}: {error.str()}")
 
 
+def _high_watermark(consumer: Consumer, tp: TopicPartition, deadline: float) -> int:
+    """The partition's high watermark, asked again after a retriable error (a leader just elected
+    answers OFFSET_NOT_AVAILABLE until it knows how far the old one had committed) until ``deadline``."""
+    while True:
+        try:
+            _, high = consumer.get_watermark_offsets(tp, timeout=max(0.1, deadline - time.monotonic()))
+            return int(high)
+        except KafkaException as e:
+            error: KafkaError = e.args[0]
+            if not (error.retriable() or error.code() in _RETRY_WATERMARK) or time.monotonic() >= deadline:
+                raise WorkloadError(f"read back {tp.topic}[{tp.partition}]: its high watermark: {error}") from e
+            _log.info("read back %s[%d]: high watermark: %s; asking again", tp.topic, tp.partition, error)
+            time.sleep(0.1)
+
+
 def read_back(
     bootstrap: str,
     topic: str,
@@ -340,10 +367,7 @@ def read_back(
         if described is None or described.error is not None or not described.partitions:
             why = "no metadata" if described is None else (described.error or "no partitions")
             raise WorkloadError(f"read back {topic!r} from {bootstrap}: {why}")
-        ends: dict[int, int] = {}
-        for partition in sorted(described.partitions):
-            _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=remaining())
-            ends[partition] = high
+        ends = {p: _high_watermark(consumer, TopicPartition(topic, p), deadline) for p in sorted(described.partitions)}
         positions = dict.fromkeys(ends, 0)
         unfinished = {p for p, high in ends.items() if high > 0}
         out: list[Read] = []

@@ -107,6 +107,11 @@ class Partition:
         self.truncation: Truncation | None = None  # the last truncation to a cut, from the state
         self.followers: dict[NodeId, FollowerState] = {}  # leader: one per replica but itself
         self.leadership = 0  # counts this broker's uninterrupted leaderships (across epoch bumps)
+        #: Leader: the log end offset when it took the current epoch (Kafka's leader epoch start
+        #: offset). A new leader's high watermark is what it knew as a follower and may lag behind
+        #: records committed under the old leader until its followers fetch; below this offset,
+        #: ListOffsets for clients answers OFFSET_NOT_AVAILABLE rather than an end that went back.
+        self.epoch_start_offset: Offset = NO_OFFSET
         self.needs_truncation = False  # a follower that must ask the leader where its log diverges
         # Mirror topics: [from, to) ranges the log jumped over because the source deleted them unmirrored.
         self.mirror_gaps: list[tuple[int, int]] = []
@@ -206,6 +211,7 @@ class Partition:
         self.role = LEADER
         self.needs_truncation = False
         self.log.assign_epoch(self.leader_epoch)
+        self.epoch_start_offset = self.log.log_end_offset
         if not continuing:
             self.leadership += 1
             self.followers = {}
@@ -229,6 +235,12 @@ class Partition:
                 f"broker {self.broker_id} is not the leader of {self.tp} (leader {self.leader_id}, "
                 f"epoch {self.leader_epoch})",
             )
+
+    @property
+    def high_watermark_lagging(self) -> bool:
+        """Leader: its high watermark is still behind the start of its epoch (just elected, its
+        followers have not fetched yet): committed records may lie above it."""
+        return self.is_leader and self.log.high_watermark < self.epoch_start_offset
 
     def check_epoch(self, current_leader_epoch: int) -> None:
         """Fetch/ListOffsets/OffsetForLeaderEpoch fencing (KIP-320): -1 skips the check."""

@@ -14,7 +14,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from node.protocol import ApiKey
+import trio
+
+from node.protocol import ApiKey, ErrorCode
 from storage.records import (
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -34,6 +36,10 @@ ZSTD_PRODUCE_VERSION = 7  # zstd batches need Produce v7 (KIP-110)
 FETCH_VERSION = 11
 READ_COMMITTED_FETCH_VERSION = 4  # isolation_level and aborted_transactions appear in Fetch v4
 LIST_OFFSETS_VERSION = 5
+#: How long ListOffsets asks again a leader that answers OFFSET_NOT_AVAILABLE (just elected, its
+#: high watermark behind the start of its epoch until its followers fetch), and how often.
+_LAGGING_RETRY_S = 5.0
+_LAGGING_RETRY_PAUSE_S = 0.05
 ACKS_ALL = -1
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 EARLIEST, LATEST = -2, -1  # ListOffsets targets: the log start, the high watermark
@@ -197,7 +203,8 @@ async def list_offsets(
     asked of the partitions' leaders (read_committed: LATEST is the last stable offset).
 
     A partition error, or a partition the answer leaves out, raises ClientError, or gives -1 when
-    ``strict`` is False. Raises ClientError when a leader cannot be reached.
+    ``strict`` is False; OFFSET_NOT_AVAILABLE is asked again for up to 5 s first. Raises
+    ClientError when a leader cannot be reached.
     """
 
     def body(version: int, parts: list[int]) -> dict[str, Any]:
@@ -209,19 +216,28 @@ async def list_offsets(
             "topics": [{"name": topic, "partitions": [{"partition_index": p, "timestamp": timestamp} for p in parts]}],
         }
 
-    responses = await route.on_leaders(topic, partitions, ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, body)
     out = dict.fromkeys(partitions, NO_OFFSET)
     answered: set[int] = set()
-    for response in responses:
-        for t in response.topics:
-            if t.name != topic:
-                continue
-            for p in t.partitions:
-                answered.add(p.partition_index)
-                if p.error_code == 0:
-                    out[p.partition_index] = Offset(int(p.offset))
-                elif strict:
-                    raise ClientError.from_code(p.error_code, f"ListOffsets {topic}-{p.partition_index}{route.where}")
+    asked, deadline = list(partitions), trio.current_time() + _LAGGING_RETRY_S
+    while asked:
+        responses = await route.on_leaders(topic, asked, ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, body)
+        lagging: list[int] = []
+        for response in responses:
+            for t in response.topics:
+                if t.name != topic:
+                    continue
+                for p in t.partitions:
+                    index = p.partition_index
+                    answered.add(index)
+                    if p.error_code == 0:
+                        out[index] = Offset(int(p.offset))
+                    elif p.error_code == ErrorCode.OFFSET_NOT_AVAILABLE and trio.current_time() < deadline:
+                        lagging.append(index)  # a leader just elected: it knows its end in a moment
+                    elif strict:
+                        raise ClientError.from_code(p.error_code, f"ListOffsets {topic}-{index}{route.where}")
+        asked = lagging
+        if asked:
+            await trio.sleep(_LAGGING_RETRY_PAUSE_S)
     missing = [p for p in partitions if p not in answered]
     if strict and missing:
         raise ClientError(f"ListOffsets{route.where} answered nothing for {topic} partitions {missing}")

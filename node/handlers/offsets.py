@@ -1,9 +1,15 @@
-"""ListOffsets (2) and DeleteRecords (21); DeleteRecords refuses mirror topics (POLICY_VIOLATION)."""
+"""ListOffsets (2) and DeleteRecords (21); DeleteRecords refuses mirror topics (POLICY_VIOLATION).
+
+ListOffsets answers a client OFFSET_NOT_AVAILABLE (retriable) for the latest offset, or a time
+past the high watermark, while the leader's high watermark is behind the start of its epoch:
+just elected, it does not know yet how far the old leader had committed, and an end offset that
+went back would make a reader stop short.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from node.errors import BrokerError, answer_errors
 from node.protocol import ErrorCode
@@ -11,6 +17,9 @@ from node.request import Request
 from storage.records import NO_OFFSET
 
 from ._services import PartitionSource
+
+if TYPE_CHECKING:
+    from node.partition import Partition
 
 LATEST = -1
 EARLIEST = -2
@@ -24,6 +33,7 @@ class OffsetsServices:
 
 async def handle_list_offsets(services: OffsetsServices, request: Request) -> dict[str, Any]:
     req = request.body
+    client = req.replica_id < 0  # not a replica (consumers send -1, Kafka's own tools -2)
     topics = []
     for topic in req.topics:
         partitions = []
@@ -41,9 +51,14 @@ async def handle_list_offsets(services: OffsetsServices, request: Request) -> di
                 partition.check_epoch(getattr(lp, "current_leader_epoch", -1))
                 plog = partition.log
                 ts = lp.timestamp
+                # A client must not see the end go back: a leader just elected may not know yet
+                # how far the old one had committed (Kafka answers the same, retriable, error).
+                lagging = client and partition.high_watermark_lagging
                 if ts == EARLIEST:
                     offset, found_ts = plog.log_start_offset, -1
                 elif ts == LATEST:
+                    if lagging:
+                        raise _lagging(partition)
                     offset, found_ts = plog.high_watermark, -1
                 elif ts <= MAX_TIMESTAMP:
                     raise BrokerError(ErrorCode.INVALID_REQUEST, f"timestamp {ts} is not a valid ListOffsets target")
@@ -51,6 +66,8 @@ async def handle_list_offsets(services: OffsetsServices, request: Request) -> di
                     found = plog.find_offset_by_timestamp(ts)
                     offset, found_ts = found if found is not None else (NO_OFFSET, -1)
                     if offset >= plog.high_watermark:
+                        if lagging:
+                            raise _lagging(partition)
                         offset, found_ts = NO_OFFSET, -1
                 if request.api_version == 0:
                     entry["old_style_offsets"] = [offset] if offset >= 0 and lp.max_num_offsets > 0 else []
@@ -61,6 +78,14 @@ async def handle_list_offsets(services: OffsetsServices, request: Request) -> di
             partitions.append(entry)
         topics.append({"name": topic.name, "partitions": partitions})
     return {"throttle_time_ms": 0, "topics": topics}
+
+
+def _lagging(partition: Partition) -> BrokerError:
+    return BrokerError(
+        ErrorCode.OFFSET_NOT_AVAILABLE,
+        f"{partition.tp}: high watermark {partition.log.high_watermark} is behind "
+        f"the start of leader epoch {partition.leader_epoch} ({partition.epoch_start_offset}): retry",
+    )
 
 
 async def handle_delete_records(services: OffsetsServices, request: Request) -> dict[str, Any]:

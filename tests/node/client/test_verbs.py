@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 from node.client import AdminClient, ClientError, GroupAdmin, NodeConnection, list_offsets
 from node.client._site import MakeBody, PartitionsBody
@@ -144,3 +145,27 @@ def test_list_groups_names_the_broker_that_failed() -> None:
     route.answers += [NS(error_code=0, groups=[]), NS(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, groups=[])]
     with pytest.raises(ClientError, match="listing groups on broker 2 on site test: COORDINATOR_NOT_AVAILABLE"):
         trio.run(GroupAdmin(AdminClient(route)).list_groups)
+
+
+def test_list_offsets_asks_a_lagging_leader_again_for_only_those_partitions() -> None:
+    route = FakeRoute(version=5)
+    route.answers.append(offsets_answer((0, ErrorCode.OFFSET_NOT_AVAILABLE, -1), (1, 0, 9)))
+    route.answers.append(offsets_answer((0, ErrorCode.OFFSET_NOT_AVAILABLE, -1)))
+    route.answers.append(offsets_answer((0, 0, 1079)))
+    assert trio.run(list_offsets, route, "t", [0, 1], -1) == {0: 1079, 1: 9}
+    asked = [[p["partition_index"] for p in sent[2]["topics"][0]["partitions"]] for sent in route.sent]
+    assert asked == [[0, 1], [0], [0]]
+
+
+def test_list_offsets_gives_up_on_a_leader_that_stays_lagging() -> None:
+    route = FakeRoute(version=5)
+    for _ in range(200):
+        route.answers.append(offsets_answer((0, ErrorCode.OFFSET_NOT_AVAILABLE, -1)))
+
+    async def main() -> None:
+        with trio.move_on_after(60):  # the fake clock below makes 5 s pass at once
+            await list_offsets(route, "t", [0], -1)
+
+    with pytest.raises(ClientError, match="ListOffsets t-0 on site test: OFFSET_NOT_AVAILABLE"):
+        trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert 2 <= len(route.sent) < 200

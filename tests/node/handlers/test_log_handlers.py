@@ -13,22 +13,26 @@ from typing import Any
 import pytest
 import trio
 
+from node.coordination import PartitionState
 from node.handlers.epochs import EpochServices, handle_offset_for_leader_epoch
 from node.handlers.fetch import FetchServices, handle_fetch
 from node.handlers.mirror import MirrorServices, handle_mirror_append
 from node.handlers.offsets import OffsetsServices, handle_delete_records, handle_list_offsets
 from node.handlers.produce import ProduceServices, handle_produce
+from node.partition import Partition
 from node.protocol import ApiKey, ErrorCode
 from node.request import CloseConnection
-from storage import LogDirOfflineError
+from storage import FaultPoints, LogConfig, LogDirOfflineError, TopicPartition, create_log
 from storage.records import build_batch, iter_batches
 from tests.node.handlers.fakes import (
+    BROKER_ID,
     NOW_MS,
     FakeFollowers,
     FakeMetrics,
     FakePartitions,
     fake_partition,
     leader_partition,
+    policy,
     request,
 )
 
@@ -180,6 +184,45 @@ def test_list_offsets_answers_the_ends_and_refuses_an_invalid_target(tmp_path: P
     assert ask(-2)["offset"] == 0
     assert ask(-1)["offset"] == partition.log.high_watermark
     assert ask(-7)["error_code"] == ErrorCode.INVALID_REQUEST
+
+
+def test_a_new_leader_whose_high_watermark_lags_answers_offset_not_available_until_its_followers_fetch(
+    tmp_path: Path,
+) -> None:
+    tp = TopicPartition("orders", 0)
+    log = create_log(tmp_path / "orders-0", tp, LogConfig(), faults=FaultPoints(), clock=lambda: NOW_MS)
+    partition = Partition(tp, log, policy(), broker_id=BROKER_ID, clock=lambda: NOW_MS)
+    # A follower of broker 2 holds 4 records the old leader committed, but its own high watermark
+    # never heard of them; then it is elected.
+    partition.apply_state(PartitionState(2, 0, (2, BROKER_ID), 1, version=0), (2, BROKER_ID))
+    partition.append_replica(values(4))
+    assert partition.log.high_watermark == 0
+    partition.apply_state(PartitionState(BROKER_ID, 1, (BROKER_ID, 2), 1, version=1), (2, BROKER_ID))
+    assert partition.is_leader and partition.epoch_start_offset == 4
+    services = OffsetsServices(FakePartitions(partition))
+
+    def ask(timestamp: int, *, replica_id: int = -1) -> dict[str, Any]:
+        body = {
+            "replica_id": replica_id,
+            "isolation_level": 0,
+            "topics": [
+                {
+                    "name": "orders",
+                    "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": timestamp}],
+                }
+            ],
+        }
+        return only_partition(
+            run(handle_list_offsets, services, request(ApiKey.LIST_OFFSETS, 4, body)), "topics", "partitions"
+        )
+
+    assert ask(-1)["error_code"] == ErrorCode.OFFSET_NOT_AVAILABLE  # not 0: the end must not go back
+    assert ask(NOW_MS)["error_code"] == ErrorCode.OFFSET_NOT_AVAILABLE  # found at 0, past the lagging HW
+    assert (ask(-2)["error_code"], ask(-2)["offset"]) == (0, 0)
+    assert (ask(-1, replica_id=2)["error_code"], ask(-1, replica_id=2)["offset"]) == (0, 0)  # a replica asks
+    partition.record_follower_fetch(2, 4)  # the follower has them all: the HW catches up
+    assert (ask(-1)["error_code"], ask(-1)["offset"]) == (0, 4)
+    assert (ask(NOW_MS)["error_code"], ask(NOW_MS)["offset"]) == (0, 0)
 
 
 def test_a_storage_error_becomes_kafka_storage_error(tmp_path: Path) -> None:
