@@ -44,6 +44,7 @@ from node.protocol import ApiKey
 from node.replica_manager import ReplicaManager
 from node.request import CloseConnection, Request
 from node.server import KafkaServer, ServerLimits, api_name, bind_listener
+from node.stall import StallWatch
 from storage import LogManager, wall_clock_ms
 
 log = logging.getLogger("strait.node")
@@ -147,6 +148,9 @@ class Broker:
                     log.warning("recovered %s: %s", report.tp, report)
             self._cluster = ClusterState(config, self.zk, logs)
             cluster = self._cluster
+            stall = StallWatch(config.zookeeper_session_timeout_ms / 3000, lambda _seconds: self.zk.post("stalled"))
+            cluster.stall = stall
+            stall.start()
             replicas = self.replicas = ReplicaManager(config, cluster, self.zk)
             controller = self.controller = Controller(config, cluster, self.zk)
             cluster.on_refresh.append(lambda: sync_coordinator(cluster, self.groups))
@@ -257,6 +261,8 @@ class Broker:
                     task_status.started(info)
         finally:
             self.status = "stopping"
+            if self._cluster is not None and self._cluster.stall is not None:
+                self._cluster.stall.stop()
             with trio.CancelScope(shield=True), trio.move_on_after(SHUTDOWN_DEADLINE_S):
                 await self.zk.close()
                 if logs is not None:
@@ -374,6 +380,7 @@ class Broker:
             except Exception:
                 log.exception("refreshing cluster state after %r failed; retrying in 1 s", event)
                 await trio.sleep(1)
+                self.zk.post(event)
 
     async def _maintenance(self, logs: LogManager) -> None:
         interval = min(self.config.log_retention_check_interval_ms, self.config.log_flush_scheduler_interval_ms)

@@ -42,6 +42,7 @@ from node.errors import BrokerError
 from node.ids import NO_NODE, NodeId
 from node.partition import Partition
 from node.protocol import ErrorCode
+from node.stall import StallWatch
 from storage import LeaderEpoch, LogConfig, LogManager, TopicPartition, wall_clock_ms
 
 log = logging.getLogger("strait.node.cluster")
@@ -102,12 +103,24 @@ class ClusterState:
         self._roles_applied = False
         self._claims_pending = False
         self._log_default = config.log_config()
+        #: Notices this process was stopped (see :mod:`node.stall`); set by the broker. After a
+        #: stall the node leads nothing until a re-read of ZooKeeper begun after it completes.
+        self.stall: StallWatch | None = None
+        self._stalls_answered = 0  # the stall generation the last complete refresh began at
+
+    @property
+    def leadership_in_doubt(self) -> bool:
+        """This process was stopped long enough to have lost its ZooKeeper session, and has not
+        re-read ZooKeeper since: the leaderships it holds may be another broker's by now."""
+        stall = self.stall
+        return stall is not None and (stall.overdue() or stall.generation > self._stalls_answered)
 
     # -- reading ZooKeeper -------------------------------------------------------------------
 
     async def refresh(self) -> None:
         """Re-read ZooKeeper and reconcile the local logs with it (serialised)."""
         async with self._refresh_lock:
+            stalls = self.stall.generation if self.stall is not None else 0
             snap = await self.zk.snapshot()
             inter_broker = self.config.inter_broker_listener_name
             self.brokers = {b: reg.reached_through(inter_broker) for b, reg in snap.brokers.items()}
@@ -139,6 +152,7 @@ class ClusterState:
             changed = self._reconcile(fresh)
             self._roles_applied = self.registered
             self.topics = fresh
+            self._stalls_answered = max(self._stalls_answered, stalls)
             for callback in self.on_refresh:
                 callback()
             for on_change in self.on_roles_changed:
@@ -224,6 +238,12 @@ class ClusterState:
                 if partition.leader_id < 0:
                     raise BrokerError(ErrorCode.LEADER_NOT_AVAILABLE, f"{topic}-{index} has no leader right now")
                 partition.check_leader()
+            if leader and self.leadership_in_doubt:
+                raise BrokerError(
+                    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                    f"broker {self.broker_id} was stopped for a while and is re-reading ZooKeeper before it "
+                    f"leads {topic}-{index} again",
+                )
             return partition
         state = self.topics.get(topic)
         if state is not None and index in state.assignment:

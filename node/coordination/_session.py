@@ -164,6 +164,11 @@ class ZkSession:
     ) -> None:
         await self.close()
 
+    def post(self, hint: str) -> None:
+        """Queue a hint of the caller's own on :meth:`events` (thread-safe, never blocks), e.g.
+        ``"stalled"`` when the process was stopped and everything must be read again."""
+        self._hints.post(hint)
+
     def events(self) -> trio.MemoryReceiveChannel[str]:
         """Hints that something changed; re-read the named state when one arrives.
 

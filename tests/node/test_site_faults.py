@@ -22,9 +22,9 @@ from chaos.ledger import Ledger, check
 from chaos.nemesis import Kill, Partition, Pause
 from chaos.proxy import ProxyHandle, run_in_thread
 from chaos.workload import ProducerWorkload, read_back
-from node.protocol import ApiKey, ErrorCode
+from node.protocol import ApiKey, ErrorCode, decode_response, encode_request, request_header
 from tests.node.harness import NodeProcess, stored_batches
-from tests.node.raw import connect, produce_raw, request
+from tests.node.raw import connect, produce_raw, read_frame, request
 from tests.node.test_replication import bootstrap, create_topic, leader_of, partition_states, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos, pytest.mark.slow]
@@ -203,3 +203,42 @@ def test_kill_the_controller(site: Site, tmp_path: Path) -> None:
         outage.heal()
 
     run_with_fault(site(3), tmp_path, fault)
+
+
+def test_a_leader_paused_past_its_session_answers_no_stale_offsets_when_it_resumes(site: Site) -> None:
+    """A request that reached the old leader while it was stopped is answered after it resumes,
+    before its ZooKeeper client has even noticed the session is gone: it must not be answered
+    from the leadership it lost (the high watermark it had, far behind the new leader's)."""
+    nodes = site(3)
+    create_topic(nodes, TOPIC, partitions=1, rf=3, **{"min.insync.replicas": "2"})
+    victim = leader_of(nodes, TOPIC)
+    others = [n for n in nodes if n is not victim]
+    for i in range(5):
+        assert produce_raw(victim.bootstrap, TOPIC, 0, [f"before-{i}".encode()]).error_code == 0
+    body = {
+        "replica_id": -1,
+        "isolation_level": 0,
+        "topics": [{"name": TOPIC, "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}],
+    }
+    with connect(victim.bootstrap) as sock:
+        with Pause([victim]):
+            wait_for(
+                "a new leader while the old one is paused",
+                lambda: partition_states(others[0], TOPIC)[0]["leader"] not in (victim.broker_id, -1),
+                timeout=SESSION_MS / 1000 * 4,
+            )
+            new_leader = next(n for n in others if n.broker_id == partition_states(others[0], TOPIC)[0]["leader"])
+            for i in range(20):
+                assert produce_raw(new_leader.bootstrap, TOPIC, 0, [f"after-{i}".encode()]).error_code == 0
+            end = partition_states(new_leader, TOPIC)[0]["high_watermark"]
+            assert end == 25
+            # Sent now, read by the old leader the moment it runs again.
+            sock.sendall(encode_request(request_header(ApiKey.LIST_OFFSETS, 4, 7, "raw-test"), body))
+        frame = read_frame(sock)
+    assert frame is not None, "the old leader closed the connection"
+    _, answer = decode_response(ApiKey.LIST_OFFSETS, 4, frame)
+    (partition,) = answer.topics[0].partitions
+    assert (partition.error_code, partition.offset) in {
+        (ErrorCode.NOT_LEADER_OR_FOLLOWER, -1),
+        (0, end),
+    }, f"the old leader answered error {partition.error_code}, offset {partition.offset} (the end is {end})"
