@@ -35,7 +35,7 @@ lint: setup
 	$(BIN)/mypy
 
 test: setup $(KAFKA_JARS)/.ok lint
-	STRAIT_KAFKA_JARS=$(abspath $(KAFKA_JARS)) $(BIN)/pytest
+	STRAIT_KAFKA_JARS=$(abspath $(KAFKA_JARS)) $(BIN)/pytest -n 2 --dist loadscope
 
 bench: setup
 	$(BIN)/python -m bench.storage_bench --out bench/results
