@@ -218,7 +218,9 @@ def test_a_leader_paused_past_its_session_answers_no_stale_offsets_when_it_resum
     body = {
         "replica_id": -1,
         "isolation_level": 0,
-        "topics": [{"name": TOPIC, "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}],
+        "topics": [
+            {"name": TOPIC, "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}
+        ],
     }
     with connect(victim.bootstrap) as sock:
         with Pause([victim]):
