@@ -45,6 +45,7 @@ from node.replica_manager import ReplicaManager
 from node.request import CloseConnection, Request
 from node.server import KafkaServer, ServerLimits, api_name, bind_listener
 from node.stall import StallWatch
+from node.tls import ServerTls
 from storage import LogManager, wall_clock_ms
 
 log = logging.getLogger("strait.node")
@@ -134,6 +135,9 @@ class Broker:
     async def run(self, *, task_status: trio.TaskStatus[ReadyInfo] = trio.TASK_STATUS_IGNORED) -> None:
         """Run the node until cancelled; ``task_status.started(ReadyInfo)`` once it serves."""
         config = self.config
+        # Before anything starts: a keystore that does not load stops the node here, named.
+        on_tls = any(config.security_protocol(x.name) == "SSL" for x in config.listeners)
+        tls = ServerTls(config) if on_tls else None
         await self.zk.start()
         logs: LogManager | None = None
         try:
@@ -206,6 +210,7 @@ class Broker:
                             limits,
                             listener_name=name,
                             security_protocol=config.security_protocol(name),
+                            tls=tls if config.security_protocol(name) == "SSL" else None,
                         ),
                         sock,
                     )

@@ -41,14 +41,18 @@ from node.protocol import (
     read_request_header,
     schema,
 )
-from node.request import CloseConnection, ConnectionInfo, Request
+from node.request import ANONYMOUS, CloseConnection, ConnectionInfo, Request
+from node.tls import ServerTls, TlsError
 
 __all__ = [
     "CloseConnection",
     "ConnectionInfo",
     "KafkaServer",
+    "PlainTransport",
     "RequestHandler",
     "ServerLimits",
+    "TlsTransport",
+    "Transport",
     "api_name",
     "bind_listener",
     "write_frame",
@@ -58,6 +62,8 @@ log = logging.getLogger("strait.node.server")
 
 _SIZE = struct.Struct(">i")
 _READ_CHUNK = 256 * 1024
+#: Seconds a TLS client has to finish its handshake.
+TLS_HANDSHAKE_S = 10.0
 _API_NAMES: dict[int, str] = {}
 
 
@@ -93,10 +99,74 @@ class ServerLimits:
     receive_buffer_bytes: int = -1  # socket.receive.buffer.bytes
 
 
-class _FrameReader:
-    """Size-prefixed frames from a socket, with one reusable read buffer."""
+class Transport(Protocol):
+    """A connection's byte stream: the plain socket, or TLS over it."""
 
-    def __init__(self, sock: trio.socket.SocketType, max_bytes: int) -> None:
+    async def recv(self, max_bytes: int) -> bytes:
+        """Up to ``max_bytes``; b"" at the end of the stream."""
+        ...
+
+    async def recv_into(self, view: memoryview, max_bytes: int) -> int: ...
+
+    async def send_all(self, data: bytes | memoryview) -> None: ...
+
+    async def send_region(self, region: Region) -> None:
+        """Send ``region.length`` bytes of a log file from ``region.position``."""
+        ...
+
+
+class PlainTransport:
+    """The socket itself; log file ranges go out with ``os.sendfile`` (zero copy)."""
+
+    def __init__(self, sock: trio.socket.SocketType) -> None:
+        self.sock = sock
+
+    async def recv(self, max_bytes: int) -> bytes:
+        return await self.sock.recv(max_bytes)
+
+    async def recv_into(self, view: memoryview, max_bytes: int) -> int:
+        return await self.sock.recv_into(view, max_bytes)
+
+    async def send_all(self, data: bytes | memoryview) -> None:
+        await _send_all(self.sock, data)
+
+    async def send_region(self, region: Region) -> None:
+        await _sendfile(self.sock, region)
+
+
+class TlsTransport:
+    """TLS over the socket (``trio.SSLStream``). Log file ranges are read (in a worker thread, so a
+    cold read never stalls the node) and encrypted: TLS cannot use ``os.sendfile``."""
+
+    def __init__(self, stream: trio.SSLStream[trio.SocketStream]) -> None:
+        self.stream = stream
+
+    async def recv(self, max_bytes: int) -> bytes:
+        return bytes(await self.stream.receive_some(max_bytes))
+
+    async def recv_into(self, view: memoryview, max_bytes: int) -> int:
+        data = await self.stream.receive_some(max_bytes)
+        view[: len(data)] = data
+        return len(data)
+
+    async def send_all(self, data: bytes | memoryview) -> None:
+        await self.stream.send_all(data)
+
+    async def send_region(self, region: Region) -> None:
+        offset, remaining = region.position, region.length
+        while remaining > 0:
+            chunk = await trio.to_thread.run_sync(os.pread, region.fd, min(remaining, _READ_CHUNK), offset)
+            if not chunk:
+                raise CloseConnection(f"log file ended {remaining} bytes early while sending a fetch response")
+            await self.stream.send_all(chunk)
+            offset += len(chunk)
+            remaining -= len(chunk)
+
+
+class _FrameReader:
+    """Size-prefixed frames from a connection, with one reusable read buffer."""
+
+    def __init__(self, sock: Transport, max_bytes: int) -> None:
         self._sock = sock
         self._max = max_bytes
         self._buf = bytearray()
@@ -166,27 +236,27 @@ async def _sendfile(sock: trio.socket.SocketType, region: Region) -> None:
     await trio.lowlevel.checkpoint()
 
 
-async def write_frame(sock: trio.socket.SocketType, frame: EncodedFrame) -> None:
+async def write_frame(sock: Transport, frame: EncodedFrame) -> None:
     pending: list[bytes] = []
     for part in frame.parts:
         if isinstance(part, bytes | bytearray | memoryview):
             pending.append(bytes(part))
             continue
         if pending:
-            await _send_all(sock, b"".join(pending))
+            await sock.send_all(b"".join(pending))
             pending = []
-        await _sendfile(sock, part)
+        await sock.send_region(part)
     if pending:
-        await _send_all(sock, b"".join(pending) if len(pending) > 1 else pending[0])
+        await sock.send_all(b"".join(pending) if len(pending) > 1 else pending[0])
 
 
 class KafkaServer:
     """Accepts connections on one listening socket and serves each in its own task.
 
     A node runs one per listener (``listeners=LOCAL://...,WAN://...``); each connection carries
-    the listener's name and security protocol to the handlers (``ConnectionInfo``). Only
-    PLAINTEXT is implemented: a TLS or SASL listener would wrap or authenticate the accepted
-    socket here, before the first request is read.
+    the listener's name, security protocol and principal to the handlers (``ConnectionInfo``).
+    An SSL listener (``tls``) finishes the TLS handshake within ``TLS_HANDSHAKE_S`` before the
+    first request is read; the principal is the client certificate's (``node.tls``).
     """
 
     def __init__(
@@ -197,10 +267,14 @@ class KafkaServer:
         *,
         listener_name: str = "PLAINTEXT",
         security_protocol: str = "PLAINTEXT",
+        tls: ServerTls | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
-        if security_protocol != "PLAINTEXT":
+        if security_protocol not in ("PLAINTEXT", "SSL"):
             raise ValueError(f"listener {listener_name}: security protocol {security_protocol} is not supported yet")
+        if (security_protocol == "SSL") != (tls is not None):
+            raise ValueError(f"listener {listener_name}: TLS settings are for SSL listeners, and SSL needs them")
+        self.tls = tls
         self.handler = handler
         self.metrics = metrics
         self.limits = limits
@@ -237,12 +311,18 @@ class KafkaServer:
         reason = "eof"
         try:
             with sock:
-                conn = ConnectionInfo(peer, self.listener_name, security_protocol=self.security_protocol)
-                reason = await self._loop(sock, conn)
+                transport, principal = await self._secure(sock, peer)
+                conn = ConnectionInfo(
+                    peer, self.listener_name, principal=principal, security_protocol=self.security_protocol
+                )
+                reason = await self._loop(transport, conn)
+        except _HandshakeFailed as exc:
+            reason = "tls"
+            log.info("closing connection from %s: TLS handshake failed: %s", peer, exc)
         except CloseConnection as exc:
             reason = "protocol"
             log.warning("closing connection from %s: %s", peer, exc.reason)
-        except (ConnectionError, OSError) as exc:
+        except (ConnectionError, OSError, trio.BrokenResourceError) as exc:
             reason = "io"
             log.debug("connection from %s failed: %s", peer, exc)
         except Exception:
@@ -253,7 +333,24 @@ class KafkaServer:
             self.connections -= 1
             self.metrics.connection_closed(reason)
 
-    async def _loop(self, sock: trio.socket.SocketType, conn: ConnectionInfo) -> str:
+    async def _secure(self, sock: trio.socket.SocketType, peer: str) -> tuple[Transport, str]:
+        """The connection's transport and principal: the socket as it is, or TLS after a handshake."""
+        if self.tls is None:
+            return PlainTransport(sock), ANONYMOUS
+        stream = trio.SSLStream(trio.SocketStream(sock), self.tls.context(), server_side=True)
+        try:
+            with trio.fail_after(TLS_HANDSHAKE_S):
+                await stream.do_handshake()
+            principal = self.tls.principal(stream.getpeercert())
+        except trio.TooSlowError:
+            raise _HandshakeFailed(f"not finished within {TLS_HANDSHAKE_S:g} s") from None
+        except trio.BrokenResourceError as exc:
+            raise _HandshakeFailed(str(exc.__cause__ or exc)) from None
+        except TlsError as exc:
+            raise _HandshakeFailed(f"the client certificate names no principal: {exc}") from None
+        return TlsTransport(stream), principal
+
+    async def _loop(self, sock: Transport, conn: ConnectionInfo) -> str:
         reader = _FrameReader(sock, self.limits.max_request_bytes)
         ranges = self.handler.api_ranges
         while True:
@@ -296,6 +393,10 @@ class KafkaServer:
                 out = encoded.size
                 await write_frame(sock, encoded)
             self.metrics.record_request(api_name(header.api_key), len(frame) + 4, out, self._clock() - started)
+
+
+class _HandshakeFailed(Exception):
+    """A TLS client that did not complete the handshake (wrong protocol, untrusted certificate, ...)."""
 
 
 async def bind_listener(host: str, port: int, *, backlog: int = 1024) -> trio.socket.SocketType:

@@ -50,6 +50,7 @@ def start(config_path: Path, ready_file: Path | None) -> None:
     if root.level > logging.INFO:
         root.setLevel(logging.INFO)
     from node.coordination import CoordinationError
+    from node.tls import TlsError
     from storage import StorageError
 
     try:
@@ -57,7 +58,7 @@ def start(config_path: Path, ready_file: Path | None) -> None:
             trio.run(_run, config, ready_file)
     except BaseExceptionGroup as group:
         leaf = _single_leaf(group)
-        if isinstance(leaf, CoordinationError | StorageError | OSError):
+        if isinstance(leaf, CoordinationError | StorageError | TlsError | OSError):
             raise click.ClickException(f"node {config.broker_id} stopped: {leaf}") from None
         raise
 

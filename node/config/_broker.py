@@ -28,6 +28,7 @@ from types import MappingProxyType
 from typing import Any
 
 from node.ids import NodeId
+from node.security._principal import parse_principal_rules
 from storage import LogConfig
 
 from ._errors import ConfigError
@@ -139,6 +140,11 @@ def _first_listener_name(earlier: Mapping[str, Any]) -> str:
     return listeners[0].name
 
 
+def check_principal_rules(value: Value) -> None:
+    """``ssl.principal.mapping.rules``' validator; ValueError(reason naming the rule)."""
+    parse_principal_rules(str(value))
+
+
 def _paths(text: str) -> tuple[Path, ...]:
     return tuple(Path(d) for d in _split_dirs(text))
 
@@ -147,13 +153,14 @@ def _admin_address(text: str) -> tuple[str, int]:
     return parse_host_port(text, what="admin listener")
 
 
-_I, _L, _S, _B, _STR, _LIST = (
+_I, _L, _S, _B, _STR, _LIST, _PASSWORD = (
     ConfigType.INT,
     ConfigType.LONG,
     ConfigType.SHORT,
     ConfigType.BOOLEAN,
     ConfigType.STRING,
     ConfigType.LIST,
+    ConfigType.PASSWORD,
 )
 _RETENTION_VALID = "-1 (forever) or >= 1"
 _NO_EFFECT = "Accepted for compatibility; strait runs on trio tasks, so this has no effect."
@@ -161,6 +168,11 @@ _NO_EFFECT = "Accepted for compatibility; strait runs on trio tasks, so this has
 _NODE, _NET, _TOPICS, _LOG = "Node and ZooKeeper", "Listeners and connections", "Topics", "Log directories and segments"
 _RETENTION, _FLUSH, _REPLICATION = "Retention", "Flush", "Replication"
 _GROUPS, _TXN, _STRAIT = "Groups and offsets", "Transactions", "strait"
+_SECURITY = "Security"
+_JAVA_STORES = tuple(
+    (store, f"strait reads PEM files; convert the {store} store to PEM (keytool, then openssl pkcs12)")
+    for store in ("JKS", "PKCS12")
+)
 
 
 # -- the node's config: one field per setting, declaring the key(s) it is read from ----------------
@@ -224,7 +236,7 @@ class NodeConfig:
         name="listener.security.protocol.map", type=_STR, default=DEFAULT_PROTOCOL_MAP, check=check_protocol_map,
         valid="NAME:PROTOCOL,...", group=_NET,
         doc="The security protocol of each listener name. A name that is a protocol name maps to itself "
-            "unless listed; any other listener name must be listed. Only PLAINTEXT is supported.",
+            "unless listed; any other listener name must be listed. PLAINTEXT and SSL are supported.",
     ), convert=_protocol_pairs)
     inter_broker_listener_name: str = setting(ConfigKey(
         name="inter.broker.listener.name", type=_STR, default=None, group=_NET,
@@ -252,6 +264,50 @@ class NodeConfig:
     connections_max_idle_ms: int = setting(ConfigKey(
         name="connections.max.idle.ms", type=_L, default="600000", minimum=1, group=_NET,
         doc="Close a connection idle for this long.",
+    ))
+    # TLS (listeners whose protocol is SSL or SASL_SSL; see docs/security.md)
+    ssl_keystore_type: str = setting(ConfigKey(
+        name="ssl.keystore.type", type=_STR, default="PEM", choices=("PEM",), unsupported=_JAVA_STORES,
+        group=_SECURITY, doc="The format of ssl.keystore.location: PEM.",
+    ))
+    ssl_keystore_location: str | None = setting(ConfigKey(
+        name="ssl.keystore.location", type=_STR, default=None, group=_SECURITY,
+        doc="A PEM file with this node's private key and its certificate chain (leaf first). Required by "
+            "SSL and SASL_SSL listeners. Re-read when it changes: new connections get the new certificate.",
+    ))
+    ssl_key_password: str | None = setting(ConfigKey(
+        name="ssl.key.password", type=_PASSWORD, default=None, group=_SECURITY,
+        doc="The password of an encrypted private key in ssl.keystore.location. Never shown by DescribeConfigs.",
+    ))
+    ssl_truststore_type: str = setting(ConfigKey(
+        name="ssl.truststore.type", type=_STR, default="PEM", choices=("PEM",), unsupported=_JAVA_STORES,
+        group=_SECURITY, doc="The format of ssl.truststore.location: PEM.",
+    ))
+    ssl_truststore_location: str | None = setting(ConfigKey(
+        name="ssl.truststore.location", type=_STR, default=None, group=_SECURITY,
+        doc="A PEM file of the CA certificates client certificates (ssl.client.auth) and other nodes' "
+            "certificates are checked against. Re-read when it changes.",
+    ))
+    ssl_client_auth: str = setting(ConfigKey(
+        name="ssl.client.auth", type=_STR, default="none", choices=("none", "requested", "required"),
+        group=_SECURITY,
+        doc="Client certificates on SSL listeners: none (not asked for), requested (checked if sent) or "
+            "required (a client without a valid one is refused). A client certificate's subject, mapped by "
+            "ssl.principal.mapping.rules, is the connection's principal.",
+    ))
+    ssl_enabled_protocols: tuple[str, ...] = setting(ConfigKey(
+        name="ssl.enabled.protocols", type=_LIST, default="TLSv1.2,TLSv1.3", choices=("TLSv1.2", "TLSv1.3"),
+        unsupported=(("TLSv1", "TLS 1.0 is insecure; strait accepts TLSv1.2 and TLSv1.3"),
+                     ("TLSv1.1", "TLS 1.1 is insecure; strait accepts TLSv1.2 and TLSv1.3")),
+        check=check_non_empty_list, group=_SECURITY,
+        doc="The TLS versions listeners accept.",
+    ))
+    ssl_principal_mapping_rules: str = setting(ConfigKey(
+        name="ssl.principal.mapping.rules", type=_STR, default="DEFAULT", check=check_principal_rules,
+        valid="DEFAULT or RULE:pattern/replacement/[LU], comma-separated", group=_SECURITY,
+        doc="How a client certificate's distinguished name (RFC 2253, as Kafka writes it: CN=alice,OU=eng,O=Acme) "
+            "becomes the principal's name, as in Kafka: the first rule whose pattern matches the whole name "
+            "rewrites it ($1.. are groups; /L lower-cases, /U upper-cases); DEFAULT keeps the name as it is.",
     ))
     # topics
     num_partitions: int = setting(ConfigKey(
@@ -621,6 +677,7 @@ def _check_together(values: Mapping[str, Value], explicit: Collection[str], sour
     """The rules that span keys, on the parsed ``values`` (``explicit``: the keys set in the file);
     raises ConfigError naming the key that breaks one."""
     check_listener_keys(values, explicit, source)
+    _check_tls_keys(values, source)
     low, high = values["group.min.session.timeout.ms"], values["group.max.session.timeout.ms"]
     assert isinstance(low, int) and isinstance(high, int)
     if low > high:
@@ -628,6 +685,27 @@ def _check_together(values: Mapping[str, Value], explicit: Collection[str], sour
             f"must be at least group.min.session.timeout.ms ({low})",
             key="group.max.session.timeout.ms",
             value=str(high),
+            source=source,
+        )
+
+
+def _check_tls_keys(values: Mapping[str, Value], source: str) -> None:
+    """A listener on SSL needs the node's key and certificate; client certificates need the CAs."""
+    protocols = parse_protocol_map(str(values["listener.security.protocol.map"]))
+    tls = [x for x in parse_listener_list(str(values["listeners"]), "listeners") if protocols[x.name] == "SSL"]
+    if not tls:
+        return
+    if "ssl.keystore.location" not in values:
+        raise ConfigError(
+            f"is required by the SSL listener {tls[0]} (a PEM file with the node's private key and certificate chain)",
+            key="ssl.keystore.location",
+            source=source,
+        )
+    auth = values["ssl.client.auth"]
+    if auth != "none" and "ssl.truststore.location" not in values:
+        raise ConfigError(
+            f"is required by ssl.client.auth={auth} (the CA certificates client certificates are checked against)",
+            key="ssl.truststore.location",
             source=source,
         )
 

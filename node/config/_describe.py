@@ -91,13 +91,16 @@ def describe_broker_config(node: NodeConfig) -> list[ConfigEntry]:
         while synonyms and synonyms[0][0] != key.name:
             synonyms.pop(0)
         source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
+        sensitive = key.type == ConfigType.PASSWORD  # as Kafka: its value is never shown, set or not
+        if sensitive:
+            synonyms = [(name, None, where) for name, _, where in synonyms]
         entries.append(
             ConfigEntry(
                 name=key.name,
-                value=node.value_of(key.name),
+                value=None if sensitive else node.value_of(key.name),
                 source=source,
                 read_only=True,
-                is_sensitive=False,
+                is_sensitive=sensitive,
                 is_default=key.name not in node.explicit_values,
                 synonyms=synonyms,
                 config_type=key.type,

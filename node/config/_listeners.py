@@ -3,8 +3,8 @@ protocol of each name (``listener.security.protocol.map``), and host:port.
 
 A listener's name is free (``LOCAL``, ``WAN``); its security protocol comes from
 ``listener.security.protocol.map``, where a name that is itself a protocol name maps to that
-protocol unless the map says otherwise. strait speaks only PLAINTEXT: any other protocol is
-refused by name (the map is the seam where TLS and SASL will plug in).
+protocol unless the map says otherwise. strait speaks PLAINTEXT and SSL (TLS, ``node.tls``); the
+SASL protocols are refused by name until they are implemented.
 :func:`check_listener_keys` holds the rules that span these keys and ``inter.broker.listener.name``;
 :func:`parse_host_port` is shared with the other address keys.
 """
@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SUPPORTED_PROTOCOLS = ("PLAINTEXT",)
+SUPPORTED_PROTOCOLS = ("PLAINTEXT", "SSL")
 # Kafka's default listener.security.protocol.map: each protocol name is a listener name for itself.
 DEFAULT_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in SECURITY_PROTOCOLS)
 WILDCARD_HOSTS = ("", "0.0.0.0", "::")
@@ -171,7 +171,9 @@ def listener_protocol(listener: Listener, protocol_map: Mapping[str, str]) -> st
             f"listener.security.protocol.map; add {listener.name}:PLAINTEXT to it"
         )
     if protocol not in SUPPORTED_PROTOCOLS:
-        raise ValueError(f"listener '{listener}': security protocol {protocol} is not supported yet (only PLAINTEXT)")
+        raise ValueError(
+            f"listener '{listener}': security protocol {protocol} is not supported yet (only PLAINTEXT and SSL)"
+        )
     return protocol
 
 

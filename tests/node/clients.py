@@ -36,6 +36,66 @@ class Read:
     timestamp: int = -1
 
 
+@dataclass(frozen=True)
+class Security:
+    """How a client authenticates: Kafka's ``security.protocol`` and what it needs (PEM files for
+    TLS; a SASL mechanism with a user and password). Each client spells it its own way."""
+
+    protocol: str = "PLAINTEXT"  # PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL
+    ca: str | None = None  # the CA certificates the client trusts (PEM)
+    cert: str | None = None  # the client's certificate (PEM), for ssl.client.auth
+    key: str | None = None  # its private key (PEM)
+    key_password: str | None = None
+    mechanism: str | None = None  # PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
+    username: str | None = None
+    password: str | None = None
+
+    def librdkafka(self) -> dict[str, str]:
+        """confluent-kafka's and kcat's settings."""
+        pairs = {
+            "security.protocol": self.protocol.lower(),
+            "ssl.ca.location": self.ca,
+            "ssl.certificate.location": self.cert,
+            "ssl.key.location": self.key,
+            "ssl.key.password": self.key_password,
+            "sasl.mechanism": self.mechanism,
+            "sasl.username": self.username,
+            "sasl.password": self.password,
+        }
+        return {k: v for k, v in pairs.items() if v is not None}
+
+    def kafka_python(self) -> dict[str, object]:
+        pairs: dict[str, object] = {
+            "security_protocol": self.protocol,
+            "ssl_cafile": self.ca,
+            "ssl_certfile": self.cert,
+            "ssl_keyfile": self.key,
+            "ssl_password": self.key_password,
+            "sasl_mechanism": self.mechanism,
+            "sasl_plain_username": self.username,
+            "sasl_plain_password": self.password,
+        }
+        return {k: v for k, v in pairs.items() if v is not None}
+
+    def aiokafka(self) -> dict[str, object]:
+        pairs: dict[str, object] = {
+            "security_protocol": self.protocol,
+            "sasl_mechanism": self.mechanism,
+            "sasl_plain_username": self.username,
+            "sasl_plain_password": self.password,
+        }
+        if "SSL" in self.protocol:
+            from aiokafka.helpers import create_ssl_context
+
+            pairs["ssl_context"] = create_ssl_context(
+                cafile=self.ca, certfile=self.cert, keyfile=self.key, password=self.key_password
+            )
+        return {k: v for k, v in pairs.items() if v is not None}
+
+
+PLAINTEXT = Security()
+
+
 class Client(Protocol):
     name: str
 
@@ -55,6 +115,9 @@ def _acks_int(acks: str) -> int:
 class ConfluentClient:
     name = "confluent-kafka"
 
+    def __init__(self, security: Security = PLAINTEXT) -> None:
+        self.security = security
+
     def produce(
         self, bootstrap: str, topic: str, recs: list[Rec], *, codec: str, acks: str, idempotent: bool
     ) -> list[int]:
@@ -66,6 +129,7 @@ class ConfluentClient:
             "acks": acks,
             "enable.idempotence": idempotent,
             "linger.ms": 5,
+            **self.security.librdkafka(),
         }
         producer = Producer(conf)
         offsets = [-2] * len(recs)
@@ -99,6 +163,7 @@ class ConfluentClient:
                 "group.id": "strait-test-assign",
                 "enable.auto.commit": False,
                 "enable.partition.eof": False,
+                **self.security.librdkafka(),
             }
         )
         out: list[Read] = []
@@ -120,6 +185,9 @@ class ConfluentClient:
 class KafkaPythonClient:
     name = "kafka-python"
 
+    def __init__(self, security: Security = PLAINTEXT) -> None:
+        self.security = security
+
     def produce(
         self, bootstrap: str, topic: str, recs: list[Rec], *, codec: str, acks: str, idempotent: bool
     ) -> list[int]:
@@ -131,6 +199,7 @@ class KafkaPythonClient:
             acks=_acks_int(acks) if acks != "all" else "all",
             enable_idempotence=idempotent,
             linger_ms=5,
+            **self.security.kafka_python(),
         )
         try:
             futures = [
@@ -146,7 +215,9 @@ class KafkaPythonClient:
         from kafka import KafkaConsumer
         from kafka import TopicPartition as KTP
 
-        consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
+        consumer = KafkaConsumer(
+            bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, **self.security.kafka_python()
+        )
         out: list[Read] = []
         try:
             tps = [KTP(topic, p) for p in partitions]
@@ -166,6 +237,9 @@ class KafkaPythonClient:
 class AioKafkaClient:
     name = "aiokafka"
 
+    def __init__(self, security: Security = PLAINTEXT) -> None:
+        self.security = security
+
     def produce(
         self, bootstrap: str, topic: str, recs: list[Rec], *, codec: str, acks: str, idempotent: bool
     ) -> list[int]:
@@ -178,6 +252,7 @@ class AioKafkaClient:
                 acks=_acks_int(acks) if acks != "all" else "all",
                 enable_idempotence=idempotent,
                 linger_ms=5,
+                **self.security.aiokafka(),
             )
             await producer.start()
             try:
@@ -197,7 +272,9 @@ class AioKafkaClient:
         from aiokafka import TopicPartition as ATP
 
         async def run() -> list[Read]:
-            consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
+            consumer = AIOKafkaConsumer(
+                bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, **self.security.aiokafka()
+            )
             await consumer.start()
             out: list[Read] = []
             try:
@@ -223,11 +300,15 @@ class KcatClient:
 
     name = "kcat"
 
-    def __init__(self) -> None:
+    def __init__(self, security: Security = PLAINTEXT) -> None:
         path = shutil.which("kcat")
         if path is None:
             raise RuntimeError("kcat is not installed: `apt-get install kcat` (make setup does it as root)")
         self.path = path
+        self.security = security
+
+    def _security_args(self) -> list[str]:
+        return [arg for k, v in self.security.librdkafka().items() for arg in ("-X", f"{k}={v}")]
 
     def produce(
         self, bootstrap: str, topic: str, recs: list[Rec], *, codec: str, acks: str, idempotent: bool
@@ -239,6 +320,7 @@ class KcatClient:
         for (partition, headers), group in groups.items():
             args = [self.path, "-P", "-b", bootstrap, "-t", topic, "-p", str(partition), "-z", codec, "-K", "\t"]
             args += ["-X", f"acks={acks}", "-X", f"enable.idempotence={str(idempotent).lower()}"]
+            args += self._security_args()
             for k, v in headers:
                 args += ["-H", f"{k}={v.decode()}"]
             lines = "".join(f"{(r.key or b'').decode()}\t{r.value.decode()}\n" for r in group)
@@ -250,7 +332,7 @@ class KcatClient:
         out: list[Read] = []
         for p in partitions:
             args = [self.path, "-C", "-b", bootstrap, "-t", topic, "-p", str(p), "-o", "beginning", "-e", "-q"]
-            args += ["-f", "%p\t%o\t%k\t%s\t%h\t%T\n"]
+            args += ["-f", "%p\t%o\t%k\t%s\t%h\t%T\n", *self._security_args()]
             done = subprocess.run(args, capture_output=True, timeout=DEADLINE_S, check=False)
             assert done.returncode == 0, done.stderr.decode()
             for line in done.stdout.decode().splitlines():

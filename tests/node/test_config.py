@@ -177,7 +177,7 @@ CASES: dict[str, tuple[str, str, bool, list[str]]] = {
         True,
         [
             "",
-            "SSL://h:9093",
+            "SASL_SSL://h:9093",
             "SASL_PLAINTEXT://h:9093",
             "INTERNAL://h:9093",
             "h:9092",
@@ -209,6 +209,19 @@ CASES: dict[str, tuple[str, str, bool, list[str]]] = {
     "socket.receive.buffer.bytes": ("65536", "65536", True, ["-2", "x"]),
     "queued.max.requests": ("16", "16", True, ["0"]),
     "connections.max.idle.ms": ("1000", "1000", True, ["0", "9223372036854775808"]),
+    "ssl.keystore.type": ("PEM", "PEM", False, ["JKS", "PKCS12", "pem", ""]),
+    "ssl.keystore.location": ("/etc/strait/node.pem", "/etc/strait/node.pem", True, []),
+    "ssl.key.password": ("s3cret", "s3cret", True, []),
+    "ssl.truststore.type": ("PEM", "PEM", False, ["JKS"]),
+    "ssl.truststore.location": ("/etc/strait/ca.pem", "/etc/strait/ca.pem", True, []),
+    "ssl.client.auth": ("required", "required", True, ["REQUIRED", "yes", ""]),
+    "ssl.enabled.protocols": ("TLSv1.3", "TLSv1.3", True, ["TLSv1.1", "TLSv1", "SSLv3", "", "TLSv1.2,"]),
+    "ssl.principal.mapping.rules": (
+        "RULE:^CN=(.*?),OU=ops.*$/$1/L, DEFAULT",
+        "RULE:^CN=(.*?),OU=ops.*$/$1/L, DEFAULT",
+        True,
+        ["", "NONE", "RULE:^CN=(.*$/$1/", "RULE:^CN=.*$/$1/", "DEFAULT,", "RULE:x/y"],
+    ),
     "num.partitions": ("3", "3", True, ["0", "-1"]),
     "default.replication.factor": ("3", "3", True, ["0"]),
     "auto.create.topics.enable": ("FALSE", "false", True, ["yes", "1", ""]),
@@ -447,9 +460,9 @@ def test_listener_str_round_trips() -> None:
 
 def test_listener_errors_name_the_listener() -> None:
     with pytest.raises(ConfigError) as err:
-        parse_listeners("SSL://broker:9093", "listeners")
+        parse_listeners("SASL_SSL://broker:9093", "listeners")
     assert err.value.key == "listeners"
-    assert "listener 'SSL://broker:9093': security protocol SSL is not supported yet" in str(err.value)
+    assert "listener 'SASL_SSL://broker:9093': security protocol SASL_SSL is not supported yet" in str(err.value)
     with pytest.raises(ConfigError, match=r"listener 'CLIENT://h:1'.*listener\.security\.protocol\.map"):
         parse_listeners("CLIENT://h:1", "listeners")
 

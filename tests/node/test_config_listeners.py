@@ -141,13 +141,34 @@ def test_a_listener_name_missing_from_the_map_is_refused_naming_it() -> None:
 
 
 def test_an_unsupported_protocol_is_blamed_on_the_key_that_chose_it() -> None:
-    error = refused({"listeners": "SSL://h:9093"}, "listeners")
-    assert error.reason == "listener 'SSL://h:9093': security protocol SSL is not supported yet (only PLAINTEXT)"
+    error = refused({"listeners": "SASL_PLAINTEXT://h:9093"}, "listeners")
+    assert error.reason == (
+        "listener 'SASL_PLAINTEXT://h:9093': security protocol SASL_PLAINTEXT is not supported yet "
+        "(only PLAINTEXT and SSL)"
+    )
     error = refused(
         {"listeners": "WAN://h:9093", "listener.security.protocol.map": "WAN:SASL_SSL"},
         "listener.security.protocol.map",
     )
-    assert error.reason == "listener 'WAN://h:9093': security protocol SASL_SSL is not supported yet (only PLAINTEXT)"
+    assert error.reason == (
+        "listener 'WAN://h:9093': security protocol SASL_SSL is not supported yet (only PLAINTEXT and SSL)"
+    )
+
+
+def test_an_ssl_listener_needs_a_keystore_and_client_certificates_need_a_truststore() -> None:
+    two = {"listeners": "LOCAL://127.0.0.1:0,WAN://h:9093", "listener.security.protocol.map": "LOCAL:PLAINTEXT,WAN:SSL"}
+    with pytest.raises(ConfigError) as err:
+        config(two)
+    assert (err.value.key, err.value.source) == ("ssl.keystore.location", SOURCE)
+    assert "is required by the SSL listener WAN://h:9093" in str(err.value)
+    keystore = {"listeners": "SSL://h:9093", "ssl.keystore.location": "/etc/node.pem"}
+    with pytest.raises(ConfigError) as err:
+        config(keystore | {"ssl.client.auth": "required"})
+    assert err.value.key == "ssl.truststore.location"
+    assert "is required by ssl.client.auth=required" in str(err.value)
+    cfg = config(keystore | {"ssl.client.auth": "requested", "ssl.truststore.location": "/etc/ca.pem"})
+    assert cfg.security_protocol("SSL") == "SSL" and cfg.ssl_client_auth == "requested"
+    assert config(keystore).ssl_truststore_location is None  # a server certificate only
 
 
 def test_a_map_may_name_unused_listeners_with_any_protocol() -> None:

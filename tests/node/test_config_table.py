@@ -74,6 +74,7 @@ PARSED = {
     ConfigType.BOOLEAN: bool,
     ConfigType.STRING: str,
     ConfigType.LIST: tuple[str, ...],
+    ConfigType.PASSWORD: str,
 }
 
 

@@ -345,7 +345,8 @@ def test_describe_broker() -> None:
     cfg = node(log_retention_ms="1000", num_partitions=" 3 ")
     entries = describe_broker_config(cfg)
     assert [e.name for e in entries] == sorted(BROKER_KEY_INDEX)
-    assert all(e.read_only and not e.is_sensitive for e in entries)
+    assert all(e.read_only for e in entries)
+    assert [e.name for e in entries if e.is_sensitive] == ["ssl.key.password"]
 
     partitions = entry(entries, "num.partitions")
     assert (partitions.value, partitions.source, partitions.is_default) == ("3", STATIC, False)
@@ -365,6 +366,14 @@ def test_describe_broker() -> None:
     assert (rack.value, rack.source, rack.synonyms) == (None, DEFAULT, [])
     broker_id = entry(entries, "broker.id")
     assert (broker_id.value, broker_id.source) == ("1", STATIC)
+
+
+def test_describe_broker_never_shows_a_password() -> None:
+    entries = describe_broker_config(node(ssl_key_password="s3cret"))
+    password = entry(entries, "ssl.key.password")
+    assert (password.value, password.is_sensitive, password.source) == (None, True, STATIC)
+    assert password.synonyms == [("ssl.key.password", None, STATIC)]
+    assert "s3cret" not in repr(entries)
 
 
 def test_describe_broker_flush_synonyms_follow_kafka() -> None:
