@@ -14,10 +14,13 @@ from ._generate import compile_struct
 from ._messages_admin import ADMIN_APIS
 from ._messages_data import DATA_APIS
 from ._messages_group import GROUP_APIS
+from ._messages_security import SECURITY_APIS
 from ._messages_strait import STRAIT_APIS
 from ._schema import ApiKey, ApiSchema
 
-_SCHEMAS: dict[int, ApiSchema] = {api.api_key: api for api in (*DATA_APIS, *GROUP_APIS, *ADMIN_APIS, *STRAIT_APIS)}
+_SCHEMAS: dict[int, ApiSchema] = {
+    api.api_key: api for api in (*DATA_APIS, *GROUP_APIS, *ADMIN_APIS, *SECURITY_APIS, *STRAIT_APIS)
+}
 
 if set(_SCHEMAS) != {key.value for key in ApiKey}:  # pragma: no cover - a declaration is missing
     raise AssertionError(f"schemas and ApiKey differ: {sorted(set(_SCHEMAS) ^ {k.value for k in ApiKey})}")
@@ -45,7 +48,11 @@ def all_schemas() -> tuple[ApiSchema, ...]:
 
 
 def advertised_ranges(api_keys: Iterable[int]) -> dict[int, tuple[int, int]]:
-    """``{api_key: (0, max_version)}`` for each key: the highest non-flexible version, ApiVersions (0, 4).
+    """``{api_key: (min_version, max_version)}`` for each key, as declared.
+
+    That is 0 up to the highest non-flexible version, except where a flexible version is declared
+    on purpose: ApiVersions (0, 4), SaslAuthenticate (0, 2), and the SCRAM credential APIs, which
+    only exist as a flexible v0.
 
     Raises UnknownApi for a key without a schema.
     """

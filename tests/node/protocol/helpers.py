@@ -237,6 +237,9 @@ _KP_MODULES = (
     "kafka.protocol.admin.topics",
     "kafka.protocol.admin.configs",
     "kafka.protocol.admin.groups",
+    "kafka.protocol.admin.acl",
+    "kafka.protocol.admin.users",
+    "kafka.protocol.sasl",
 )
 
 

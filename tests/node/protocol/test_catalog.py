@@ -20,7 +20,8 @@ from node.protocol._schema import INT32, STRING, A, F, S, Versions
 from tests.node.protocol.helpers import kp_classes
 
 # Kafka's API keys (kafka.apache.org/protocol#protocol_api_keys) and the ranges strait advertises:
-# 0 up to the highest non-flexible version; ApiVersions 0-4. Keys from 1000 are strait's own.
+# 0 up to the highest non-flexible version; ApiVersions 0-4, SaslAuthenticate 0-2 and the SCRAM
+# credential APIs (flexible v0 only) are the flexible exceptions. Keys from 1000 are strait's own.
 EXPECTED = {
     0: ("Produce", 8),
     1: ("Fetch", 11),
@@ -36,18 +37,25 @@ EXPECTED = {
     14: ("SyncGroup", 3),
     15: ("DescribeGroups", 4),
     16: ("ListGroups", 2),
+    17: ("SaslHandshake", 1),
     18: ("ApiVersions", 4),
     19: ("CreateTopics", 4),
     20: ("DeleteTopics", 3),
     21: ("DeleteRecords", 1),
     22: ("InitProducerId", 1),
     23: ("OffsetForLeaderEpoch", 3),
+    29: ("DescribeAcls", 1),
+    30: ("CreateAcls", 1),
+    31: ("DeleteAcls", 1),
     32: ("DescribeConfigs", 3),
     33: ("AlterConfigs", 1),
+    36: ("SaslAuthenticate", 2),
     37: ("CreatePartitions", 1),
     42: ("DeleteGroups", 1),
     44: ("IncrementalAlterConfigs", 0),
     47: ("OffsetDelete", 0),
+    50: ("DescribeUserScramCredentials", 0),
+    51: ("AlterUserScramCredentials", 0),
     1000: ("MirrorAppend", 0),
     1001: ("TruncatePartitions", 0),
 }
@@ -64,17 +72,26 @@ def test_advertised_ranges() -> None:
         key: (1 if key == ApiKey.CONTROLLED_SHUTDOWN else 0, high) for key, (_, high) in EXPECTED.items()
     }
     assert advertised_ranges([]) == {}
-    with pytest.raises(UnknownApi, match="unknown api key 17"):
-        advertised_ranges([0, 17])
+    with pytest.raises(UnknownApi, match="unknown api key 4"):
+        advertised_ranges([0, 4])  # LeaderAndIsr: broker-internal, not declared
 
 
-def test_only_api_versions_advertises_flexible_versions() -> None:
+# The APIs declared with flexible versions, each added on purpose with its tests: (flexible_from, max_version).
+FLEXIBLE: dict[int, tuple[int, int]] = {
+    ApiKey.API_VERSIONS: (3, 4),
+    ApiKey.SASL_AUTHENTICATE: (2, 2),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),  # only a flexible v0 exists
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+}
+
+
+def test_flexible_versions_are_declared_only_where_chosen() -> None:
     for api in all_schemas():
-        if api.flexible_from is None:  # never flexible in Kafka's spec (OffsetDelete)
+        if api.flexible_from is None:  # never flexible in Kafka's spec (OffsetDelete, SaslHandshake)
             assert not any(api.is_flexible(v) for v in range(api.max_version + 1)), api.name
             continue
-        if api.api_key == ApiKey.API_VERSIONS:
-            assert (api.flexible_from, api.max_version) == (3, 4)
+        if api.api_key in FLEXIBLE:
+            assert (api.flexible_from, api.max_version) == FLEXIBLE[api.api_key], api.name
         else:
             assert api.max_version == api.flexible_from - 1, api.name
 

@@ -170,8 +170,8 @@ def test_api_versions_v3_response_has_header_v0_and_a_flexible_body() -> None:
 
 @pytest.fixture
 def flexible_test_api(monkeypatch: pytest.MonkeyPatch) -> Iterator[ApiSchema]:
-    """A made-up API (key 1000) that is flexible from v1: none of strait's declared versions are, but for
-    ApiVersions, so this is how the v1 response header and v2 request header of other APIs get exercised."""
+    """A made-up API (key 1000) that is flexible from v1, and classic in v0: one schema in both encodings,
+    with a tagged field (the declared flexible APIs are in test_security_messages and ApiVersions)."""
     api = ApiSchema(
         1000,
         "Test",
