@@ -1,4 +1,4 @@
-"""What every SASL mechanism shares: the failure it raises, the server interface, and the factory.
+"""What every SASL mechanism shares: the failure it raises and the server interface (the factory is ``_servers``).
 
 A broker runs one :class:`SaslServer` per connection. It hands each SaslAuthenticate token to
 ``step`` and sends back the bytes ``step`` returns; when ``step`` raises :class:`SaslFailure`
@@ -9,11 +9,7 @@ connection acts as.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Protocol
-
-if TYPE_CHECKING:
-    from node.security._scram import ScramCredential
+from typing import Protocol
 
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
@@ -60,30 +56,3 @@ class SaslServer(Protocol):
         message after the exchange ended; the exchange is then over for good.
         """
         ...
-
-
-def new_server(
-    mechanism: str,
-    *,
-    plain_users: Mapping[str, str] | None,
-    scram_lookup: Callable[[str, str], ScramCredential | None] | None,
-) -> SaslServer:
-    """A fresh server for one exchange with ``mechanism``.
-
-    PLAIN is enabled by ``plain_users`` (user name to password), the SCRAM mechanisms by
-    ``scram_lookup(mechanism, user)``. Raises ValueError naming the mechanism when it is unknown
-    or its source of credentials was not given.
-    """
-    # The mechanism modules import SaslFailure from here, so they are imported when first needed.
-    from node.security._plain import PlainServer  # noqa: PLC0415
-    from node.security._scram import ScramMechanism, ScramServer  # noqa: PLC0415
-
-    if mechanism not in MECHANISMS:
-        raise ValueError(f"unknown SASL mechanism {mechanism!r}; known mechanisms are {', '.join(MECHANISMS)}")
-    if mechanism == "PLAIN":
-        if plain_users is None:
-            raise ValueError("SASL mechanism 'PLAIN' is not enabled: no PLAIN users are configured")
-        return PlainServer(plain_users)
-    if scram_lookup is None:
-        raise ValueError(f"SASL mechanism {mechanism!r} is not enabled: no SCRAM credential store is configured")
-    return ScramServer(ScramMechanism.from_name(mechanism), scram_lookup)

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from node.security._plain import PlainServer, load_plain_users
-from node.security._sasl import MECHANISMS, SaslFailure, new_server
+from node.security._sasl import MECHANISMS, SaslFailure
+from node.security._servers import new_server
 
 pytestmark = pytest.mark.unit
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
-from node.security._sasl import SaslFailure, SaslServer, new_server
+from node.security._sasl import SaslFailure, SaslServer
 from node.security._scram import (
     MAX_ITERATIONS,
     MIN_ITERATIONS,
@@ -27,6 +27,7 @@ from node.security._scram import (
     user_from_znode_name,
     user_znode_name,
 )
+from node.security._servers import new_server
 
 pytestmark = pytest.mark.unit
 
