@@ -1,7 +1,8 @@
 """Coordination through ZooKeeper: Kafka's classic znode layout over kazoo, for trio; and an
 embedded ZooKeeper server for local clusters and tests.
 
-``node.coordination`` imports only the stdlib, kazoo, trio and ``node.ids``.
+``node.coordination`` imports only the stdlib, kazoo, trio, ``node.ids``, ``node.zkkit`` and
+the pure ``node.security`` (whose SCRAM credentials and ACLs :class:`ZkSecurityStore` keeps).
 """
 
 from ._embedded import EmbeddedZooKeeper as EmbeddedZooKeeper
@@ -23,6 +24,7 @@ from ._layout import TopicAssignment as TopicAssignment
 from ._layout import Truncation as Truncation
 from ._layout import validate_topic_name as validate_topic_name
 from ._partition_states import StateWrites as StateWrites
+from ._security_store import ZkSecurityStore as ZkSecurityStore
 from ._session import ZkSession as ZkSession
 from ._snapshot import ClusterSnapshot as ClusterSnapshot
 from ._zk_state import ZkState as ZkState
