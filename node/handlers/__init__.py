@@ -8,6 +8,11 @@ them to fakes. A handler never imports the broker, the server or another handler
 Per-entry failures are ``BrokerError`` (or a storage error that ``node.errors.as_broker_error``
 maps) answered in that entry through ``node.errors.answer_errors``; a ``CloseConnection`` drops
 the connection; anything else is a bug, which the broker logs before closing that connection.
+
+Every handler checks what Kafka's authorizer checks for its API, through
+``SecurityServices.allowed`` (``_services``); each module's docstring says what it asks for.
+``NodeServices.security`` defaults to ``NO_AUTHORIZER``: everything allowed, as a Kafka broker
+without ``authorizer.class.name``.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from node.protocol import ApiKey, advertised_ranges
 from node.request import Request
 
 from . import (
+    acls,
     configs,
     controller,
     epochs,
@@ -32,9 +38,12 @@ from . import (
     offsets,
     produce,
     producer_id,
+    sasl,
+    scram,
     topics,
     truncate,
 )
+from ._services import NO_AUTHORIZER as NO_AUTHORIZER
 from ._services import (
     ControllerService,
     FollowerTracker,
@@ -45,6 +54,7 @@ from ._services import (
     RequestMetrics,
     TopicAdmin,
 )
+from ._services import SecurityServices as SecurityServices
 
 Handler = Callable[[Request], Awaitable[Any]]
 
@@ -64,18 +74,25 @@ SERVED_APIS: tuple[int, ...] = (
     ApiKey.SYNC_GROUP,
     ApiKey.DESCRIBE_GROUPS,
     ApiKey.LIST_GROUPS,
+    ApiKey.SASL_HANDSHAKE,
     ApiKey.API_VERSIONS,
     ApiKey.CREATE_TOPICS,
     ApiKey.DELETE_TOPICS,
     ApiKey.DELETE_RECORDS,
     ApiKey.INIT_PRODUCER_ID,
     ApiKey.OFFSET_FOR_LEADER_EPOCH,
+    ApiKey.DESCRIBE_ACLS,
+    ApiKey.CREATE_ACLS,
+    ApiKey.DELETE_ACLS,
     ApiKey.DESCRIBE_CONFIGS,
     ApiKey.ALTER_CONFIGS,
+    ApiKey.SASL_AUTHENTICATE,
     ApiKey.CREATE_PARTITIONS,
     ApiKey.DELETE_GROUPS,
     ApiKey.INCREMENTAL_ALTER_CONFIGS,
     ApiKey.OFFSET_DELETE,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
     ApiKey.MIRROR_APPEND,
     ApiKey.TRUNCATE_PARTITIONS,
 )
@@ -100,34 +117,44 @@ class NodeServices:
     followers: FollowerTracker
     producer_ids: ProducerIdSource
     metrics: RequestMetrics
+    security: SecurityServices = NO_AUTHORIZER
 
 
 def dispatch_table(node: NodeServices, api_ranges: Mapping[int, tuple[int, int]]) -> dict[int, Handler]:
     """API key -> handler bound to its services, for every key in ``SERVED_APIS``."""
-    log_access = offsets.OffsetsServices(node.partitions)
-    group = groups.GroupServices(node.groups, node.metadata, node.admin, node.config)
-    meta = metadata.MetadataServices(node.metadata, node.admin, node.config, node.cluster_id, api_ranges)
-    config = configs.ConfigServices(node.metadata, node.admin, node.config)
-    topic = topics.TopicServices(node.admin, node.config)
+    security = node.security
+    log_access = offsets.OffsetsServices(node.partitions, security)
+    group = groups.GroupServices(node.groups, node.metadata, node.admin, node.config, security)
+    meta = metadata.MetadataServices(node.metadata, node.admin, node.config, node.cluster_id, api_ranges, security)
+    config = configs.ConfigServices(node.metadata, node.admin, node.config, security)
+    topic = topics.TopicServices(node.admin, node.config, security)
+    acl = acls.AclServices(security)
+    credentials = scram.ScramServices(security)
+    handshake = sasl.SaslServices()
     table: dict[int, Handler] = {
-        ApiKey.PRODUCE: partial(produce.handle_produce, produce.ProduceServices(node.partitions, node.metrics)),
-        ApiKey.FETCH: partial(fetch.handle_fetch, fetch.FetchServices(node.partitions, node.followers, node.metrics)),
+        ApiKey.PRODUCE: partial(
+            produce.handle_produce, produce.ProduceServices(node.partitions, node.metrics, security)
+        ),
+        ApiKey.FETCH: partial(
+            fetch.handle_fetch, fetch.FetchServices(node.partitions, node.followers, node.metrics, security)
+        ),
         ApiKey.LIST_OFFSETS: partial(offsets.handle_list_offsets, log_access),
         ApiKey.DELETE_RECORDS: partial(offsets.handle_delete_records, log_access),
         ApiKey.OFFSET_FOR_LEADER_EPOCH: partial(
-            epochs.handle_offset_for_leader_epoch, epochs.EpochServices(node.partitions)
+            epochs.handle_offset_for_leader_epoch, epochs.EpochServices(node.partitions, security)
         ),
         ApiKey.MIRROR_APPEND: partial(
-            mirror.handle_mirror_append, mirror.MirrorServices(node.partitions, node.metrics)
+            mirror.handle_mirror_append, mirror.MirrorServices(node.partitions, node.metrics, security)
         ),
         ApiKey.TRUNCATE_PARTITIONS: partial(
             truncate.handle_truncate_partitions,
-            truncate.TruncateServices(node.partitions, node.admin, node.controller, node.metrics),
+            truncate.TruncateServices(node.partitions, node.admin, node.controller, node.metrics, security),
         ),
         ApiKey.METADATA: partial(metadata.handle_metadata, meta),
         ApiKey.API_VERSIONS: partial(metadata.handle_api_versions, meta),
         ApiKey.CONTROLLED_SHUTDOWN: partial(
-            controller.handle_controlled_shutdown, controller.ControllerServices(node.controller, node.metadata)
+            controller.handle_controlled_shutdown,
+            controller.ControllerServices(node.controller, node.metadata, security),
         ),
         ApiKey.CREATE_TOPICS: partial(topics.handle_create_topics, topic),
         ApiKey.DELETE_TOPICS: partial(topics.handle_delete_topics, topic),
@@ -136,7 +163,7 @@ def dispatch_table(node: NodeServices, api_ranges: Mapping[int, tuple[int, int]]
         ApiKey.ALTER_CONFIGS: partial(configs.handle_alter_configs, config),
         ApiKey.INCREMENTAL_ALTER_CONFIGS: partial(configs.handle_incremental_alter_configs, config),
         ApiKey.INIT_PRODUCER_ID: partial(
-            producer_id.handle_init_producer_id, producer_id.ProducerIdServices(node.producer_ids)
+            producer_id.handle_init_producer_id, producer_id.ProducerIdServices(node.producer_ids, security)
         ),
         ApiKey.FIND_COORDINATOR: partial(groups.handle_find_coordinator, group),
         ApiKey.JOIN_GROUP: partial(groups.handle_join_group, group),
@@ -149,6 +176,13 @@ def dispatch_table(node: NodeServices, api_ranges: Mapping[int, tuple[int, int]]
         ApiKey.LIST_GROUPS: partial(groups.handle_list_groups, group),
         ApiKey.DELETE_GROUPS: partial(groups.handle_delete_groups, group),
         ApiKey.OFFSET_DELETE: partial(groups.handle_offset_delete, group),
+        ApiKey.DESCRIBE_ACLS: partial(acls.handle_describe_acls, acl),
+        ApiKey.CREATE_ACLS: partial(acls.handle_create_acls, acl),
+        ApiKey.DELETE_ACLS: partial(acls.handle_delete_acls, acl),
+        ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: partial(scram.handle_describe_user_scram_credentials, credentials),
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS: partial(scram.handle_alter_user_scram_credentials, credentials),
+        ApiKey.SASL_HANDSHAKE: partial(sasl.handle_sasl_handshake, handshake),
+        ApiKey.SASL_AUTHENTICATE: partial(sasl.handle_sasl_authenticate, handshake),
     }
     assert sorted(table) == sorted(SERVED_APIS), "SERVED_APIS and the dispatch table disagree"
     return table

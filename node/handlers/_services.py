@@ -6,15 +6,25 @@ few calls it makes. ``node.broker`` binds the real objects (``ClusterState`` is 
 source, the metadata view and the topic admin; ``GroupCoordinator``, ``Controller``,
 ``ReplicaManager``, ``ProducerIdAllocator`` and ``NodeMetrics`` the rest) in
 ``node.handlers.dispatch_table``.
+
+Authorisation is the one thing here that is not a protocol: every handler asks the same
+``SecurityServices.allowed`` (Kafka's ``AuthHelper.authorize``), which stands here rather than in
+a module of its own because a handler imports nothing of this package but this module.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from node.errors import BrokerError
 from node.ids import NodeId
-from node.protocol import Struct
+from node.protocol import ErrorCode, Struct
+from node.request import Request
+from node.security._acl import CLUSTER_NAME, AclOperation, ResourceType
+from node.security._store import SecurityStore
 
 if TYPE_CHECKING:
     from node.cluster import TopicState
@@ -136,3 +146,131 @@ class RequestMetrics(Protocol):
     def observe_produce(self, seconds: float) -> None: ...
 
     def observe_fetch(self, seconds: float) -> None: ...
+
+
+# -- authorisation ----------------------------------------------------------------------------------------------------
+
+log = logging.getLogger("strait.node.authorizer")
+
+# The operations an ACL may grant on each resource type (Kafka's ``AclEntry.supportedOperations``):
+# what ``authorized_operations`` reports on, and nothing else.
+SUPPORTED_OPERATIONS: Mapping[ResourceType, tuple[AclOperation, ...]] = {
+    ResourceType.TOPIC: (
+        AclOperation.READ,
+        AclOperation.WRITE,
+        AclOperation.CREATE,
+        AclOperation.DESCRIBE,
+        AclOperation.DELETE,
+        AclOperation.ALTER,
+        AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+    ),
+    ResourceType.GROUP: (AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE),
+    ResourceType.CLUSTER: (
+        AclOperation.CREATE,
+        AclOperation.CLUSTER_ACTION,
+        AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+        AclOperation.IDEMPOTENT_WRITE,
+        AclOperation.ALTER,
+        AclOperation.DESCRIBE,
+    ),
+    ResourceType.TRANSACTIONAL_ID: (AclOperation.DESCRIBE, AclOperation.WRITE),
+    ResourceType.DELEGATION_TOKEN: (AclOperation.DESCRIBE,),
+    ResourceType.USER: (AclOperation.CREATE_TOKENS, AclOperation.DESCRIBE_TOKENS),
+}
+
+# The error a denied operation on a resource of each type answers (Kafka's ``*AuthorizationException``s).
+DENIED_CODES: Mapping[ResourceType, ErrorCode] = {
+    ResourceType.TOPIC: ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+    ResourceType.GROUP: ErrorCode.GROUP_AUTHORIZATION_FAILED,
+    ResourceType.CLUSTER: ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+    ResourceType.TRANSACTIONAL_ID: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SecurityServices:
+    """Where the site keeps ACLs and SCRAM credentials, and whether this node authorises requests.
+
+    ``store`` is None when no security store is wired; ``authorizer_enabled`` is whether
+    ``authorizer.class.name`` is set. Without an authorizer every request is allowed, as in Kafka;
+    with one, every decision is ``store.authorizer``'s (super users, ACLs,
+    ``allow.everyone.if.no.acl.found``). Raises ValueError for an authorizer without a store: a
+    node that cannot read its ACLs must not start serving as if it had none.
+    """
+
+    store: SecurityStore | None = None
+    authorizer_enabled: bool = False
+
+    def __post_init__(self) -> None:
+        if self.authorizer_enabled and self.store is None:
+            raise ValueError("authorizer.class.name is set but no security store is wired to read the ACLs from")
+
+    def allowed(
+        self,
+        request: Request,
+        operation: AclOperation,
+        resource_type: ResourceType,
+        name: str = CLUSTER_NAME,
+        *,
+        log_denied: bool = True,
+    ) -> bool:
+        """May the request's principal, from the request's host, perform ``operation`` on the named resource.
+
+        A denial is logged (as Kafka's authorizer logger does) unless ``log_denied`` is False:
+        for checks that only filter what an answer shows, or that have a fallback.
+        """
+        if self.store is None or not self.authorizer_enabled:
+            return True
+        host = request.connection.host
+        decision = self.store.authorizer.authorize(request.principal, host, operation, resource_type, name)
+        if not decision and log_denied:
+            log.info(
+                "principal %s from %s denied %s on %s %r (API key %d, client %r)",
+                request.principal,
+                host,
+                operation.name,
+                resource_type.name,
+                name,
+                request.header.api_key,
+                request.client_id,
+            )
+        return decision
+
+    def allowed_on_some(self, request: Request, operation: AclOperation, resource_type: ResourceType) -> bool:
+        """May the principal perform ``operation`` on at least one resource of ``resource_type`` (KIP-679)."""
+        if self.store is None or not self.authorizer_enabled:
+            return True
+        return self.store.authorizer.authorize_by_resource_type(
+            request.principal, request.connection.host, operation, resource_type
+        )
+
+    def check(
+        self, request: Request, operation: AclOperation, resource_type: ResourceType, name: str = CLUSTER_NAME
+    ) -> None:
+        """Raise BrokerError with Kafka's code for ``resource_type`` unless ``allowed``, naming what is missing."""
+        if not self.allowed(request, operation, resource_type, name):
+            raise denied(request, operation, resource_type, name)
+
+    def authorized_operations(self, request: Request, resource_type: ResourceType, name: str) -> int:
+        """KIP-430's bit field: bit ``op`` set for each supported operation the principal may perform."""
+        bits = 0
+        for operation in SUPPORTED_OPERATIONS[resource_type]:
+            if self.allowed(request, operation, resource_type, name, log_denied=False):
+                bits |= 1 << operation
+        return bits
+
+
+NO_AUTHORIZER = SecurityServices()  # a node without authorizer.class.name: everything is allowed
+
+
+def denied(
+    request: Request, operation: AclOperation, resource_type: ResourceType, name: str = CLUSTER_NAME
+) -> BrokerError:
+    """The BrokerError for a denied operation: Kafka's code for the resource type, naming principal and resource."""
+    what = "the cluster" if resource_type is ResourceType.CLUSTER else f"{resource_type.name.lower()} {name!r}"
+    return BrokerError(
+        DENIED_CODES.get(resource_type, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+        f"{request.principal} is not authorized to {operation.name} {what}",
+    )

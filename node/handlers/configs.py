@@ -4,6 +4,11 @@ Topic configs live in ZooKeeper (``/config/topics/<t>``) as overrides of the bro
 defaults. AlterConfigs replaces a topic's whole override set; IncrementalAlterConfigs
 applies SET / DELETE / APPEND / SUBTRACT to it. Broker configs can be described but are
 static in strait (edit server.properties and restart).
+
+Authorisation (Kafka's): describing a topic's configs needs DESCRIBE_CONFIGS on the topic
+(TOPIC_AUTHORIZATION_FAILED), a broker's (or broker logger's) DESCRIBE_CONFIGS on the cluster
+(CLUSTER_AUTHORIZATION_FAILED); altering needs ALTER_CONFIGS likewise. The check comes first, so
+a refused resource learns nothing about whether it exists.
 """
 
 from __future__ import annotations
@@ -22,11 +27,13 @@ from node.config import (
 from node.errors import BrokerError
 from node.protocol import ErrorCode, Struct
 from node.request import Request
+from node.security._acl import CLUSTER_NAME, AclOperation, ResourceType
 
-from ._services import MetadataView, TopicAdmin
+from ._services import NO_AUTHORIZER, MetadataView, SecurityServices, TopicAdmin
 
 TOPIC = 2
 BROKER = 4
+BROKER_LOGGER = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +41,15 @@ class ConfigServices:
     metadata: MetadataView
     admin: TopicAdmin
     config: NodeConfig
+    security: SecurityServices = NO_AUTHORIZER
+
+
+def _check_access(services: ConfigServices, request: Request, res: Struct, operation: AclOperation) -> None:
+    """BrokerError unless the principal may ``operation`` the resource's configs; other resource types pass here."""
+    if res.resource_type == TOPIC:
+        services.security.check(request, operation, ResourceType.TOPIC, res.resource_name)
+    elif res.resource_type in (BROKER, BROKER_LOGGER):
+        services.security.check(request, operation, ResourceType.CLUSTER, CLUSTER_NAME)
 
 
 def _entry(e: ConfigEntry, *, synonyms: bool, documentation: bool) -> dict[str, Any]:
@@ -82,6 +98,7 @@ async def handle_describe_configs(services: ConfigServices, request: Request) ->
             "configs": [],
         }
         try:
+            _check_access(services, request, res, AclOperation.DESCRIBE_CONFIGS)
             entries = _describe(services, res)
             wanted = None if res.configuration_keys is None else set(res.configuration_keys)
             result["configs"] = [
@@ -119,6 +136,7 @@ async def handle_alter_configs(services: ConfigServices, request: Request) -> di
     responses = []
     for res in req.resources:
         try:
+            _check_access(services, request, res, AclOperation.ALTER_CONFIGS)
             _check_topic_resource(res)
             overrides = {c.name: c.value for c in res.configs if c.value is not None}
             await services.admin.set_topic_config(res.resource_name, overrides, validate_only=req.validate_only)
@@ -133,6 +151,7 @@ async def handle_incremental_alter_configs(services: ConfigServices, request: Re
     responses = []
     for res in req.resources:
         try:
+            _check_access(services, request, res, AclOperation.ALTER_CONFIGS)
             _check_topic_resource(res)
             topic = services.metadata.topics.get(res.resource_name)
             if topic is None:

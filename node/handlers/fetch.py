@@ -10,6 +10,10 @@ left of the response's ``max_bytes``; the first batch of the first non-empty par
 returned even when it is larger than those limits, so a consumer can always make progress
 (Kafka's rule). Fetch sessions (KIP-227) are answered with session id 0: every fetch is a full
 fetch, which every client supports.
+
+Authorisation (Kafka's): a follower needs CLUSTER_ACTION on the cluster, a consumer READ on each
+topic; a partition not authorised answers TOPIC_AUTHORIZATION_FAILED (for a follower too, as
+Kafka answers) and is neither read nor counted as the follower's position.
 """
 
 from __future__ import annotations
@@ -25,9 +29,10 @@ from node.ids import NodeId
 from node.partition import Partition
 from node.protocol import ErrorCode, Struct
 from node.request import Request
+from node.security._acl import AclOperation, ResourceType
 from storage import FileSlice
 
-from ._services import FollowerTracker, PartitionSource, RequestMetrics
+from ._services import NO_AUTHORIZER, FollowerTracker, PartitionSource, RequestMetrics, SecurityServices
 
 INT32_MAX = 2**31 - 1
 MAX_WAIT_CAP_MS = 300_000
@@ -38,6 +43,7 @@ class FetchServices:
     partitions: PartitionSource
     followers: FollowerTracker
     metrics: RequestMetrics
+    security: SecurityServices = NO_AUTHORIZER
 
 
 def _partition_entry(index: int, code: int = 0) -> dict[str, Any]:
@@ -53,14 +59,26 @@ def _partition_entry(index: int, code: int = 0) -> dict[str, Any]:
     }
 
 
+def _denied_topics(services: FetchServices, request: Request) -> frozenset[str]:
+    """The requested topics this fetch may not read: every one for a follower without CLUSTER_ACTION."""
+    req = request.body
+    names = frozenset(topic.topic for topic in req.topics)
+    security = services.security
+    if req.replica_id >= 0:
+        return frozenset() if security.allowed(request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER) else names
+    return frozenset(
+        name for name in names if not security.allowed(request, AclOperation.READ, ResourceType.TOPIC, name)
+    )
+
+
 def _read_once(
-    services: FetchServices, req: Struct, max_bytes: int, *, first: bool
+    services: FetchServices, req: Struct, max_bytes: int, *, first: bool, denied: frozenset[str] = frozenset()
 ) -> tuple[list[dict[str, Any]], int, bool, list[Partition]]:
     """One pass over the requested partitions: (responses, bytes, any error, partitions read).
 
     A follower's fetch (``replica_id`` >= 0) reads up to the log end offset and, on the first
     pass, tells the leader where the follower's log ends; a consumer reads up to the high
-    watermark.
+    watermark. A topic in ``denied`` answers TOPIC_AUTHORIZATION_FAILED without being looked up.
     """
     replica_id = NodeId(req.replica_id)  # < 0: a consumer, not a replica
     responses = []
@@ -72,6 +90,11 @@ def _read_once(
         partitions = []
         for fp in topic.partitions:
             entry = _partition_entry(fp.partition)
+            if topic.topic in denied:
+                entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                errors = True
+                partitions.append(entry)
+                continue
             with answer_errors(entry) as answer:
                 partition = services.partitions.partition(topic.topic, fp.partition)
                 partition.check_epoch(getattr(fp, "current_leader_epoch", -1))
@@ -119,9 +142,10 @@ async def handle_fetch(services: FetchServices, request: Request) -> dict[str, A
     max_bytes = req.max_bytes if request.api_version >= 3 else INT32_MAX
     max_wait = min(max(req.max_wait_ms, 0), MAX_WAIT_CAP_MS) / 1000
     deadline = trio.current_time() + max_wait
+    denied = _denied_topics(services, request)
     first = True
     while True:
-        responses, total, errors, seen = _read_once(services, req, max_bytes, first=first)
+        responses, total, errors, seen = _read_once(services, req, max_bytes, first=first, denied=denied)
         first = False
         if total >= req.min_bytes or errors or not seen or trio.current_time() >= deadline:
             break

@@ -5,6 +5,22 @@ leads the group's partition of it, at its address on the listener the request ca
 (COORDINATOR_NOT_AVAILABLE when that broker has no such listener, as in Kafka). Every other
 group API goes to this node's ``GroupCoordinator``, which answers NOT_COORDINATOR for groups
 whose partition it does not lead (clients then ask FindCoordinator again).
+
+Authorisation (Kafka's table), checked before the coordinator sees the request, so a refused
+request changes nothing (no group is created, no offset committed, no topic made):
+
+| API | needs | refused with (``*`` = _AUTHORIZATION_FAILED) |
+|---|---|---|
+| FindCoordinator | DESCRIBE on the group (transactional id for key type 1) | GROUP* (TRANSACTIONAL_ID*) |
+| JoinGroup, SyncGroup, Heartbeat, LeaveGroup | READ on the group | GROUP* |
+| OffsetCommit | READ on the group, then on each topic | GROUP* / TOPIC* per partition |
+| OffsetFetch | DESCRIBE on the group, then on each topic | GROUP* (top level from v2) / TOPIC* (1) |
+| DescribeGroups | DESCRIBE on each group | GROUP* for that group |
+| ListGroups | DESCRIBE on the cluster, else lists only groups it may DESCRIBE | never an error |
+| DeleteGroups | DELETE on each group | GROUP* for that group |
+| OffsetDelete | DELETE on the group, then READ on each topic | GROUP* (top level) / TOPIC* per partition |
+
+(1) per partition named; when every offset is asked for, the topics it may not DESCRIBE are left out.
 """
 
 from __future__ import annotations
@@ -17,14 +33,16 @@ from typing import Any
 from node.config import NodeConfig
 from node.errors import BrokerError
 from node.offsets_topic import OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIG
-from node.protocol import ErrorCode
+from node.protocol import ErrorCode, Struct
 from node.request import Request
+from node.security._acl import AclOperation, ResourceType
 
-from ._services import GroupService, MetadataView, TopicAdmin
+from ._services import NO_AUTHORIZER, GroupService, MetadataView, SecurityServices, TopicAdmin, denied
 
 log = logging.getLogger("strait.node.groups")
 
 GROUP_KEY = 0
+TRANSACTION_KEY = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +51,7 @@ class GroupServices:
     metadata: MetadataView
     admin: TopicAdmin
     config: NodeConfig
+    security: SecurityServices = NO_AUTHORIZER
 
 
 async def ensure_offsets_topic(services: GroupServices) -> None:
@@ -61,7 +80,15 @@ async def handle_find_coordinator(services: GroupServices, request: Request) -> 
         "host": "",
         "port": -1,
     }
-    if request.api_version >= 1 and req.key_type != GROUP_KEY:
+    key_type = req.key_type if request.api_version >= 1 else GROUP_KEY
+    resource = ResourceType.TRANSACTIONAL_ID if key_type == TRANSACTION_KEY else ResourceType.GROUP
+    if key_type in (GROUP_KEY, TRANSACTION_KEY) and not services.security.allowed(
+        request, AclOperation.DESCRIBE, resource, req.key
+    ):
+        refusal = denied(request, AclOperation.DESCRIBE, resource, req.key)
+        body.update(error_code=refusal.code, error_message=refusal.message)
+        return body
+    if key_type != GROUP_KEY:
         body["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
         body["error_message"] = "transaction coordinators are not supported by strait yet"
         return body
@@ -96,15 +123,36 @@ async def handle_find_coordinator(services: GroupServices, request: Request) -> 
     return body
 
 
+def _may_read_group(services: GroupServices, request: Request) -> bool:
+    return services.security.allowed(request, AclOperation.READ, ResourceType.GROUP, request.body.group_id)
+
+
 async def handle_join_group(services: GroupServices, request: Request) -> dict[str, Any]:
+    req = request.body
+    if not _may_read_group(services, request):
+        # Kafka's JoinGroupResult(memberId, GROUP_AUTHORIZATION_FAILED).
+        return {
+            "throttle_time_ms": 0,
+            "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED,
+            "generation_id": -1,
+            "protocol_name": "",
+            "leader": "",
+            "member_id": req.member_id,
+            "members": [],
+        }
     client_host = f"/{request.connection.host}"
-    return await services.coordinator.join_group(request.body, request.api_version, request.client_id, client_host)
+    return await services.coordinator.join_group(req, request.api_version, request.client_id, client_host)
 
 
 def _relay(method: str) -> Callable[[GroupServices, Request], Awaitable[dict[str, Any]]]:
-    """A handler that passes the request and its version to ``GroupService.<method>``."""
+    """A handler that passes the request and its version to ``GroupService.<method>`` once READ on the group is allowed.
+
+    Refused, the answer is the API's body with GROUP_AUTHORIZATION_FAILED and its other fields at their defaults.
+    """
 
     async def handle(services: GroupServices, request: Request) -> dict[str, Any]:
+        if not _may_read_group(services, request):
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
         result: dict[str, Any] = await getattr(services.coordinator, method)(request.body, request.api_version)
         return result
 
@@ -115,26 +163,158 @@ def _relay(method: str) -> Callable[[GroupServices, Request], Awaitable[dict[str
 handle_sync_group = _relay("sync_group")
 handle_heartbeat = _relay("heartbeat")
 handle_leave_group = _relay("leave_group")
-handle_offset_commit = _relay("offset_commit")
-handle_offset_fetch = _relay("offset_fetch")
-handle_describe_groups = _relay("describe_groups")
-handle_list_groups = _relay("list_groups")
+
+
+def _with(req: Struct, **fields: Any) -> Struct:
+    """A copy of a decoded request with some fields replaced (the coordinator sees only what was allowed)."""
+    return Struct(**{**req.__dict__, **fields})
+
+
+def _grouped(entries: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """``[(topic, partition entry)]`` -> ``[{"name": topic, "partitions": [...]}]``, topics in first-seen order."""
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for topic, entry in entries:
+        topics.setdefault(topic, []).append(entry)
+    return [{"name": name, "partitions": parts} for name, parts in topics.items()]
+
+
+def _answered(body: dict[str, Any]) -> dict[tuple[str, int], dict[str, Any]]:
+    return {(t["name"], p["partition_index"]): p for t in body["topics"] for p in t["partitions"]}
+
+
+async def handle_offset_commit(services: GroupServices, request: Request) -> dict[str, Any]:
+    req = request.body
+    version = request.api_version
+    requested = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+    if not _may_read_group(services, request):
+        refused = [
+            (topic, {"partition_index": p, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED})
+            for topic, p in requested
+        ]
+        return {"throttle_time_ms": 0, "topics": _grouped(refused)}
+    security = services.security
+    allowed_topics = [t for t in req.topics if security.allowed(request, AclOperation.READ, ResourceType.TOPIC, t.name)]
+    if len(allowed_topics) == len(req.topics):
+        return await services.coordinator.offset_commit(req, version)
+    answered: dict[tuple[str, int], dict[str, Any]] = {}
+    if allowed_topics:  # nothing allowed: the coordinator is not asked (a simple commit would create the group)
+        answered = _answered(await services.coordinator.offset_commit(_with(req, topics=allowed_topics), version))
+    entries = [
+        (topic, answered.get((topic, p), {"partition_index": p, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED}))
+        for topic, p in requested
+    ]
+    return {"throttle_time_ms": 0, "topics": _grouped(entries)}
+
+
+def _unfetched(partition: int, code: ErrorCode) -> dict[str, Any]:
+    return {
+        "partition_index": partition,
+        "committed_offset": -1,
+        "committed_leader_epoch": -1,
+        "metadata": "",
+        "error_code": code,
+    }
+
+
+async def handle_offset_fetch(services: GroupServices, request: Request) -> dict[str, Any]:
+    req = request.body
+    version = request.api_version
+    security = services.security
+    coordinator = services.coordinator
+    if not security.allowed(request, AclOperation.DESCRIBE, ResourceType.GROUP, req.group_id):
+        code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        if version >= 2:
+            return {"throttle_time_ms": 0, "topics": [], "error_code": code}
+        refused = [(t.name, _unfetched(p, code)) for t in req.topics or [] for p in t.partition_indexes]
+        return {"throttle_time_ms": 0, "topics": _grouped(refused), "error_code": ErrorCode.NONE}
+    if req.topics is None:  # every committed offset: only of the topics the principal may DESCRIBE
+        body = await coordinator.offset_fetch(req, version)
+        body["topics"] = [
+            t
+            for t in body["topics"]
+            if security.allowed(request, AclOperation.DESCRIBE, ResourceType.TOPIC, t["name"], log_denied=False)
+        ]
+        return body
+    describable = [
+        t for t in req.topics if security.allowed(request, AclOperation.DESCRIBE, ResourceType.TOPIC, t.name)
+    ]
+    if len(describable) == len(req.topics):
+        return await coordinator.offset_fetch(req, version)
+    body = await coordinator.offset_fetch(_with(req, topics=describable), version)
+    if body.get("error_code", ErrorCode.NONE) != ErrorCode.NONE:
+        return body  # a group-level error (v2+) stands alone, as in Kafka
+    answered = _answered(body)
+    entries = [
+        (t.name, answered.get((t.name, p), _unfetched(p, ErrorCode.TOPIC_AUTHORIZATION_FAILED)))
+        for t in req.topics
+        for p in t.partition_indexes
+    ]
+    body["topics"] = _grouped(entries)
+    return body
+
+
+async def handle_describe_groups(services: GroupServices, request: Request) -> dict[str, Any]:
+    req = request.body
+    security = services.security
+    allowed = [g for g in req.groups if security.allowed(request, AclOperation.DESCRIBE, ResourceType.GROUP, g)]
+    operations = request.api_version >= 3 and req.include_authorized_operations
+    if len(allowed) == len(req.groups) and not (operations and security.authorizer_enabled):
+        # Everything allowed, and any operations asked for are every group operation: the coordinator's answer.
+        return await services.coordinator.describe_groups(req, request.api_version)
+    described: dict[str, dict[str, Any]] = {}
+    if allowed:
+        body = await services.coordinator.describe_groups(_with(req, groups=allowed), request.api_version)
+        described = {entry["group_id"]: entry for entry in body["groups"]}
+    groups = []
+    for group_id in req.groups:
+        entry = described.get(group_id)
+        if entry is None:
+            entry = {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "group_id": group_id}
+        elif operations and entry["error_code"] == ErrorCode.NONE:
+            entry = entry | {
+                "authorized_operations": security.authorized_operations(request, ResourceType.GROUP, group_id)
+            }
+        groups.append(entry)
+    return {"throttle_time_ms": 0, "groups": groups}
+
+
+async def handle_list_groups(services: GroupServices, request: Request) -> dict[str, Any]:
+    security = services.security
+    body: dict[str, Any] = await services.coordinator.list_groups(request.body, request.api_version)
+    if not security.allowed(request, AclOperation.DESCRIBE, ResourceType.CLUSTER, log_denied=False):
+        body["groups"] = [
+            g
+            for g in body["groups"]
+            if security.allowed(request, AclOperation.DESCRIBE, ResourceType.GROUP, g["group_id"], log_denied=False)
+        ]
+    return body
 
 
 async def handle_delete_groups(services: GroupServices, request: Request) -> dict[str, Any]:
-    results = await services.coordinator.delete_groups(list(request.body.groups_names))
+    names = list(request.body.groups_names)
+    security = services.security
+    allowed = [g for g in names if security.allowed(request, AclOperation.DELETE, ResourceType.GROUP, g)]
+    results = await services.coordinator.delete_groups(allowed) if allowed else []
+    if len(allowed) < len(names):
+        codes = dict(results)
+        results = [(g, codes.get(g, ErrorCode.GROUP_AUTHORIZATION_FAILED)) for g in names]
     return {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": code} for g, code in results]}
 
 
 async def handle_offset_delete(services: GroupServices, request: Request) -> dict[str, Any]:
     req = request.body
-    partitions = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
-    code, results = await services.coordinator.offset_delete(req.group_id, partitions)
-    topics: dict[str, list[dict[str, int]]] = {}
-    for topic, partition, error in results:
-        topics.setdefault(topic, []).append({"partition_index": partition, "error_code": error})
-    return {
-        "error_code": code,
-        "throttle_time_ms": 0,
-        "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
-    }
+    security = services.security
+    if not security.allowed(request, AclOperation.DELETE, ResourceType.GROUP, req.group_id):
+        return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "throttle_time_ms": 0, "topics": []}
+    readable = {t.name for t in req.topics if security.allowed(request, AclOperation.READ, ResourceType.TOPIC, t.name)}
+    requested = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+    allowed = [tp for tp in requested if tp[0] in readable]
+    code, results = await services.coordinator.offset_delete(req.group_id, allowed)
+    if code != ErrorCode.NONE:
+        return {"error_code": code, "throttle_time_ms": 0, "topics": []}
+    if len(allowed) < len(requested):
+        answered = {(topic, partition): error for topic, partition, error in results}
+        refused = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        results = [(topic, p, answered.get((topic, p), refused)) for topic, p in requested]
+    entries = [(topic, {"partition_index": p, "error_code": error}) for topic, p, error in results]
+    return {"error_code": code, "throttle_time_ms": 0, "topics": _grouped(entries)}

@@ -4,6 +4,13 @@ Metadata answers with the addresses of the listener the request came in on, as K
 client bootstrapped on ``WAN`` learns every broker's ``WAN`` endpoint, and a broker without that
 listener is left out of the broker list; a partition it leads has no leader for this client
 (LISTENER_NOT_FOUND from v6, LEADER_NOT_AVAILABLE before).
+
+Authorisation (Kafka's ``handleTopicMetadataRequest``): a topic the principal may not DESCRIBE
+is left out of an all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when named, without
+looking whether it exists. Auto-creating a named topic needs CREATE on the cluster or on the
+topic; without either the topic answers TOPIC_AUTHORIZATION_FAILED and nothing is created.
+``include_*_authorized_operations`` (v8) are answered with KIP-430's bit fields; the cluster's
+is 0 without DESCRIBE on the cluster, as in Kafka.
 """
 
 from __future__ import annotations
@@ -18,8 +25,9 @@ from node.errors import BrokerError
 from node.offsets_topic import OFFSETS_TOPIC
 from node.protocol import ErrorCode
 from node.request import Request
+from node.security._acl import CLUSTER_NAME, AclOperation, ResourceType
 
-from ._services import MetadataView, TopicAdmin
+from ._services import NO_AUTHORIZER, MetadataView, SecurityServices, TopicAdmin
 
 log = logging.getLogger("strait.node.metadata")
 
@@ -33,6 +41,7 @@ class MetadataServices:
     config: NodeConfig
     cluster_id: str
     api_ranges: Mapping[int, tuple[int, int]]
+    security: SecurityServices = NO_AUTHORIZER
 
 
 async def handle_api_versions(services: MetadataServices, request: Request) -> dict[str, Any]:
@@ -57,12 +66,35 @@ async def handle_metadata(services: MetadataServices, request: Request) -> dict[
         names = [t.name for t in req.topics]
         requested_all = False
     auto_create = services.config.auto_create_topics_enable and (version < 4 or req.allow_auto_topic_creation)
+    security = services.security
+    describable = {
+        name
+        for name in names
+        if security.allowed(request, AclOperation.DESCRIBE, ResourceType.TOPIC, name, log_denied=not requested_all)
+    }
+    if requested_all:
+        names = [name for name in names if name in describable]
+    missing = [n for n in names if n in describable and n not in cluster.topics] if auto_create else []
+    uncreatable = set(missing) - _creatable(services, request, missing)
+    operations = version >= 8 and req.include_topic_authorized_operations
     listener = request.connection.listener
     addresses = {
         b: found for b, reg in sorted(cluster.brokers.items()) if (found := reg.endpoint(listener)) is not None
     }
     topics = []
     for name in names:
+        if name not in describable or name in uncreatable:
+            # Existence is not disclosed: the same answer whether or not the topic exists.
+            topics.append(
+                {
+                    "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    "name": name,
+                    "is_internal": name == OFFSETS_TOPIC and name in describable,
+                    "partitions": [],
+                    "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+                }
+            )
+            continue
         code = ErrorCode.NONE
         if name not in cluster.topics and not requested_all:
             code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -104,8 +136,19 @@ async def handle_metadata(services: MetadataServices, request: Request) -> dict[
                 "name": name,
                 "is_internal": name == OFFSETS_TOPIC,
                 "partitions": partitions,
-                "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+                "topic_authorized_operations": (
+                    security.authorized_operations(request, ResourceType.TOPIC, name)
+                    if operations
+                    else AUTHORIZED_OPERATIONS_OMITTED
+                ),
             }
+        )
+    cluster_operations = AUTHORIZED_OPERATIONS_OMITTED
+    if version >= 8 and req.include_cluster_authorized_operations:
+        cluster_operations = (
+            security.authorized_operations(request, ResourceType.CLUSTER, CLUSTER_NAME)
+            if security.allowed(request, AclOperation.DESCRIBE, ResourceType.CLUSTER)
+            else 0
         )
     brokers = [
         {"node_id": b, "host": host, "port": port, "rack": cluster.brokers[b].rack}
@@ -117,8 +160,18 @@ async def handle_metadata(services: MetadataServices, request: Request) -> dict[
         "cluster_id": services.cluster_id,
         "controller_id": cluster.controller[0] if cluster.controller is not None else -1,
         "topics": topics,
-        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+        "cluster_authorized_operations": cluster_operations,
     }
+
+
+def _creatable(services: MetadataServices, request: Request, missing: list[str]) -> frozenset[str]:
+    """Those of the ``missing`` topics the principal may auto-create: CREATE on the cluster, else on each topic."""
+    security = services.security
+    if not missing or security.allowed(request, AclOperation.CREATE, ResourceType.CLUSTER, log_denied=False):
+        return frozenset(missing)
+    return frozenset(
+        name for name in missing if security.allowed(request, AclOperation.CREATE, ResourceType.TOPIC, name)
+    )
 
 
 async def _auto_create(services: MetadataServices, name: str) -> ErrorCode:

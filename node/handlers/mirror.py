@@ -13,6 +13,13 @@ records that were never mirrored: a gap, logged and counted); the batches are ap
 their own offsets. The answer waits, like acks=all, until everything appended is below the
 high watermark or ``timeout_ms`` passes (REQUEST_TIMED_OUT), and always carries the
 partition's log end offset, high watermark and log start offset when this node hosts it.
+
+Authorisation: CLUSTER_ACTION on the cluster, else CLUSTER_AUTHORIZATION_FAILED for every
+partition, nothing appended and no offsets disclosed. MirrorAppend is replication, not producing:
+it writes at offsets the source chose, into topics clients may not write, and may restart a log.
+Kafka asks CLUSTER_ACTION of the principal that replicates (a follower's Fetch, LeaderAndIsr), so
+an operator grants the link's principal what a broker's has, and WRITE on a topic (which every
+producer of it holds) is never enough to overwrite a mirror.
 """
 
 from __future__ import annotations
@@ -27,8 +34,9 @@ from node.config import TopicPolicy
 from node.errors import BrokerError, answer_errors
 from node.protocol import ErrorCode
 from node.request import Request
+from node.security._acl import AclOperation, ResourceType
 
-from ._services import PartitionSource, RequestMetrics
+from ._services import NO_AUTHORIZER, PartitionSource, RequestMetrics, SecurityServices, denied
 
 if TYPE_CHECKING:
     from node.partition import Partition
@@ -40,6 +48,7 @@ log = logging.getLogger("strait.node.mirror")
 class MirrorServices:
     partitions: PartitionSource
     metrics: RequestMetrics
+    security: SecurityServices = NO_AUTHORIZER
 
 
 def _check_link(topic: str, policy: TopicPolicy, link: str) -> None:
@@ -69,6 +78,7 @@ def _refused(services: MirrorServices, entry: dict[str, Any], exc: BrokerError, 
 async def handle_mirror_append(services: MirrorServices, request: Request) -> dict[str, Any]:
     req = request.body
     link = req.link
+    allowed = services.security.allowed(request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER)
     topics = []
     waiting: list[tuple[dict[str, Any], Partition, int, str]] = []
     for topic in req.topics:
@@ -85,6 +95,8 @@ async def handle_mirror_append(services: MirrorServices, request: Request) -> di
             partitions.append(entry)
             partition: Partition | None = None
             with answer_errors(entry) as answer:
+                if not allowed:
+                    raise denied(request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER)
                 partition = services.partitions.partition(topic.name, mp.index)
                 _check_link(topic.name, partition.policy, link)
                 gaps = len(partition.mirror_gaps)

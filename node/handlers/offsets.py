@@ -4,6 +4,9 @@ ListOffsets answers a client OFFSET_NOT_AVAILABLE (retriable) for the latest off
 past the high watermark, while the leader's high watermark is behind the start of its epoch:
 just elected, it does not know yet how far the old leader had committed, and an end offset that
 went back would make a reader stop short.
+
+Authorisation (Kafka's): ListOffsets needs DESCRIBE on each topic, DeleteRecords DELETE on it;
+otherwise its partitions answer TOPIC_AUTHORIZATION_FAILED and are not looked at.
 """
 
 from __future__ import annotations
@@ -14,9 +17,10 @@ from typing import TYPE_CHECKING, Any
 from node.errors import BrokerError, answer_errors
 from node.protocol import ErrorCode
 from node.request import Request
+from node.security._acl import AclOperation, ResourceType
 from storage.records import NO_OFFSET
 
-from ._services import PartitionSource
+from ._services import NO_AUTHORIZER, PartitionSource, SecurityServices, denied
 
 if TYPE_CHECKING:
     from node.partition import Partition
@@ -29,6 +33,7 @@ MAX_TIMESTAMP = -3
 @dataclass(frozen=True, slots=True)
 class OffsetsServices:
     partitions: PartitionSource
+    security: SecurityServices = NO_AUTHORIZER
 
 
 async def handle_list_offsets(services: OffsetsServices, request: Request) -> dict[str, Any]:
@@ -37,6 +42,7 @@ async def handle_list_offsets(services: OffsetsServices, request: Request) -> di
     topics = []
     for topic in req.topics:
         partitions = []
+        may_describe = services.security.allowed(request, AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name)
         for lp in topic.partitions:
             entry: dict[str, Any] = {
                 "partition_index": lp.partition_index,
@@ -47,6 +53,8 @@ async def handle_list_offsets(services: OffsetsServices, request: Request) -> di
                 "leader_epoch": -1,
             }
             with answer_errors(entry):
+                if not may_describe:
+                    raise denied(request, AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name)
                 partition = services.partitions.partition(topic.name, lp.partition_index)
                 partition.check_epoch(getattr(lp, "current_leader_epoch", -1))
                 plog = partition.log
@@ -93,9 +101,12 @@ async def handle_delete_records(services: OffsetsServices, request: Request) -> 
     topics = []
     for topic in req.topics:
         partitions = []
+        may_delete = services.security.allowed(request, AclOperation.DELETE, ResourceType.TOPIC, topic.name)
         for dp in topic.partitions:
             entry = {"partition_index": dp.partition_index, "low_watermark": -1, "error_code": 0}
             with answer_errors(entry):
+                if not may_delete:
+                    raise denied(request, AclOperation.DELETE, ResourceType.TOPIC, topic.name)
                 partition = services.partitions.partition(topic.name, dp.partition_index)
                 partition.check_writable()
                 plog = partition.log

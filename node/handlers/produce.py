@@ -10,6 +10,12 @@ min.insync.replicas (NOT_ENOUGH_REPLICAS, nothing written), then waits until the
 watermark passes the batch (REQUEST_TIMED_OUT after the request's timeout,
 NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below min.insync.replicas meanwhile,
 NOT_LEADER_OR_FOLLOWER if leadership moved).
+
+Authorisation (Kafka's): WRITE on each topic, else TOPIC_AUTHORIZATION_FAILED for its partitions
+before anything else is checked, so a client learns nothing about a topic it may not write. A
+transactional id is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED (strait has no
+transactions). Idempotent batches need nothing more: since KIP-679 Kafka checks IDEMPOTENT_WRITE
+only at InitProducerId.
 """
 
 from __future__ import annotations
@@ -25,8 +31,9 @@ from node.errors import BrokerError, answer_errors
 from node.offsets_topic import OFFSETS_TOPIC
 from node.protocol import ErrorCode
 from node.request import CloseConnection, Request
+from node.security._acl import AclOperation, ResourceType
 
-from ._services import PartitionSource, RequestMetrics
+from ._services import NO_AUTHORIZER, PartitionSource, RequestMetrics, SecurityServices, denied
 
 if TYPE_CHECKING:
     from node.partition import Partition
@@ -35,31 +42,34 @@ log = logging.getLogger("strait.node.produce")
 
 VALID_ACKS = (-1, 0, 1)
 ZSTD_MIN_VERSION = 7
+TRANSACTIONS_UNSUPPORTED = "transactions are not supported by strait yet"
 
 
 @dataclass(frozen=True, slots=True)
 class ProduceServices:
     partitions: PartitionSource
     metrics: RequestMetrics
+    security: SecurityServices = NO_AUTHORIZER
 
 
 async def handle_produce(services: ProduceServices, request: Request) -> dict[str, Any] | None:
     started = time.perf_counter()
     req = request.body
     acks = req.acks
-    if req.transactional_id is not None:
-        code: ErrorCode | None = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-        message = "transactions are not supported by strait yet"
-    elif acks not in VALID_ACKS:
+    transactional = req.transactional_id is not None
+    code: ErrorCode | None = None
+    message = ""
+    if acks not in VALID_ACKS:
         code, message = ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} must be -1, 0 or 1"
-    else:
-        code, message = None, None
     allow_zstd = request.api_version >= ZSTD_MIN_VERSION
     responses = []
     failed = False
     replicating: list[tuple[dict[str, Any], Partition, int, str]] = []
     for topic in req.topic_data:
         partitions = []
+        may_write = transactional or services.security.allowed(
+            request, AclOperation.WRITE, ResourceType.TOPIC, topic.name
+        )
         for pd in topic.partition_data:
             entry = {
                 "index": pd.index,
@@ -71,8 +81,12 @@ async def handle_produce(services: ProduceServices, request: Request) -> dict[st
                 "error_message": None,
             }
             with answer_errors(entry) as answer:
+                if transactional:
+                    raise BrokerError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, TRANSACTIONS_UNSUPPORTED)
+                if not may_write:
+                    raise denied(request, AclOperation.WRITE, ResourceType.TOPIC, topic.name)
                 if code is not None:
-                    raise BrokerError(code, message or "")
+                    raise BrokerError(code, message)
                 if topic.name == OFFSETS_TOPIC:
                     raise BrokerError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"clients may not produce to {OFFSETS_TOPIC}")
                 partition = services.partitions.partition(topic.name, pd.index)

@@ -1,4 +1,10 @@
-"""CreateTopics (19), DeleteTopics (20) and CreatePartitions (37)."""
+"""CreateTopics (19), DeleteTopics (20) and CreatePartitions (37).
+
+Authorisation (Kafka's): CreateTopics needs CREATE on the cluster or on each topic, checked after
+the duplicate-name check and before the name is validated; DeleteTopics DELETE on each topic;
+CreatePartitions ALTER on each topic. A refused topic answers TOPIC_AUTHORIZATION_FAILED and
+ZooKeeper is not touched for it.
+"""
 
 from __future__ import annotations
 
@@ -13,8 +19,9 @@ from node.errors import BrokerError
 from node.ids import NodeId
 from node.protocol import ErrorCode
 from node.request import Request
+from node.security._acl import AclOperation, ResourceType
 
-from ._services import TopicAdmin
+from ._services import NO_AUTHORIZER, SecurityServices, TopicAdmin
 
 log = logging.getLogger("strait.node.topics")
 
@@ -23,6 +30,7 @@ log = logging.getLogger("strait.node.topics")
 class TopicServices:
     admin: TopicAdmin
     config: NodeConfig
+    security: SecurityServices = NO_AUTHORIZER
 
 
 def _node_ids(broker_ids: list[int]) -> tuple[NodeId, ...]:
@@ -39,6 +47,8 @@ async def handle_create_topics(services: TopicServices, request: Request) -> dic
     admin = services.admin
     config = services.config
     counts = Counter(t.name for t in req.topics)
+    security = services.security
+    cluster_create = security.allowed(request, AclOperation.CREATE, ResourceType.CLUSTER, log_denied=False)
     results = []
     created = False
     for topic in req.topics:
@@ -46,6 +56,8 @@ async def handle_create_topics(services: TopicServices, request: Request) -> dic
         try:
             if counts[name] > 1:
                 raise BrokerError(ErrorCode.INVALID_REQUEST, f"topic {name!r} appears more than once in the request")
+            if not cluster_create:
+                security.check(request, AclOperation.CREATE, ResourceType.TOPIC, name)
             check_topic_name(name)
             if topic.assignments:
                 if topic.num_partitions != -1 or topic.replication_factor != -1:
@@ -86,6 +98,7 @@ async def handle_delete_topics(services: TopicServices, request: Request) -> dic
     for name in req.topic_names:
         entry: dict[str, Any] = {"name": name, "error_code": 0}
         try:
+            services.security.check(request, AclOperation.DELETE, ResourceType.TOPIC, name)
             await services.admin.delete_topic(name, refresh=False)
             deleted = True
         except BrokerError as exc:
@@ -102,6 +115,7 @@ async def handle_create_partitions(services: TopicServices, request: Request) ->
     results = []
     for topic in req.topics:
         try:
+            services.security.check(request, AclOperation.ALTER, ResourceType.TOPIC, topic.name)
             assignments = None
             if topic.assignments is not None:
                 assignments = [_node_ids(a.broker_ids) for a in topic.assignments]

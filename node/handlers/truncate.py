@@ -9,6 +9,14 @@ node answers it for the partitions it leads (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOP
 otherwise) from its own log (``node.truncation.check_cut``), with the leader epoch and the log's
 offsets; nothing changes. A topic this node does not see fenced is looked up again in ZooKeeper
 once before it is refused: the fence may have been set a moment ago through another node.
+
+Authorisation: truncating is ALTER on the cluster (what Kafka asks for the other operator
+actions that move a partition's state for it: ElectLeaders, AlterPartitionReassignments; it
+deletes records of every topic it names, so a per-topic DELETE would let a topic owner rewrite
+history the failover tool relies on). The leader's check (``validate_only``) changes nothing and
+is what the controller sends each leader, so it is allowed with CLUSTER_ACTION (the inter-broker
+operation a broker's principal holds) or ALTER. Refused: CLUSTER_AUTHORIZATION_FAILED for every
+partition, no offsets disclosed, no ZooKeeper read, no truncation.
 """
 
 from __future__ import annotations
@@ -21,9 +29,18 @@ from typing import Any
 from node.errors import BrokerError, as_broker_error
 from node.protocol import ErrorCode
 from node.request import Request
+from node.security._acl import AclOperation, ResourceType
 from node.truncation import LeaderAnswer, PartitionKey, answer_of, check_cut
 
-from ._services import ControllerService, PartitionSource, RequestMetrics, TopicAdmin
+from ._services import (
+    NO_AUTHORIZER,
+    ControllerService,
+    PartitionSource,
+    RequestMetrics,
+    SecurityServices,
+    TopicAdmin,
+    denied,
+)
 
 log = logging.getLogger("strait.node.truncate")
 
@@ -36,6 +53,7 @@ class TruncateServices:
     admin: TopicAdmin
     controller: ControllerService
     metrics: RequestMetrics
+    security: SecurityServices = NO_AUTHORIZER
 
 
 def _entry(index: int, answer: LeaderAnswer | None, code: int, message: str | None, epoch: int = -1) -> dict[str, Any]:
@@ -69,7 +87,18 @@ async def handle_truncate_partitions(services: TruncateServices, request: Reques
     cuts: list[tuple[PartitionKey, int]] = [((t.name, p.index), p.offset) for t in req.topics for p in t.partitions]
     counts = Counter(key for key, _ in cuts)
     entries: dict[PartitionKey, dict[str, Any]] = {}
-    if req.validate_only:
+    security = services.security
+    if not (
+        (
+            req.validate_only
+            and security.allowed(request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, log_denied=False)
+        )
+        or security.allowed(request, AclOperation.ALTER, ResourceType.CLUSTER)
+    ):
+        refusal = denied(request, AclOperation.ALTER, ResourceType.CLUSTER)
+        for key, _offset in cuts:
+            entries[key] = _entry(key[1], None, refusal.code, refusal.message)
+    elif req.validate_only:
         reread = False
         for key, offset in cuts:
             answer = _check(services, *key, offset)

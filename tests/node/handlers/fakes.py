@@ -3,11 +3,12 @@
 Requests go through the real codec (encode, then decode as the server does), so a handler
 sees exactly the Struct it would see on the wire. Partitions are real ``Partition`` objects
 over real logs in a temporary directory: the fakes stand in for the cluster around them.
+Authorisation runs the real ``Authorizer`` over ACLs held by ``FakeSecurityStore``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -17,9 +18,24 @@ from node.cluster import TopicState
 from node.config import NodeConfig, TopicPolicy
 from node.coordination import BrokerRegistration, PartitionState
 from node.errors import BrokerError
+from node.handlers import SecurityServices
 from node.partition import Partition
-from node.protocol import ErrorCode, decode_request, encode_request, read_request_header, request_header
-from node.request import ConnectionInfo, Request
+from node.protocol import ErrorCode, Struct, decode_request, encode_request, read_request_header, request_header
+from node.request import ANONYMOUS, ConnectionInfo, Request
+from node.security._acl import (
+    CLUSTER_NAME,
+    AccessControlEntry,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    Authorizer,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
+from node.security._scram import ScramCredential
+from node.security._store import SecurityStoreError
 from storage import FaultPoints, LogConfig, TopicPartition, create_log
 
 NOW_MS = 1_700_000_000_000
@@ -32,12 +48,20 @@ def node_config(**extra: str) -> NodeConfig:
 
 
 def request(
-    api_key: int, version: int, body: Mapping[str, Any], *, peer: str = "127.0.0.1:50000", listener: str = "PLAINTEXT"
+    api_key: int,
+    version: int,
+    body: Mapping[str, Any],
+    *,
+    peer: str = "127.0.0.1:50000",
+    listener: str = "PLAINTEXT",
+    principal: str = ANONYMOUS,
+    security_protocol: str = "PLAINTEXT",
 ) -> Request:
-    """``body`` encoded and decoded by the real codec, from ``peer`` on listener ``listener``."""
+    """``body`` encoded and decoded by the real codec, from ``peer`` on listener ``listener`` as ``principal``."""
     frame = encode_request(request_header(api_key, version, 7, "unit-test"), body)[4:]
     header, at = read_request_header(frame)
-    return Request(header, decode_request(header, frame, at), ConnectionInfo(peer, listener))
+    connection = ConnectionInfo(peer, listener, principal=principal, security_protocol=security_protocol)
+    return Request(header, decode_request(header, frame, at), connection)
 
 
 def policy(*, mirror_link: str | None = None, min_isr: int = 1, fence: str | None = None) -> TopicPolicy:
@@ -178,3 +202,153 @@ def fake_partition(**log: Any) -> Partition:
     """A stand-in Partition whose ``log`` has only the given attributes (for error paths)."""
     stub = SimpleNamespace(log=SimpleNamespace(**log), check_epoch=lambda epoch: None)
     return stub  # type: ignore[return-value]
+
+
+# -- security ---------------------------------------------------------------------------------------------------------
+
+ALICE = "User:alice"  # the principal the tests grant things to
+BOB = "User:bob"  # the principal they do not
+
+
+def acl(
+    principal: str,
+    operation: AclOperation,
+    resource_type: ResourceType = ResourceType.CLUSTER,
+    name: str = CLUSTER_NAME,
+    *,
+    pattern: PatternType = PatternType.LITERAL,
+    permission: AclPermissionType = AclPermissionType.ALLOW,
+    host: str = "*",
+) -> AclBinding:
+    """One binding: ALLOW ``principal`` ``operation`` on the named resource from any host, by default."""
+    return AclBinding(
+        ResourcePattern(resource_type, name, pattern), AccessControlEntry(principal, host, operation, permission)
+    )
+
+
+class FakeSecurityStore:
+    """SecurityStore in memory over a real Authorizer; writes are recorded, and raise while ``failing`` is set."""
+
+    def __init__(self, *bindings: AclBinding, super_users: Sequence[str] = ()) -> None:
+        self.authorizer = Authorizer(super_users)
+        self.authorizer.add(bindings)
+        self.credentials: dict[str, dict[str, ScramCredential]] = {}
+        self.calls: list[tuple[str, Any]] = []
+        self.failing: str | None = None
+
+    def _write(self, call: str, args: Any) -> None:
+        self.calls.append((call, args))
+        if self.failing is not None:
+            raise SecurityStoreError(self.failing)
+
+    def scram_credential(self, mechanism: str, user: str) -> ScramCredential | None:
+        return self.credentials.get(user, {}).get(mechanism)
+
+    def scram_users(self) -> dict[str, dict[str, int]]:
+        return {
+            user: {mechanism: c.iterations for mechanism, c in by_mechanism.items()}
+            for user, by_mechanism in self.credentials.items()
+            if by_mechanism
+        }
+
+    async def set_scram(self, user: str, mechanism: str, credential: ScramCredential) -> None:
+        self._write("set_scram", (user, mechanism))
+        self.credentials.setdefault(user, {})[mechanism] = credential
+
+    async def delete_scram(self, user: str, mechanism: str) -> bool:
+        self._write("delete_scram", (user, mechanism))
+        return self.credentials.get(user, {}).pop(mechanism, None) is not None
+
+    async def add_acls(self, bindings: Sequence[AclBinding]) -> None:
+        self._write("add_acls", list(bindings))
+        self.authorizer.add(bindings)
+
+    async def remove_acls(self, acl_filter: AclBindingFilter) -> list[AclBinding]:
+        self._write("remove_acls", acl_filter)
+        return self.authorizer.remove(acl_filter)
+
+
+def secured(*bindings: AclBinding, super_users: Sequence[str] = ()) -> tuple[SecurityServices, FakeSecurityStore]:
+    """An enabled authorizer holding ``bindings`` (nothing else is allowed), and its store."""
+    store = FakeSecurityStore(*bindings, super_users=super_users)
+    return SecurityServices(store, authorizer_enabled=True), store
+
+
+@dataclass
+class RecordingGroups:
+    """GroupService that records what reaches the coordinator and answers every request as a success.
+
+    ``groups`` is what ListGroups lists; ``offsets`` what OffsetFetch finds for a null topic list.
+    """
+
+    groups: list[str] = field(default_factory=list)
+    offsets: dict[tuple[str, int], int] = field(default_factory=dict)
+    calls: list[tuple[str, Any]] = field(default_factory=list)
+
+    def partition_for(self, group_id: str) -> int:
+        return 0
+
+    async def join_group(self, req: Struct, version: int, client_id: str, client_host: str) -> dict[str, Any]:
+        self.calls.append(("join_group", req.group_id))
+        return {"throttle_time_ms": 0, "error_code": 0, "member_id": "m-1", "generation_id": 1}
+
+    async def sync_group(self, req: Struct, version: int) -> dict[str, Any]:
+        self.calls.append(("sync_group", req.group_id))
+        return {"throttle_time_ms": 0, "error_code": 0, "assignment": b"a"}
+
+    async def heartbeat(self, req: Struct, version: int) -> dict[str, Any]:
+        self.calls.append(("heartbeat", req.group_id))
+        return {"throttle_time_ms": 0, "error_code": 0}
+
+    async def leave_group(self, req: Struct, version: int) -> dict[str, Any]:
+        self.calls.append(("leave_group", req.group_id))
+        return {"throttle_time_ms": 0, "error_code": 0}
+
+    async def offset_commit(self, req: Struct, version: int) -> dict[str, Any]:
+        committed = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+        self.calls.append(("offset_commit", committed))
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for topic, p in committed:
+            topics.setdefault(topic, []).append({"partition_index": p, "error_code": 0})
+        return {"throttle_time_ms": 0, "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()]}
+
+    async def offset_fetch(self, req: Struct, version: int) -> dict[str, Any]:
+        wanted = None if req.topics is None else [(t.name, p) for t in req.topics for p in t.partition_indexes]
+        self.calls.append(("offset_fetch", wanted))
+        found = sorted(self.offsets) if wanted is None else wanted
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for topic, p in found:
+            topics.setdefault(topic, []).append(
+                {
+                    "partition_index": p,
+                    "committed_offset": self.offsets.get((topic, p), -1),
+                    "committed_leader_epoch": -1,
+                    "metadata": "",
+                    "error_code": 0,
+                }
+            )
+        topic_list = [{"name": n, "partitions": ps} for n, ps in topics.items()]
+        return {"throttle_time_ms": 0, "topics": topic_list, "error_code": 0}
+
+    async def describe_groups(self, req: Struct, version: int) -> dict[str, Any]:
+        self.calls.append(("describe_groups", list(req.groups)))
+        described = [
+            {"error_code": 0, "group_id": g, "group_state": "Empty", "protocol_type": "consumer", "members": []}
+            for g in req.groups
+        ]
+        return {"throttle_time_ms": 0, "groups": described}
+
+    async def list_groups(self, req: Struct, version: int) -> dict[str, Any]:
+        self.calls.append(("list_groups", None))
+        listed = [{"group_id": g, "protocol_type": "consumer"} for g in self.groups]
+        return {"throttle_time_ms": 0, "error_code": 0, "groups": listed}
+
+    async def delete_groups(self, group_ids: list[str]) -> list[tuple[str, int]]:
+        self.calls.append(("delete_groups", list(group_ids)))
+        return [(g, 0) for g in group_ids]
+
+    async def offset_delete(
+        self, group_id: str, partitions: list[tuple[str, int]]
+    ) -> tuple[int, list[tuple[str, int, int]]]:
+        self.calls.append(("offset_delete", list(partitions)))
+        return 0, [(topic, p, 0) for topic, p in partitions]
