@@ -33,9 +33,9 @@ from node.client import ClientError, NodeConnection
 from node.cluster import ClusterState
 from node.config import NodeConfig
 from node.controller import Controller
-from node.coordination import BrokerIdInUse, BrokerRegistration, ZkState
+from node.coordination import BrokerIdInUse, BrokerRegistration, ZkSecurityStore, ZkState
 from node.groups import GroupConfig, GroupCoordinator
-from node.handlers import Handler, NodeServices, dispatch_table, served_ranges
+from node.handlers import Handler, NodeServices, SecurityServices, dispatch_table, served_ranges
 from node.metrics import NodeMetrics
 from node.offsets_topic import OffsetsTopicStore, sync_coordinator
 from node.proc import atomic_write
@@ -43,14 +43,17 @@ from node.producer_ids import ProducerIdAllocator, site_floor
 from node.protocol import ApiKey
 from node.replica_manager import ReplicaManager
 from node.request import CloseConnection, Request
+from node.sasl import ServerSasl
+from node.security._scram import ScramCredential
 from node.server import KafkaServer, ServerLimits, api_name, bind_listener
 from node.stall import StallWatch
-from node.tls import ServerTls
+from node.tls import ServerTls, inter_broker_context
 from storage import LogManager, wall_clock_ms
 
 log = logging.getLogger("strait.node")
 
 SHUTDOWN_DEADLINE_S = 30.0
+SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +79,7 @@ class ReadyInfo:
 
 class Broker:
     def __init__(self, config: NodeConfig) -> None:
+        self.security: ZkSecurityStore | None = None  # the site's SCRAM credentials and ACLs, once started
         self.config = config
         self.metrics = NodeMetrics()
         self.zk = ZkState(
@@ -130,17 +134,28 @@ class Broker:
             )
             raise CloseConnection("internal error while handling the request") from None
 
+    def _scram_credential(self, mechanism: str, user: str) -> ScramCredential | None:
+        return self.security.scram_credential(mechanism, user) if self.security is not None else None
+
     # -- life -----------------------------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus[ReadyInfo] = trio.TASK_STATUS_IGNORED) -> None:
         """Run the node until cancelled; ``task_status.started(ReadyInfo)`` once it serves."""
         config = self.config
         # Before anything starts: a keystore that does not load stops the node here, named.
-        on_tls = any(config.security_protocol(x.name) == "SSL" for x in config.listeners)
-        tls = ServerTls(config) if on_tls else None
+        protocols = {config.security_protocol(x.name) for x in config.listeners}
+        tls = ServerTls(config) if protocols & {"SSL", "SASL_SSL"} else None
+        # SCRAM credentials come from the site's store (ZooKeeper), PLAIN users from the config.
+        sasl = ServerSasl(config, scram_lookup=self._scram_credential) if protocols & SASL_PROTOCOLS else None
         await self.zk.start()
         logs: LogManager | None = None
         try:
+            self.security = ZkSecurityStore(
+                self.zk,
+                super_users=config.super_users,
+                allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found,
+            )
+            await self.security.start()
             self.cluster_id = await self.zk.cluster_id()
             self.producer_ids.floor = site_floor(self.cluster_id)
             logs = LogManager(
@@ -172,6 +187,7 @@ class Broker:
                     followers=replicas,
                     producer_ids=self.producer_ids,
                     metrics=self.metrics,
+                    security=SecurityServices(self.security, authorizer_enabled=bool(config.authorizer_class_name)),
                 ),
                 self.api_ranges,
             )
@@ -210,7 +226,8 @@ class Broker:
                             limits,
                             listener_name=name,
                             security_protocol=config.security_protocol(name),
-                            tls=tls if config.security_protocol(name) == "SSL" else None,
+                            tls=tls if config.security_protocol(name).endswith("SSL") else None,
+                            sasl=sasl if config.security_protocol(name).startswith("SASL_") else None,
                         ),
                         sock,
                     )
@@ -268,6 +285,8 @@ class Broker:
             self.status = "stopping"
             if self._cluster is not None and self._cluster.stall is not None:
                 self._cluster.stall.stop()
+            if self.security is not None:
+                self.security.close()
             with trio.CancelScope(shield=True), trio.move_on_after(SHUTDOWN_DEADLINE_S):
                 await self.zk.close()
                 if logs is not None:
@@ -345,7 +364,9 @@ class Broker:
         reg = cluster.brokers.get(cluster.controller[0])
         if reg is None:
             return None
-        async with await NodeConnection.open(f"{reg.host}:{reg.port}", client_id=f"strait-broker-{me}") as conn:
+        async with await NodeConnection.open(
+            f"{reg.host}:{reg.port}", client_id=f"strait-broker-{me}", ssl_context=inter_broker_context(self.config)
+        ) as conn:
             body = await conn.request(ApiKey.CONTROLLED_SHUTDOWN, 2, {"broker_id": me, "broker_epoch": -1}, timeout=30)
         if body.error_code:
             raise ClientError.from_code(body.error_code, "ControlledShutdown")

@@ -47,6 +47,7 @@ from node.coordination import CoordinationError, PartitionState, StaleState, Tru
 from node.errors import BrokerError
 from node.ids import NO_NODE, NodeId
 from node.protocol import ErrorCode
+from node.tls import inter_broker_context
 from node.truncation import (
     Again,
     LeaderAnswer,
@@ -427,7 +428,8 @@ class Controller:
                     answers[key] = LeaderAnswer(ErrorCode.LEADER_NOT_AVAILABLE, f"leader {leader} is not registered")
                 continue
             client_id = f"strait-controller-{self.broker_id}"
-            answers |= await ask_leader(f"{reg.host}:{reg.port}", client_id, cuts, timeout)
+            tls = inter_broker_context(self.config)
+            answers |= await ask_leader(f"{reg.host}:{reg.port}", client_id, cuts, timeout, tls)
         return answers
 
     async def _record_truncations(

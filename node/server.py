@@ -21,7 +21,7 @@ import os
 import struct
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import trio
@@ -30,6 +30,7 @@ from node.metrics import NodeMetrics
 from node.protocol import (
     ApiKey,
     EncodedFrame,
+    ErrorCode,
     MalformedRequest,
     ProtocolError,
     Region,
@@ -42,6 +43,8 @@ from node.protocol import (
     schema,
 )
 from node.request import ANONYMOUS, CloseConnection, ConnectionInfo, Request
+from node.sasl import ServerSasl
+from node.security._sasl import SaslFailure, SaslServer
 from node.tls import ServerTls, TlsError
 
 __all__ = [
@@ -166,9 +169,10 @@ class TlsTransport:
 class _FrameReader:
     """Size-prefixed frames from a connection, with one reusable read buffer."""
 
-    def __init__(self, sock: Transport, max_bytes: int) -> None:
+    def __init__(self, sock: Transport, max_bytes: int, limit_name: str = "socket.request.max.bytes") -> None:
         self._sock = sock
-        self._max = max_bytes
+        self.max_bytes = max_bytes  # changes once a SASL connection has authenticated
+        self.limit_name = limit_name
         self._buf = bytearray()
         self._pos = 0
 
@@ -190,8 +194,8 @@ class _FrameReader:
                     raise CloseConnection("connection closed in the middle of a size prefix")
                 return None
         (size,) = _SIZE.unpack_from(self._buf, self._pos)
-        if size < 0 or size > self._max:
-            raise CloseConnection(f"request size {size} outside 0..{self._max} (socket.request.max.bytes)")
+        if size < 0 or size > self.max_bytes:
+            raise CloseConnection(f"request size {size} outside 0..{self.max_bytes} ({self.limit_name})")
         start = self._pos + 4
         have = len(self._buf) - start
         if have >= size:
@@ -268,13 +272,17 @@ class KafkaServer:
         listener_name: str = "PLAINTEXT",
         security_protocol: str = "PLAINTEXT",
         tls: ServerTls | None = None,
+        sasl: ServerSasl | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
-        if security_protocol not in ("PLAINTEXT", "SSL"):
-            raise ValueError(f"listener {listener_name}: security protocol {security_protocol} is not supported yet")
-        if (security_protocol == "SSL") != (tls is not None):
+        if security_protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+            raise ValueError(f"listener {listener_name}: unknown security protocol {security_protocol}")
+        if security_protocol.endswith("SSL") != (tls is not None):
             raise ValueError(f"listener {listener_name}: TLS settings are for SSL listeners, and SSL needs them")
+        if security_protocol.startswith("SASL_") != (sasl is not None):
+            raise ValueError(f"listener {listener_name}: SASL settings are for SASL listeners, and SASL needs them")
         self.tls = tls
+        self.sasl = sasl
         self.handler = handler
         self.metrics = metrics
         self.limits = limits
@@ -319,6 +327,9 @@ class KafkaServer:
         except _HandshakeFailed as exc:
             reason = "tls"
             log.info("closing connection from %s: TLS handshake failed: %s", peer, exc)
+        except _AuthenticationFailed as exc:
+            reason = "authentication"
+            log.info("closing connection from %s: SASL authentication failed: %s", peer, exc)
         except CloseConnection as exc:
             reason = "protocol"
             log.warning("closing connection from %s: %s", peer, exc.reason)
@@ -353,6 +364,14 @@ class KafkaServer:
     async def _loop(self, sock: Transport, conn: ConnectionInfo) -> str:
         reader = _FrameReader(sock, self.limits.max_request_bytes)
         ranges = self.handler.api_ranges
+        session: _Session | None = None
+        if self.sasl is not None:
+            reader.max_bytes, reader.limit_name = self.sasl.max_receive_size, "sasl.server.max.receive.size"
+            session = await self._authenticate(reader, sock, conn, None, None)
+            if session is None:
+                return "eof"
+            reader.max_bytes, reader.limit_name = self.limits.max_request_bytes, "socket.request.max.bytes"
+            conn = replace(conn, principal=session.principal)
         while True:
             with trio.move_on_after(self.limits.idle_timeout_s) as idle:
                 frame = await reader.next_frame()
@@ -361,6 +380,16 @@ class KafkaServer:
                 return "idle"
             if frame is None:
                 return "eof"
+            if session is not None:
+                if _api_key_of(frame) == ApiKey.SASL_HANDSHAKE:  # KIP-368 re-authentication
+                    again = await self._authenticate(reader, sock, conn, session, frame)
+                    if again is None:
+                        return "eof"
+                    session = again
+                    continue
+                if session.expired(trio.current_time()):
+                    log.info("closing connection from %s: its SASL session expired", conn.peer)
+                    return "reauth"
             started = self._clock()
             try:
                 header, body_at = read_request_header(frame)
@@ -393,6 +422,152 @@ class KafkaServer:
                 out = encoded.size
                 await write_frame(sock, encoded)
             self.metrics.record_request(api_name(header.api_key), len(frame) + 4, out, self._clock() - started)
+
+    # -- SASL -------------------------------------------------------------------------------------
+
+    async def _authenticate(
+        self,
+        reader: _FrameReader,
+        sock: Transport,
+        conn: ConnectionInfo,
+        current: _Session | None,
+        first: memoryview | None,
+    ) -> _Session | None:
+        """Run one SASL exchange (SaslHandshake, then SaslAuthenticate until the mechanism is
+        done); only ApiVersions is answered besides. Returns the session, or None at a clean end
+        of stream. ``current`` is the session being re-authenticated: the mechanism and the
+        principal must stay the same (KIP-368). Raises _AuthenticationFailed after answering a
+        failure and waiting ``connection.failed.authentication.delay.ms``; CloseConnection for
+        anything else out of place.
+        """
+        sasl = self.sasl
+        assert sasl is not None
+        ranges = self.handler.api_ranges
+        exchange: SaslServer | None = None
+        legacy = False  # SaslHandshake v0: raw tokens follow, without Kafka headers
+        while True:
+            if first is not None:
+                frame, first = first, None
+            else:
+                got: memoryview | None = None
+                with trio.move_on_after(self.limits.idle_timeout_s) as idle:
+                    got = await reader.next_frame()
+                if idle.cancelled_caught:
+                    raise CloseConnection(f"idle for {self.limits.idle_timeout_s:.0f} s during SASL authentication")
+                if got is None:
+                    return None
+                frame = got
+            if legacy:
+                assert exchange is not None
+                token = await self._sasl_step(exchange, bytes(frame), None, sock, conn)
+                await sock.send_all(_SIZE.pack(len(token)) + token)
+                if exchange.complete:
+                    return self._session_of(exchange, conn, current)
+                continue
+            header, body = self._decode_sasl_phase(frame, ranges)
+            if header.api_key == ApiKey.API_VERSIONS:
+                response = await self.handler.handle(Request(header, body, conn))
+                await write_frame(sock, encode_response(header, response))
+            elif header.api_key == ApiKey.SASL_HANDSHAKE:
+                if exchange is not None:
+                    raise CloseConnection("a second SaslHandshake in one SASL exchange")
+                mechanism = str(body.mechanism)
+                if current is not None and mechanism != current.mechanism:
+                    await write_frame(sock, encode_response(header, _handshake(ErrorCode.ILLEGAL_SASL_STATE, sasl)))
+                    raise _AuthenticationFailed(
+                        f"re-authentication with {mechanism}, not the connection's {current.mechanism}"
+                    )
+                exchange = sasl.exchange(mechanism)
+                if exchange is None:
+                    code = ErrorCode.UNSUPPORTED_SASL_MECHANISM
+                    await write_frame(sock, encode_response(header, _handshake(code, sasl)))
+                    enabled = ", ".join(sasl.mechanisms)
+                    raise _AuthenticationFailed(f"mechanism {mechanism!r} is not enabled ({enabled})")
+                await write_frame(sock, encode_response(header, _handshake(ErrorCode.NONE, sasl)))
+                legacy = header.api_version == 0
+            elif header.api_key == ApiKey.SASL_AUTHENTICATE:
+                if exchange is None:
+                    failed = {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "auth_bytes": b""}
+                    failed["error_message"] = "SaslAuthenticate before SaslHandshake"
+                    await write_frame(sock, encode_response(header, failed))
+                    raise _AuthenticationFailed("SaslAuthenticate before SaslHandshake")
+                token = await self._sasl_step(exchange, bytes(body.auth_bytes), header, sock, conn)
+                answer: dict[str, Any] = {"error_code": ErrorCode.NONE, "auth_bytes": token}
+                if exchange.complete:
+                    session = self._session_of(exchange, conn, current)
+                    answer["session_lifetime_ms"] = sasl.reauth_ms
+                    await write_frame(sock, encode_response(header, answer))
+                    return session
+                await write_frame(sock, encode_response(header, answer))
+            else:
+                raise CloseConnection(f"{api_name(header.api_key)} before SASL authentication")
+
+    def _decode_sasl_phase(self, frame: memoryview, ranges: Mapping[int, tuple[int, int]]) -> tuple[Any, Any]:
+        try:
+            header, body_at = read_request_header(frame)
+        except ProtocolError as exc:
+            raise CloseConnection(f"malformed request before SASL authentication: {exc}") from None
+        served = ranges.get(header.api_key)
+        if served is None or not served[0] <= header.api_version <= served[1]:
+            raise CloseConnection(f"{api_name(header.api_key)} v{header.api_version} before SASL authentication")
+        try:
+            return header, decode_request(header, frame, body_at)
+        except ProtocolError as exc:
+            raise CloseConnection(f"malformed {api_name(header.api_key)} before SASL authentication: {exc}") from None
+
+    async def _sasl_step(
+        self, exchange: SaslServer, token: bytes, header: Any, sock: Transport, conn: ConnectionInfo
+    ) -> bytes:
+        """The mechanism's answer to ``token``; on failure, the failure is answered (SaslAuthenticate)
+        or not (a v0 raw token), the delay waited, and _AuthenticationFailed raised."""
+        sasl = self.sasl
+        assert sasl is not None
+        try:
+            return exchange.step(token)
+        except SaslFailure as exc:
+            if header is not None:
+                failed = {
+                    "error_code": ErrorCode.SASL_AUTHENTICATION_FAILED,
+                    "error_message": str(exc),
+                    "auth_bytes": b"",
+                }
+                await write_frame(sock, encode_response(header, failed))
+            await trio.sleep(sasl.failure_delay_s)
+            raise _AuthenticationFailed(f"{exchange.mechanism}: {exc}") from None
+
+    def _session_of(self, exchange: SaslServer, conn: ConnectionInfo, current: _Session | None) -> _Session:
+        sasl = self.sasl
+        assert sasl is not None
+        principal = f"User:{exchange.authorization_id}"
+        if current is not None and principal != current.principal:
+            raise _AuthenticationFailed(f"re-authentication as {principal}, not the connection's {current.principal}")
+        expires = trio.current_time() + sasl.reauth_ms / 1000 if sasl.reauth_ms > 0 else None
+        log.debug("connection from %s authenticated as %s (%s)", conn.peer, principal, exchange.mechanism)
+        return _Session(principal, exchange.mechanism, expires)
+
+
+@dataclass(frozen=True, slots=True)
+class _Session:
+    """An authenticated SASL connection: who, how, and until when (None: no expiry)."""
+
+    principal: str
+    mechanism: str
+    expires_at: float | None
+
+    def expired(self, now: float) -> bool:
+        return self.expires_at is not None and now >= self.expires_at
+
+
+def _handshake(code: int, sasl: ServerSasl) -> dict[str, Any]:
+    return {"error_code": code, "mechanisms": list(sasl.mechanisms)}
+
+
+def _api_key_of(frame: memoryview) -> int:
+    return int.from_bytes(frame[:2], "big", signed=True) if len(frame) >= 2 else -1
+
+
+class _AuthenticationFailed(Exception):
+    """A SASL client that failed to authenticate; the connection is closed."""
 
 
 class _HandshakeFailed(Exception):

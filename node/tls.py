@@ -26,7 +26,7 @@ from node.config import NodeConfig
 from node.request import ANONYMOUS
 from node.security._principal import PrincipalRule, distinguished_name, map_principal_name, parse_principal_rules
 
-__all__ = ["ServerTls", "TlsError"]
+__all__ = ["ServerTls", "TlsError", "inter_broker_context"]
 
 log = logging.getLogger("strait.node.tls")
 
@@ -137,3 +137,26 @@ class ServerTls:
             return "User:" + map_principal_name(name, self._rules)
         except ValueError as exc:
             raise TlsError(str(exc)) from None
+
+
+def inter_broker_context(config: NodeConfig) -> ssl.SSLContext | None:
+    """The client side of TLS for this node's connections to other nodes (replica fetchers, the
+    controller, controlled shutdown), or None when the inter-broker listener is PLAINTEXT.
+
+    Trusts ``ssl.truststore.location`` (the system CAs without one), presents the node's own
+    certificate (so that ``ssl.client.auth=required`` admits other nodes), checks the other node's
+    host name unless ``ssl.endpoint.identification.algorithm`` is empty. Built anew on each call,
+    so renewed files are used by the next connection. Raises TlsError naming a file that does not load.
+    """
+    if config.security_protocol(config.inter_broker_listener_name) != "SSL":
+        return None
+    context = ssl.create_default_context(cafile=config.ssl_truststore_location)
+    context.check_hostname = config.ssl_endpoint_identification_algorithm == "https"
+    versions = sorted(_VERSIONS[v] for v in config.ssl_enabled_protocols)
+    context.minimum_version, context.maximum_version = versions[0], versions[-1]
+    if config.ssl_keystore_location is not None:
+        try:
+            context.load_cert_chain(config.ssl_keystore_location, password=config.ssl_key_password)
+        except (ssl.SSLError, OSError) as exc:
+            raise TlsError(f"ssl.keystore.location {config.ssl_keystore_location}: {exc}") from None
+    return context

@@ -34,6 +34,7 @@ each partition is at the cut.
 from __future__ import annotations
 
 import logging
+import ssl
 from dataclasses import dataclass, replace
 
 import trio
@@ -216,7 +217,11 @@ def decide(state: PartitionState, offset: int, answer: LeaderAnswer, controller_
 
 
 async def ask_leader(
-    address: str, client_id: str, cuts: dict[PartitionKey, int], timeout: float
+    address: str,
+    client_id: str,
+    cuts: dict[PartitionKey, int],
+    timeout: float,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> dict[PartitionKey, LeaderAnswer]:
     """Send the leader check (TruncatePartitions with ``validate_only``) to the node at ``address``.
 
@@ -233,7 +238,9 @@ async def ask_leader(
     out: dict[PartitionKey, LeaderAnswer] = {}
     try:
         with trio.fail_after(timeout):
-            async with await NodeConnection.open(address, client_id=client_id, timeout=timeout) as conn:
+            async with await NodeConnection.open(
+                address, client_id=client_id, timeout=timeout, ssl_context=ssl_context
+            ) as conn:
                 version = conn.version(ApiKey.TRUNCATE_PARTITIONS, TRUNCATE_VERSION)
                 response = await conn.request(ApiKey.TRUNCATE_PARTITIONS, version, body, timeout=timeout)
         for t in response.topics:

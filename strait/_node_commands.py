@@ -58,7 +58,7 @@ def start(config_path: Path, ready_file: Path | None) -> None:
             trio.run(_run, config, ready_file)
     except BaseExceptionGroup as group:
         leaf = _single_leaf(group)
-        if isinstance(leaf, CoordinationError | StorageError | TlsError | OSError):
+        if isinstance(leaf, CoordinationError | StorageError | TlsError | ConfigError | OSError):
             raise click.ClickException(f"node {config.broker_id} stopped: {leaf}") from None
         raise
 

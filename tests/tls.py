@@ -90,9 +90,16 @@ class TestCa:
         expired: bool = False,
         key_password: str | None = None,
     ) -> Issued:
-        """A certificate for ``name`` (with ``ip`` as its subject alternative name for a server),
-        for TLS clients when ``client``; ``expired``: valid only until yesterday."""
+        """A certificate for ``name`` (with ``ip`` as its subject alternative name for a server), for
+        TLS clients only when ``client`` (else for servers and clients: a node is both); ``expired``:
+        valid only until yesterday."""
         key = ec.generate_private_key(ec.SECP256R1())
+        # A node's certificate serves its listeners and is its client certificate towards other nodes.
+        usages = (
+            [ExtendedKeyUsageOID.CLIENT_AUTH]
+            if client
+            else [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+        )
         now = datetime.datetime.now(datetime.UTC)
         start, end = (
             (now - datetime.timedelta(days=3), now - datetime.timedelta(days=1))
@@ -108,10 +115,7 @@ class TestCa:
             .not_valid_before(start)
             .not_valid_after(end)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(
-                x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH if client else ExtendedKeyUsageOID.SERVER_AUTH]),
-                critical=False,
-            )
+            .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
         )
         if ip is not None:
             builder = builder.add_extension(

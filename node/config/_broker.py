@@ -28,7 +28,9 @@ from types import MappingProxyType
 from typing import Any
 
 from node.ids import NodeId
+from node.security._jaas import parse_jaas_config
 from node.security._principal import parse_principal_rules
+from node.security._sasl import MECHANISMS
 from storage import LogConfig
 
 from ._errors import ConfigError
@@ -140,6 +142,30 @@ def _first_listener_name(earlier: Mapping[str, Any]) -> str:
     return listeners[0].name
 
 
+#: Kafka's class names of its ACL authorizer (ZooKeeper-era, KRaft, and the old one); each turns ACLs on.
+AUTHORIZER_CLASSES = (
+    "kafka.security.authorizer.AclAuthorizer",
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "kafka.security.auth.SimpleAclAuthorizer",
+)
+
+
+def _super_users(text: str) -> tuple[str, ...]:
+    return tuple(u.strip() for u in text.split(";") if u.strip())
+
+
+def _check_super_users(value: Value) -> None:
+    for user in _super_users(str(value)):
+        kind, sep, name = user.partition(":")
+        if not sep or not kind or not name:
+            raise ValueError(f"{user!r} is not a principal (Type:name, e.g. User:admin)")
+
+
+def check_jaas_config(value: Value) -> None:
+    """``sasl.jaas.config``'s validator; ValueError(reason, never quoting a password)."""
+    parse_jaas_config(str(value))
+
+
 def check_principal_rules(value: Value) -> None:
     """``ssl.principal.mapping.rules``' validator; ValueError(reason naming the rule)."""
     parse_principal_rules(str(value))
@@ -169,6 +195,8 @@ _NODE, _NET, _TOPICS, _LOG = "Node and ZooKeeper", "Listeners and connections", 
 _RETENTION, _FLUSH, _REPLICATION = "Retention", "Flush", "Replication"
 _GROUPS, _TXN, _STRAIT = "Groups and offsets", "Transactions", "strait"
 _SECURITY = "Security"
+#: What errors show instead of the value of a password key.
+HIDDEN = "[hidden]"
 _JAVA_STORES = tuple(
     (store, f"strait reads PEM files; convert the {store} store to PEM (keytool, then openssl pkcs12)")
     for store in ("JKS", "PKCS12")
@@ -301,6 +329,66 @@ class NodeConfig:
                      ("TLSv1.1", "TLS 1.1 is insecure; strait accepts TLSv1.2 and TLSv1.3")),
         check=check_non_empty_list, group=_SECURITY,
         doc="The TLS versions listeners accept.",
+    ))
+    # authorization (ACLs)
+    authorizer_class_name: str = setting(ConfigKey(
+        name="authorizer.class.name", type=_STR, default="", choices=("", *AUTHORIZER_CLASSES),
+        unsupported=(("org.apache.ranger.authorization.kafka.authorizer.RangerKafkaAuthorizer",
+                      "Ranger is not supported; use kafka.security.authorizer.AclAuthorizer"),),
+        group=_SECURITY,
+        doc="Turns ACLs on. Kafka's names of its ACL authorizer are accepted as they are; empty (the "
+            "default) authorizes everything, as Kafka without an authorizer.",
+    ))
+    super_users: tuple[str, ...] = setting(ConfigKey(
+        name="super.users", type=_STR, default="", check=_check_super_users, valid="User:name;User:name;...",
+        group=_SECURITY, doc="Principals every ACL check allows, separated by ';' as in Kafka.",
+    ), convert=_super_users)
+    allow_everyone_if_no_acl_found: bool = setting(ConfigKey(
+        name="allow.everyone.if.no.acl.found", type=_B, default="false", group=_SECURITY,
+        doc="With an authorizer: allow a request on a resource no ACL names (false: deny it, as Kafka's default).",
+    ))
+    # SASL (listeners whose protocol is SASL_PLAINTEXT or SASL_SSL)
+    sasl_enabled_mechanisms: tuple[str, ...] = setting(ConfigKey(
+        name="sasl.enabled.mechanisms", type=_LIST, default="SCRAM-SHA-256,SCRAM-SHA-512", choices=MECHANISMS,
+        unsupported=(("GSSAPI", "Kerberos (GSSAPI) is not supported; use SCRAM-SHA-256, SCRAM-SHA-512 or PLAIN"),
+                     ("OAUTHBEARER", "OAUTHBEARER is not supported; use SCRAM-SHA-256, SCRAM-SHA-512 or PLAIN")),
+        check=check_non_empty_list, group=_SECURITY,
+        doc="The mechanisms SASL listeners offer. SCRAM credentials are the site's, in ZooKeeper (strait users "
+            "add-scram, or AlterUserScramCredentials); PLAIN users come from sasl.jaas.config's user_<name> "
+            "entries and strait.sasl.plain.users.file. Kafka's default, GSSAPI, is not supported.",
+    ))
+    sasl_jaas_config: str | None = setting(ConfigKey(
+        name="sasl.jaas.config", type=_PASSWORD, default=None, check=check_jaas_config, group=_SECURITY,
+        valid="one JAAS login module entry ending with ';'",
+        doc="Kafka's JAAS entry: with org.apache.kafka.common.security.plain.PlainLoginModule, its "
+            "user_<name>=\"<password>\" options are PLAIN users. Never shown by DescribeConfigs.",
+    ))
+    sasl_plain_users_file: str | None = setting(ConfigKey(
+        name="strait.sasl.plain.users.file", type=_STR, default=None, group=_SECURITY,
+        doc="A file of PLAIN users, one name=password per line (# comments), read at start. For tests and "
+            "small sites: SCRAM keeps only salted keys, PLAIN needs the passwords.",
+    ))
+    sasl_server_max_receive_size: int = setting(ConfigKey(
+        name="sasl.server.max.receive.size", type=_I, default="524288", minimum=1, group=_SECURITY,
+        doc="The largest request accepted before a SASL connection has authenticated; a bigger size prefix "
+            "closes the connection unread.",
+    ))
+    connection_failed_authentication_delay_ms: int = setting(ConfigKey(
+        name="connection.failed.authentication.delay.ms", type=_I, default="100", minimum=0, group=_SECURITY,
+        doc="How long a connection that failed to authenticate is held open (answering nothing) before it is "
+            "closed, which slows down password guessing.",
+    ))
+    connections_max_reauth_ms: int = setting(ConfigKey(
+        name="connections.max.reauth.ms", type=_L, default="0", minimum=0, group=_SECURITY,
+        doc="KIP-368: when positive, a SASL session lasts this long; the client re-authenticates on the same "
+            "connection before then (SaslAuthenticate v1 tells it when), or the connection is closed at its "
+            "next request. 0: sessions do not expire.",
+    ))
+    ssl_endpoint_identification_algorithm: str = setting(ConfigKey(
+        name="ssl.endpoint.identification.algorithm", type=_STR, default="https", choices=("https", ""),
+        group=_SECURITY,
+        doc="https: a node connecting to another over SSL (the inter-broker listener) checks that the other's "
+            "certificate names the host it connected to; empty: it checks only the certificate's chain.",
     ))
     ssl_principal_mapping_rules: str = setting(ConfigKey(
         name="ssl.principal.mapping.rules", type=_STR, default="DEFAULT", check=check_principal_rules,
@@ -635,7 +723,15 @@ class NodeConfig:
             if name not in BROKER_KEY_INDEX:
                 close = difflib.get_close_matches(name, BROKER_KEY_INDEX.keys(), n=1)
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
-                raise ConfigError(f"unknown key{hint}; see docs/configuration.md", key=name, value=raw, source=source)
+                secret = any(word in name for word in ("pass", "jaas", "secret")) or bool(
+                    close and BROKER_KEY_INDEX[close[0]].type == ConfigType.PASSWORD
+                )
+                raise ConfigError(
+                    f"unknown key{hint}; see docs/configuration.md",
+                    key=name,
+                    value=HIDDEN if secret else raw,
+                    source=source,
+                )
         values: dict[str, Value] = {}
         explicit: dict[str, str] = {}
         for key in BROKER_KEYS:
@@ -648,7 +744,8 @@ class NodeConfig:
             try:
                 values[key.name] = key.parse(text)
             except ValueError as exc:
-                raise ConfigError(str(exc), key=key.name, value=text, source=source) from None
+                shown = HIDDEN if key.type == ConfigType.PASSWORD else text
+                raise ConfigError(str(exc), key=key.name, value=shown, source=source) from None
             if given is not None:
                 explicit[key.name] = key.render(values[key.name])
         _check_together(values, explicit.keys(), source)
@@ -690,14 +787,37 @@ def _check_together(values: Mapping[str, Value], explicit: Collection[str], sour
 
 
 def _check_tls_keys(values: Mapping[str, Value], source: str) -> None:
-    """A listener on SSL needs the node's key and certificate; client certificates need the CAs."""
+    """A listener on TLS needs the node's key and certificate; client certificates need the CAs; PLAIN
+    needs users; the nodes talk to each other in plain text for now."""
     protocols = parse_protocol_map(str(values["listener.security.protocol.map"]))
-    tls = [x for x in parse_listener_list(str(values["listeners"]), "listeners") if protocols[x.name] == "SSL"]
+    listeners = parse_listener_list(str(values["listeners"]), "listeners")
+    inter_broker = str(values.get("inter.broker.listener.name", listeners[0].name)).upper()
+    if protocols.get(inter_broker, "PLAINTEXT").startswith("SASL_"):
+        raise ConfigError(
+            f"is a {protocols[inter_broker]} listener; replication and the controller reach other nodes over "
+            "PLAINTEXT or SSL only for now: name such a listener",
+            key="inter.broker.listener.name",
+            value=inter_broker,
+            source=source,
+        )
+    sasl = [x for x in listeners if protocols[x.name].startswith("SASL_")]
+    if sasl and "PLAIN" in values["sasl.enabled.mechanisms"]:  # type: ignore[operator]
+        jaas = values.get("sasl.jaas.config")
+        if "strait.sasl.plain.users.file" not in values and not (jaas and parse_jaas_config(str(jaas)).plain_users()):
+            raise ConfigError(
+                f"enables PLAIN on {sasl[0]}, but there are no PLAIN users: set strait.sasl.plain.users.file or "
+                "user_<name> options in sasl.jaas.config (PlainLoginModule)",
+                key="sasl.enabled.mechanisms",
+                value=",".join(values["sasl.enabled.mechanisms"]),  # type: ignore[arg-type]
+                source=source,
+            )
+    tls = [x for x in listeners if protocols[x.name] in ("SSL", "SASL_SSL")]
     if not tls:
         return
     if "ssl.keystore.location" not in values:
         raise ConfigError(
-            f"is required by the SSL listener {tls[0]} (a PEM file with the node's private key and certificate chain)",
+            f"is required by the {protocols[tls[0].name]} listener {tls[0]} (a PEM file with the node's private "
+            "key and certificate chain)",
             key="ssl.keystore.location",
             source=source,
         )

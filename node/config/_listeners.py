@@ -3,8 +3,8 @@ protocol of each name (``listener.security.protocol.map``), and host:port.
 
 A listener's name is free (``LOCAL``, ``WAN``); its security protocol comes from
 ``listener.security.protocol.map``, where a name that is itself a protocol name maps to that
-protocol unless the map says otherwise. strait speaks PLAINTEXT and SSL (TLS, ``node.tls``); the
-SASL protocols are refused by name until they are implemented.
+protocol unless the map says otherwise. strait speaks all four: PLAINTEXT, SSL (TLS, ``node.tls``),
+SASL_PLAINTEXT and SASL_SSL (``node.sasl``).
 :func:`check_listener_keys` holds the rules that span these keys and ``inter.broker.listener.name``;
 :func:`parse_host_port` is shared with the other address keys.
 """
@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SUPPORTED_PROTOCOLS = ("PLAINTEXT", "SSL")
+SUPPORTED_PROTOCOLS = SECURITY_PROTOCOLS
 # Kafka's default listener.security.protocol.map: each protocol name is a listener name for itself.
 DEFAULT_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in SECURITY_PROTOCOLS)
 WILDCARD_HOSTS = ("", "0.0.0.0", "::")

@@ -457,7 +457,10 @@ class ScramServer:
                 f"Channel binding data {_shown(channel_binding.decode('utf-8', 'replace'))} does not match "
                 f"the gs2 header {self._gs2_header!r} of the client-first message"
             )
-        if attributes[1][2:] != self._nonce:
+        # RFC 5802 wants the nonce back exactly. Kafka only checks that it ends with the server-first
+        # nonce, and librdkafka 2.0.x (Debian's kcat) relies on it: it sends its own nonce again in
+        # front. The proof still covers the message as sent, so nothing is weakened.
+        if not attributes[1][2:].endswith(self._nonce):
             raise SaslFailure("Invalid client nonce in the final client message")
         if len(proof) != self._mechanism.key_size:
             raise _malformed(

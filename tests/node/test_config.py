@@ -16,6 +16,7 @@ from node.config import (
     LONG_MAX,
     NO_EFFECT_KEYS,
     ConfigError,
+    ConfigType,
     Listener,
     NodeConfig,
     load_config,
@@ -177,8 +178,7 @@ CASES: dict[str, tuple[str, str, bool, list[str]]] = {
         True,
         [
             "",
-            "SASL_SSL://h:9093",
-            "SASL_PLAINTEXT://h:9093",
+            "TLS://h:9093",
             "INTERNAL://h:9093",
             "h:9092",
             "PLAINTEXT://h",
@@ -216,6 +216,31 @@ CASES: dict[str, tuple[str, str, bool, list[str]]] = {
     "ssl.truststore.location": ("/etc/strait/ca.pem", "/etc/strait/ca.pem", True, []),
     "ssl.client.auth": ("required", "required", True, ["REQUIRED", "yes", ""]),
     "ssl.enabled.protocols": ("TLSv1.3", "TLSv1.3", True, ["TLSv1.1", "TLSv1", "SSLv3", "", "TLSv1.2,"]),
+    "authorizer.class.name": (
+        "kafka.security.authorizer.AclAuthorizer",
+        "kafka.security.authorizer.AclAuthorizer",
+        True,
+        ["AclAuthorizer", "org.apache.ranger.authorization.kafka.authorizer.RangerKafkaAuthorizer"],
+    ),
+    "super.users": ("User:admin;User:ops", "User:admin;User:ops", True, ["admin", "User:", ":x;User:a"]),
+    "allow.everyone.if.no.acl.found": ("true", "true", True, ["yes"]),
+    "ssl.endpoint.identification.algorithm": ("", "", True, ["HTTPS", "ldap"]),
+    "sasl.enabled.mechanisms": (
+        "PLAIN, SCRAM-SHA-512",
+        "PLAIN,SCRAM-SHA-512",
+        True,
+        ["GSSAPI", "OAUTHBEARER", "", "plain"],
+    ),
+    "sasl.jaas.config": (
+        'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="a";',
+        'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="a";',
+        True,
+        ["PlainLoginModule", 'X maybe a="b";', 'X required a="b"'],
+    ),
+    "strait.sasl.plain.users.file": ("/etc/strait/plain-users", "/etc/strait/plain-users", True, []),
+    "sasl.server.max.receive.size": ("65536", "65536", True, ["0", "x"]),
+    "connection.failed.authentication.delay.ms": ("0", "0", True, ["-1"]),
+    "connections.max.reauth.ms": ("3600000", "3600000", True, ["-1"]),
     "ssl.principal.mapping.rules": (
         "RULE:^CN=(.*?),OU=ops.*$/$1/L, DEFAULT",
         "RULE:^CN=(.*?),OU=ops.*$/$1/L, DEFAULT",
@@ -311,8 +336,9 @@ def test_good_value(key: str) -> None:
 def test_bad_value_names_file_key_and_value(key: str, bad: str) -> None:
     with pytest.raises(ConfigError) as err:
         NodeConfig.from_properties(BASE | {key: bad}, source=SOURCE)
-    assert (err.value.key, err.value.value, err.value.source) == (key, bad, SOURCE)
-    assert str(err.value).startswith(f"{SOURCE}: {key}={bad!r}: ")
+    shown = "[hidden]" if BROKER_KEY_INDEX[key].type == ConfigType.PASSWORD else bad  # a password is never echoed
+    assert (err.value.key, err.value.value, err.value.source) == (key, shown, SOURCE)
+    assert str(err.value).startswith(f"{SOURCE}: {key}={shown!r}: ")
 
 
 def test_defaults_are_kafkas_except_loopback() -> None:
@@ -460,9 +486,9 @@ def test_listener_str_round_trips() -> None:
 
 def test_listener_errors_name_the_listener() -> None:
     with pytest.raises(ConfigError) as err:
-        parse_listeners("SASL_SSL://broker:9093", "listeners")
+        parse_listeners("BROKER://broker:9093", "listeners")
     assert err.value.key == "listeners"
-    assert "listener 'SASL_SSL://broker:9093': security protocol SASL_SSL is not supported yet" in str(err.value)
+    assert "listener 'BROKER://broker:9093': listener name BROKER has no security protocol" in str(err.value)
     with pytest.raises(ConfigError, match=r"listener 'CLIENT://h:1'.*listener\.security\.protocol\.map"):
         parse_listeners("CLIENT://h:1", "listeners")
 

@@ -140,19 +140,22 @@ def test_a_listener_name_missing_from_the_map_is_refused_naming_it() -> None:
     )
 
 
-def test_an_unsupported_protocol_is_blamed_on_the_key_that_chose_it() -> None:
-    error = refused({"listeners": "SASL_PLAINTEXT://h:9093"}, "listeners")
-    assert error.reason == (
-        "listener 'SASL_PLAINTEXT://h:9093': security protocol SASL_PLAINTEXT is not supported yet "
-        "(only PLAINTEXT and SSL)"
-    )
-    error = refused(
-        {"listeners": "WAN://h:9093", "listener.security.protocol.map": "WAN:SASL_SSL"},
-        "listener.security.protocol.map",
-    )
-    assert error.reason == (
-        "listener 'WAN://h:9093': security protocol SASL_SSL is not supported yet (only PLAINTEXT and SSL)"
-    )
+def test_sasl_listeners_need_plain_users_when_plain_is_on_and_do_not_carry_replication_yet() -> None:
+    sasl = {
+        "listeners": "LOCAL://127.0.0.1:0,WAN://h:9093",
+        "listener.security.protocol.map": "LOCAL:PLAINTEXT,WAN:SASL_PLAINTEXT",
+    }
+    assert config(sasl).security_protocol("WAN") == "SASL_PLAINTEXT"  # SCRAM only, the default
+    with pytest.raises(ConfigError) as err:
+        config(sasl | {"sasl.enabled.mechanisms": "PLAIN"})
+    assert err.value.key == "sasl.enabled.mechanisms" and "there are no PLAIN users" in str(err.value)
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="a";'
+    assert config(sasl | {"sasl.enabled.mechanisms": "PLAIN", "sasl.jaas.config": jaas}).sasl_jaas_config == jaas
+    assert config(sasl | {"sasl.enabled.mechanisms": "PLAIN", "strait.sasl.plain.users.file": "/u"})
+    with pytest.raises(ConfigError) as err:
+        config(sasl | {"inter.broker.listener.name": "WAN"})
+    assert err.value.key == "inter.broker.listener.name"
+    assert "replication and the controller reach other nodes over PLAINTEXT or SSL only" in str(err.value)
 
 
 def test_an_ssl_listener_needs_a_keystore_and_client_certificates_need_a_truststore() -> None:
@@ -161,7 +164,7 @@ def test_an_ssl_listener_needs_a_keystore_and_client_certificates_need_a_trustst
         config(two)
     assert (err.value.key, err.value.source) == ("ssl.keystore.location", SOURCE)
     assert "is required by the SSL listener WAN://h:9093" in str(err.value)
-    keystore = {"listeners": "SSL://h:9093", "ssl.keystore.location": "/etc/node.pem"}
+    keystore = {"listeners": "SSL://h:9093", "ssl.keystore.location": "/etc/node.pem"}  # replication over SSL too
     with pytest.raises(ConfigError) as err:
         config(keystore | {"ssl.client.auth": "required"})
     assert err.value.key == "ssl.truststore.location"

@@ -193,3 +193,49 @@ def test_a_node_whose_keystore_does_not_load_stops_naming_it(tmp_path: Path, zk_
     )  # fmt: skip
     assert done.returncode != 0
     assert f"ssl.keystore.location {junk}: cannot load a private key" in done.stderr.decode(), done.stderr
+
+
+@pytest.mark.slow
+def test_replication_over_ssl_with_client_certificates_keeps_every_record_through_a_leader_kill(
+    site: Callable[..., list[NodeProcess]], ca: TestCa, server: Issued, tmp_path: Path
+) -> None:
+    """Three nodes whose inter-broker listener is SSL with ``ssl.client.auth=required``: the
+    replica fetchers, the controller's requests and controlled shutdown all present the node's
+    certificate. An idempotent acks=all producer (on each node's PLAINTEXT listener) loses nothing
+    when the leader is killed."""
+    from chaos.ledger import Ledger, check
+    from chaos.nemesis import Kill
+    from chaos.workload import ProducerWorkload, read_back
+    from tests.node.test_replication import leader_of, partition_states
+
+    nodes = site(
+        3,
+        listeners="BROKER://127.0.0.1:0,PLAINTEXT://127.0.0.1:0",
+        listener_security_protocol_map="BROKER:SSL,PLAINTEXT:PLAINTEXT",
+        inter_broker_listener_name="BROKER",
+        ssl_keystore_location=str(server.pem),
+        ssl_key_password="k3y",
+        ssl_truststore_location=str(ca.pem),
+        ssl_client_auth="required",
+    )
+    plain = ",".join(listener(n, "PLAINTEXT") for n in nodes)
+    admin = AdminClient({"bootstrap.servers": plain})
+    admin.create_topics([NewTopic("ledger", 1, 3, config={"min.insync.replicas": "2"})])["ledger"].result(30)
+    wait_for("all three in the ISR", lambda: sorted(partition_states(nodes[0], "ledger")[0]["isr"]) == [1, 2, 3])
+    with Ledger(tmp_path / "ledger.jsonl") as ledger:
+        with ProducerWorkload(plain, "ledger", ledger, rate=300) as workload:
+            workload.wait_for_acks(200, timeout=60)
+            victim = leader_of(nodes, "ledger")
+            Kill([victim]).start()
+            workload.wait_for_acks(workload.acked + 200, timeout=120)
+            victim.start()
+            wait_for(
+                "the old leader back in the ISR over SSL",
+                lambda: sorted(partition_states(nodes[0], "ledger")[0]["isr"]) == [1, 2, 3],
+                timeout=60,
+            )
+            workload.wait_for_acks(workload.acked + 100, timeout=60)
+        assert not workload.errors, workload.errors[:3]
+        result = check(ledger, read_back(",".join(listener(n, "PLAINTEXT") for n in nodes), "ledger", timeout=60))
+    assert result.ok, result.summary()
+    assert result.acknowledged >= 500

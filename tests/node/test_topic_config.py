@@ -346,7 +346,7 @@ def test_describe_broker() -> None:
     entries = describe_broker_config(cfg)
     assert [e.name for e in entries] == sorted(BROKER_KEY_INDEX)
     assert all(e.read_only for e in entries)
-    assert [e.name for e in entries if e.is_sensitive] == ["ssl.key.password"]
+    assert [e.name for e in entries if e.is_sensitive] == ["sasl.jaas.config", "ssl.key.password"]
 
     partitions = entry(entries, "num.partitions")
     assert (partitions.value, partitions.source, partitions.is_default) == ("3", STATIC, False)

@@ -1,0 +1,233 @@
+"""SASL listeners: the four real clients with PLAIN and SCRAM, refusals, and what is answered before authentication.
+
+One node serves PLAINTEXT (for the test's own admin), SASL_PLAINTEXT and SASL_SSL. PLAIN users
+come from ``sasl.jaas.config``; SCRAM users are created through AlterUserScramCredentials with
+confluent-kafka's admin client (stored in the site's ZooKeeper).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import (
+    AdminClient,
+    NewTopic,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
+
+from node.protocol import ApiKey, ErrorCode, decode_response, encode_request, request_header
+from tests.node.clients import CLIENTS, Rec, Security
+from tests.node.harness import NodeProcess
+from tests.node.raw import read_frame
+from tests.tls import Issued, TestCa, subject
+
+pytestmark = pytest.mark.integration
+
+NodeFactory = Callable[..., NodeProcess]
+JAAS = (
+    'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret" user_bob="bob-secret";'
+)
+
+
+class SaslNode:
+    def __init__(self, node: NodeProcess, ca: TestCa) -> None:
+        listeners = json.loads(node.ready_path.read_text())["listeners"]
+        self.node = node
+        self.ca = ca
+        self.plaintext = node.bootstrap
+        self.sasl_plaintext = str(listeners["SASL_PLAINTEXT"])
+        self.sasl_ssl = str(listeners["SASL_SSL"])
+
+    def security(self, protocol: str, mechanism: str, user: str, password: str) -> Security:
+        ca = str(self.ca.pem) if protocol == "SASL_SSL" else None
+        return Security(protocol, ca=ca, mechanism=mechanism, username=user, password=password)
+
+    def bootstrap(self, protocol: str) -> str:
+        return self.sasl_ssl if protocol == "SASL_SSL" else self.sasl_plaintext
+
+
+@pytest.fixture
+def sasl_node(node_factory: NodeFactory, tmp_path: Path) -> SaslNode:
+    ca = TestCa(tmp_path / "pki")
+    server: Issued = ca.issue("node", subject(CN="node-1"), ip="127.0.0.1")
+    node = node_factory(
+        1,
+        listeners="PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+        ssl_keystore_location=str(server.pem),
+        sasl_enabled_mechanisms="PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        sasl_jaas_config=JAAS,
+        connection_failed_authentication_delay_ms="50",
+    )
+    return SaslNode(node, ca)
+
+
+def create(bootstrap: str, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # held: a collected client cancels its futures
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+
+
+def add_scram_user(bootstrap: str, user: str, password: str, mechanism: ScramMechanism) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    upsert = UserScramCredentialUpsertion(user, ScramCredentialInfo(mechanism, 4096), password.encode())
+    for future in admin.alter_user_scram_credentials([upsert]).values():
+        future.result(30)
+
+
+def can_list_topics(bootstrap: str, security: Security, timeout: float = 5.0) -> bool:
+    admin = AdminClient({"bootstrap.servers": bootstrap, **security.librdkafka()})
+    try:
+        admin.list_topics(timeout=timeout)
+    except KafkaException:
+        return False
+    return True
+
+
+def round_trip(client_name: str, bootstrap: str, security: Security, topic: str) -> None:
+    client = CLIENTS[client_name](security)
+    recs = [Rec(0, f"k{i}".encode(), f"v{i}-{uuid.uuid4().hex[:6]}".encode()) for i in range(20)]
+    client.produce(bootstrap, topic, recs, codec="none", acks="all", idempotent=False)
+    got = client.consume(bootstrap, topic, [0], len(recs))
+    assert [(r.offset, r.value) for r in got] == [(i, r.value) for i, r in enumerate(recs)]
+
+
+@pytest.mark.parametrize("client_name", sorted(CLIENTS))
+def test_each_client_authenticates_with_plain_and_both_scram_mechanisms(sasl_node: SaslNode, client_name: str) -> None:
+    add_scram_user(sasl_node.plaintext, "carol", "carol-secret-256", ScramMechanism.SCRAM_SHA_256)
+    add_scram_user(sasl_node.plaintext, "dave", "dave-secret-512", ScramMechanism.SCRAM_SHA_512)
+    cases = [
+        ("SASL_PLAINTEXT", "PLAIN", "alice", "alice-secret"),
+        ("SASL_SSL", "SCRAM-SHA-256", "carol", "carol-secret-256"),
+        ("SASL_SSL", "SCRAM-SHA-512", "dave", "dave-secret-512"),
+    ]
+    for protocol, mechanism, user, password in cases:
+        topic = f"sasl-{client_name}-{mechanism.lower()}"
+        create(sasl_node.plaintext, topic)
+        round_trip(
+            client_name, sasl_node.bootstrap(protocol), sasl_node.security(protocol, mechanism, user, password), topic
+        )
+
+
+def test_wrong_credentials_are_refused_and_the_node_serves_on(sasl_node: SaslNode) -> None:
+    add_scram_user(sasl_node.plaintext, "carol", "carol-secret", ScramMechanism.SCRAM_SHA_512)
+    refused = [
+        ("SASL_PLAINTEXT", "PLAIN", "alice", "wrong"),
+        ("SASL_PLAINTEXT", "PLAIN", "mallory", "alice-secret"),
+        ("SASL_SSL", "SCRAM-SHA-512", "carol", "wrong"),
+        ("SASL_SSL", "SCRAM-SHA-512", "nobody", "carol-secret"),
+        ("SASL_SSL", "SCRAM-SHA-256", "carol", "carol-secret"),  # carol has only a SHA-512 credential
+    ]
+    for protocol, mechanism, user, password in refused:
+        security = sasl_node.security(protocol, mechanism, user, password)
+        assert not can_list_topics(sasl_node.bootstrap(protocol), security), (mechanism, user, password)
+    # librdkafka reports the broker's answer as an authentication error, with the broker's reason.
+    errors: list[KafkaError] = []
+    wrong = sasl_node.security("SASL_PLAINTEXT", "PLAIN", "alice", "wrong").librdkafka()
+    producer = Producer({"bootstrap.servers": sasl_node.sasl_plaintext, **wrong, "error_cb": errors.append})
+    deadline = time.monotonic() + 10
+    while not errors and time.monotonic() < deadline:
+        producer.poll(0.2)
+    assert any(e.code() == KafkaError._AUTHENTICATION and "invalid credentials" in e.str() for e in errors), errors
+    good = sasl_node.security("SASL_SSL", "SCRAM-SHA-512", "carol", "carol-secret")
+    assert can_list_topics(sasl_node.sasl_ssl, good, timeout=30)
+
+
+def raw_request(
+    sock: socket.socket, api_key: int, version: int, body: dict[str, object], correlation_id: int = 1
+) -> object:
+    sock.sendall(encode_request(request_header(api_key, version, correlation_id, "raw-test"), body))
+    frame = read_frame(sock)
+    assert frame is not None, "the node closed the connection"
+    got, response = decode_response(api_key, version, frame)
+    assert got == correlation_id
+    return response
+
+
+def closed(sock: socket.socket, seconds: float = 10) -> bool:
+    sock.settimeout(seconds)
+    try:
+        while sock.recv(4096):
+            pass
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+    return True
+
+
+def connect(address: str) -> socket.socket:
+    host, port = address.rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)), timeout=10)
+    return sock
+
+
+def test_before_authentication_only_api_versions_and_sasl_are_answered(sasl_node: SaslNode) -> None:
+    address = sasl_node.sasl_plaintext
+    with connect(address) as sock:  # ApiVersions is answered and advertises the SASL APIs
+        versions = raw_request(
+            sock, ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"}
+        )
+        keys = {k.api_key for k in versions.api_keys}  # type: ignore[attr-defined]
+        assert {ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE} <= keys
+        # Anything else closes the connection unanswered.
+        sock.sendall(
+            encode_request(
+                request_header(ApiKey.METADATA, 8, 2, "raw-test"),
+                {
+                    "topics": None,
+                    "allow_auto_topic_creation": False,
+                    "include_cluster_authorized_operations": False,
+                    "include_topic_authorized_operations": False,
+                },
+            )
+        )
+        assert closed(sock)
+    with connect(address) as sock:  # a size the node will not read before authentication
+        sock.sendall(struct.pack(">i", 10 * 1024 * 1024) + b"x" * 1024)
+        assert closed(sock)
+    with connect(address) as sock:  # garbage
+        sock.sendall(b"\xff" * 64)
+        assert closed(sock)
+    with connect(address) as sock:  # SaslAuthenticate without a handshake
+        answer = raw_request(sock, ApiKey.SASL_AUTHENTICATE, 1, {"auth_bytes": b"\0alice\0alice-secret"})
+        assert answer.error_code == ErrorCode.ILLEGAL_SASL_STATE  # type: ignore[attr-defined]
+        assert closed(sock)
+    with connect(address) as sock:  # a mechanism the node does not offer
+        answer = raw_request(sock, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "GSSAPI"})
+        assert answer.error_code == ErrorCode.UNSUPPORTED_SASL_MECHANISM  # type: ignore[attr-defined]
+        assert answer.mechanisms == ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]  # type: ignore[attr-defined]
+        assert closed(sock)
+    with connect(address) as sock:  # a wrong password: the error, then the connection closes
+        assert raw_request(sock, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}).error_code == 0  # type: ignore[attr-defined]
+        started = time.monotonic()
+        answer = raw_request(sock, ApiKey.SASL_AUTHENTICATE, 1, {"auth_bytes": b"\0alice\0nope"})
+        assert answer.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED  # type: ignore[attr-defined]
+        assert "invalid credentials" in (answer.error_message or "")  # type: ignore[attr-defined]
+        assert closed(sock) and time.monotonic() - started >= 0.04  # after connection.failed.authentication.delay.ms
+    with connect(address) as sock:  # and the right one: then every API is served
+        assert raw_request(sock, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}).error_code == 0  # type: ignore[attr-defined]
+        answer = raw_request(sock, ApiKey.SASL_AUTHENTICATE, 1, {"auth_bytes": b"\0alice\0alice-secret"})
+        assert answer.error_code == 0  # type: ignore[attr-defined]
+        meta = raw_request(
+            sock,
+            ApiKey.METADATA,
+            8,
+            {
+                "topics": None,
+                "allow_auto_topic_creation": False,
+                "include_cluster_authorized_operations": False,
+                "include_topic_authorized_operations": False,
+            },
+            3,
+        )
+        assert meta.brokers  # type: ignore[attr-defined]
+    assert sasl_node.node.running
