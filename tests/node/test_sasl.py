@@ -231,3 +231,66 @@ def test_before_authentication_only_api_versions_and_sasl_are_answered(sasl_node
         )
         assert meta.brokers  # type: ignore[attr-defined]
     assert sasl_node.node.running
+
+
+METADATA_ALL = {
+    "topics": None,
+    "allow_auto_topic_creation": False,
+    "include_cluster_authorized_operations": False,
+    "include_topic_authorized_operations": False,
+}
+
+
+def plain_login(sock: socket.socket, user: str, password: str, correlation_id: int = 1) -> object:
+    handshake = raw_request(sock, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}, correlation_id)
+    assert handshake.error_code == 0  # type: ignore[attr-defined]
+    token = b"\0" + user.encode() + b"\0" + password.encode()
+    return raw_request(sock, ApiKey.SASL_AUTHENTICATE, 1, {"auth_bytes": token}, correlation_id + 1)
+
+
+def test_sessions_expire_and_clients_reauthenticate_on_the_same_connection(
+    node_factory: NodeFactory, tmp_path: Path
+) -> None:
+    node = node_factory(
+        1,
+        listeners="PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        sasl_enabled_mechanisms="PLAIN",
+        sasl_jaas_config=JAAS,
+        connections_max_reauth_ms="2000",
+    )
+    address = str(json.loads(node.ready_path.read_text())["listeners"]["SASL_PLAINTEXT"])
+    with connect(address) as sock:  # a client that never re-authenticates is closed after its session
+        assert plain_login(sock, "alice", "alice-secret").session_lifetime_ms == 2000  # type: ignore[attr-defined]
+        assert raw_request(sock, ApiKey.METADATA, 8, METADATA_ALL, 3).brokers  # type: ignore[attr-defined]
+        time.sleep(2.3)
+        sock.sendall(encode_request(request_header(ApiKey.METADATA, 8, 4, "raw-test"), METADATA_ALL))
+        assert closed(sock)
+    with connect(address) as sock:  # one that does goes on
+        assert plain_login(sock, "alice", "alice-secret").error_code == 0  # type: ignore[attr-defined]
+        time.sleep(1.2)
+        assert plain_login(sock, "alice", "alice-secret", 5).error_code == 0  # type: ignore[attr-defined]
+        time.sleep(1.2)  # 2.4 s after the first login, 1.2 s after the second
+        assert raw_request(sock, ApiKey.METADATA, 8, METADATA_ALL, 7).brokers  # type: ignore[attr-defined]
+    with connect(address) as sock:  # re-authentication may not change the principal
+        assert plain_login(sock, "alice", "alice-secret").error_code == 0  # type: ignore[attr-defined]
+        raw_request(sock, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}, 3)
+        sock.sendall(
+            encode_request(
+                request_header(ApiKey.SASL_AUTHENTICATE, 1, 4, "raw-test"), {"auth_bytes": b"\0bob\0bob-secret"}
+            )
+        )
+        assert closed(sock)
+    # A real client writing for three sessions' time loses nothing (librdkafka re-authenticates, or
+    # reconnects where a connection was closed).
+    security = Security("SASL_PLAINTEXT", mechanism="PLAIN", username="alice", password="alice-secret")
+    create(node.bootstrap, "reauth")
+    producer = Producer({"bootstrap.servers": address, **security.librdkafka(), "linger.ms": 5})
+    delivered: list[KafkaError | None] = []
+    deadline = time.monotonic() + 6
+    sent = 0
+    while time.monotonic() < deadline:
+        producer.produce("reauth", b"v%d" % sent, on_delivery=lambda err, _m: delivered.append(err))
+        sent += 1
+        producer.poll(0.05)
+    assert producer.flush(30) == 0
+    assert len(delivered) == sent and not [e for e in delivered if e is not None]
