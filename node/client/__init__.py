@@ -3,7 +3,8 @@ and ``strait groups``, the mirror, failover).
 
 By concern:
 
-- ``_connection``: one connection (``NodeConnection``) and ``ClientError``;
+- ``_connection``: one connection (``NodeConnection``), its SASL authentication (``SaslCredentials``)
+  and ``ClientError``;
 - ``_site``: routing. ``SiteClient`` keeps a site's metadata and a connection per broker and
   sends requests to leaders, the controller or every broker; ``NodeRoute`` sends everything to
   one node;
@@ -21,6 +22,7 @@ from ._admin import TopicDescription as TopicDescription
 from ._admin import ensure_topic as ensure_topic
 from ._connection import ClientError as ClientError
 from ._connection import NodeConnection as NodeConnection
+from ._connection import SaslCredentials as SaslCredentials
 from ._data import EARLIEST as EARLIEST
 from ._data import LATEST as LATEST
 from ._data import READ_COMMITTED as READ_COMMITTED

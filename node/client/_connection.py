@@ -1,19 +1,39 @@
-"""One Kafka connection from trio: requests in order, responses matched by correlation id."""
+"""One Kafka connection from trio: requests in order, responses matched by correlation id.
+
+A connection to a SASL listener authenticates after ApiVersions: SaslHandshake v1 names the
+mechanism, then SaslAuthenticate (v1, or v0 where that is all the node serves) carries the
+mechanism's messages until it completes. When the answer gives a session lifetime (KIP-368,
+the broker's ``connections.max.reauth.ms``), the connection re-authenticates on the same socket
+before its next request once 85-95% of the lifetime has passed (a random point, so that many
+connections do not re-authenticate at once; the margin covers latency), as Kafka's clients do.
+Brokers accept that re-authentication even after an idle connection's session has ended:
+they look for SaslHandshake before they check the session.
+"""
 
 from __future__ import annotations
 
 import itertools
+import random
 import ssl
 import struct
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import trio
 
 from node.protocol import ApiKey, ErrorCode, RequestHeader, Struct, decode_response, encode_request, error_info
+from node.security._plain_client import PlainClient
+from node.security._sasl import MECHANISMS
+from node.security._scram import ScramMechanism
+from node.security._scram_client import ScramClient, ScramClientError
 
 _SIZE = struct.Struct(">i")
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024
+SASL_HANDSHAKE_VERSION = 1  # v0 is followed by raw SASL tokens without Kafka framing: not spoken here
+SASL_AUTHENTICATE_VERSION = 1  # v1 adds session_lifetime_ms (KIP-368)
+# Re-authenticate at a random point in this share of the session lifetime (Kafka's clients: 85% + up to 10% jitter).
+REAUTH_WINDOW = (0.85, 0.95)
 
 
 class ClientError(Exception):
@@ -30,15 +50,58 @@ class ClientError(Exception):
         return cls(f"{what}: {info.name}{detail}", code)
 
 
+@dataclass(frozen=True)
+class SaslCredentials:
+    """Who a connection to a SASL listener authenticates as, and with which mechanism (``PLAIN``,
+    ``SCRAM-SHA-256`` or ``SCRAM-SHA-512``). The password is left out of the repr.
+
+    Raises ValueError for a mechanism this client does not speak.
+    """
+
+    mechanism: str
+    username: str
+    password: str = field(repr=False)
+
+    def __post_init__(self) -> None:
+        if self.mechanism not in MECHANISMS:
+            raise ValueError(f"SASL mechanism {self.mechanism!r} is not one of {', '.join(MECHANISMS)}")
+
+    def exchange(self) -> PlainClient | ScramClient:
+        """The client side of a new exchange with these credentials."""
+        if self.mechanism == PlainClient.mechanism:
+            return PlainClient(self.username, self.password)
+        return ScramClient(ScramMechanism.from_name(self.mechanism), self.username, self.password)
+
+
 class NodeConnection:
-    def __init__(self, stream: trio.abc.Stream, address: str, client_id: str) -> None:
+    """One connection to one node. ``request`` may be called from several tasks: requests (and
+    re-authentications) take turns.
+
+    ``ssl_context`` and ``sasl`` are what the connection was opened with (a caller opening a
+    sibling connection reuses them); ``authentications`` counts the completed SASL exchanges
+    (1 after ``open`` on a SASL listener, one more per re-authentication).
+    """
+
+    def __init__(
+        self,
+        stream: trio.abc.Stream,
+        address: str,
+        client_id: str,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        sasl: SaslCredentials | None = None,
+    ) -> None:
         self.stream = stream
         self.address = address
         self.client_id = client_id
+        self.ssl_context = ssl_context
+        self.sasl = sasl
         self._ids = itertools.count(1)
         self._lock = trio.Lock()
         self._buf = bytearray()
         self.versions: dict[int, tuple[int, int]] = {}
+        self.authentications = 0
+        self._reauthenticate_at: float | None = None  # trio time; None: the session does not expire
 
     @classmethod
     async def open(
@@ -48,9 +111,17 @@ class NodeConnection:
         client_id: str = "strait",
         timeout: float = 10.0,
         ssl_context: ssl.SSLContext | None = None,
+        sasl: SaslCredentials | None = None,
     ) -> NodeConnection:
         """Connect (over TLS when ``ssl_context`` is given, checking the certificate against the
-        host name of ``address`` as the context says) and ask ApiVersions."""
+        host name of ``address`` as the context says), ask ApiVersions and, with ``sasl``,
+        authenticate (see the module docstring).
+
+        Raises ClientError: for I/O, TLS and timeouts with the default code; for a refused
+        authentication with the broker's code (UNSUPPORTED_SASL_MECHANISM, ILLEGAL_SASL_STATE,
+        SASL_AUTHENTICATION_FAILED) and message; SASL_AUTHENTICATION_FAILED also when a SCRAM
+        server's signature does not verify.
+        """
         host, _, port = address.rpartition(":")
         if not host or not port.isdigit():
             raise ClientError(f"bad broker address {address!r}: expected host:port")
@@ -71,16 +142,24 @@ class NodeConnection:
             raise ClientError(f"TLS handshake with {address} failed: {cause}") from None
         except (OSError, trio.TooSlowError) as exc:
             raise ClientError(f"cannot connect to {address}: {exc or 'timed out'}") from None
-        conn = cls(stream, address, client_id)
+        conn = cls(stream, address, client_id, ssl_context=ssl_context, sasl=sasl)
         try:
-            body = await conn.request(ApiKey.API_VERSIONS, 0, {}, timeout=timeout)
-            if body.error_code:
-                raise ClientError.from_code(body.error_code, f"ApiVersions from {address}")
-            conn.versions = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
+            await conn.start(timeout=timeout)
         except BaseException:
             await conn.aclose()
             raise
         return conn
+
+    async def start(self, *, timeout: float = 10.0) -> None:
+        """Ask ApiVersions, then authenticate when the connection has SASL credentials: what
+        ``open`` does once connected. Raises ClientError as ``open`` does."""
+        async with self._lock:
+            body = await self._exchange(ApiKey.API_VERSIONS, 0, {}, timeout)
+            if body.error_code:
+                raise ClientError.from_code(body.error_code, f"ApiVersions from {self.address}")
+            self.versions = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
+            if self.sasl is not None:
+                await self._authenticate(self.sasl, timeout)
 
     def version(self, api_key: int, highest: int) -> int:
         """The highest version both sides speak, up to ``highest``."""
@@ -93,22 +172,94 @@ class NodeConnection:
     async def request(
         self, api_key: int, version: int, body: Struct | Mapping[str, Any], *, timeout: float = 30.0
     ) -> Struct:
+        """Send one request and return the answer's body; re-authenticate first when the SASL
+        session is due (that exchange gets its own ``timeout``). Raises ClientError."""
         async with self._lock:
-            correlation_id = next(self._ids)
-            header = RequestHeader(int(api_key), version, correlation_id, self.client_id, 1)
-            frame = encode_request(header, body)
+            due = self._reauthenticate_at
+            if due is not None and trio.current_time() >= due:
+                assert self.sasl is not None
+                await self._authenticate(self.sasl, timeout)
+            return await self._exchange(api_key, version, body, timeout)
+
+    async def _exchange(self, api_key: int, version: int, body: Struct | Mapping[str, Any], timeout: float) -> Struct:
+        """One request and its answer; the caller holds the lock."""
+        correlation_id = next(self._ids)
+        header = RequestHeader(int(api_key), version, correlation_id, self.client_id, 1)
+        frame = encode_request(header, body)
+        try:
+            with trio.fail_after(timeout):
+                await self.stream.send_all(frame)
+                payload = await self._read_frame()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            raise ClientError(f"connection to {self.address} failed: {exc}") from None
+        except trio.TooSlowError:
+            raise ClientError(f"no answer from {self.address} within {timeout} s") from None
+        got, response = decode_response(api_key, version, payload)
+        if got != correlation_id:
+            raise ClientError(f"{self.address} answered correlation id {got}, expected {correlation_id}")
+        return response
+
+    # -- SASL ---------------------------------------------------------------------------------------
+
+    async def _authenticate(self, sasl: SaslCredentials, timeout: float) -> None:
+        """One SASL exchange (the first, or a KIP-368 re-authentication); the caller holds the lock.
+
+        Each request gets ``timeout``. On any failure, cancellation included, the stream is
+        closed (the node closes it too, and a half-done exchange leaves it unusable) and the
+        error raised: ClientError with the broker's code, or SASL_AUTHENTICATION_FAILED for a
+        server message the mechanism refuses.
+        """
+        try:
+            await self._run_exchange(sasl, timeout)
+        except BaseException:
+            self._reauthenticate_at = None
+            await trio.aclose_forcefully(self.stream)
+            raise
+
+    async def _run_exchange(self, sasl: SaslCredentials, timeout: float) -> None:
+        handshake_version = self._sasl_version(ApiKey.SASL_HANDSHAKE, SASL_HANDSHAKE_VERSION)
+        authenticate_version = self._sasl_version(ApiKey.SASL_AUTHENTICATE, SASL_AUTHENTICATE_VERSION)
+        if handshake_version < SASL_HANDSHAKE_VERSION:
+            raise ClientError(
+                f"{self.address} serves SaslHandshake only at v0 (raw SASL tokens), which this client does not speak",
+                ErrorCode.UNSUPPORTED_VERSION,
+            )
+        what = f"SASL/{sasl.mechanism} authentication of {sasl.username!r} with {self.address}"
+        handshake = await self._exchange(
+            ApiKey.SASL_HANDSHAKE, handshake_version, {"mechanism": sasl.mechanism}, timeout
+        )
+        if handshake.error_code:
+            enabled = ", ".join(handshake.mechanisms or []) or "none"
+            raise ClientError.from_code(handshake.error_code, what, f"the node's mechanisms are {enabled}")
+        exchange = sasl.exchange()
+        token = exchange.start()
+        while True:
+            sent_at = trio.current_time()
+            answer = await self._exchange(
+                ApiKey.SASL_AUTHENTICATE, authenticate_version, {"auth_bytes": token}, timeout
+            )
+            if answer.error_code:
+                raise ClientError.from_code(answer.error_code, what, answer.error_message)
             try:
-                with trio.fail_after(timeout):
-                    await self.stream.send_all(frame)
-                    payload = await self._read_frame()
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                raise ClientError(f"connection to {self.address} failed: {exc}") from None
-            except trio.TooSlowError:
-                raise ClientError(f"no answer from {self.address} within {timeout} s") from None
-            got, response = decode_response(api_key, version, payload)
-            if got != correlation_id:
-                raise ClientError(f"{self.address} answered correlation id {got}, expected {correlation_id}")
-            return response
+                reply = exchange.step(bytes(answer.auth_bytes))
+            except ScramClientError as exc:
+                raise ClientError.from_code(ErrorCode.SASL_AUTHENTICATION_FAILED, what, str(exc)) from None
+            if reply is None:
+                break
+            token = reply
+        self.authentications += 1
+        # The session is counted from before the last request was sent: the broker's clock started later.
+        lifetime_ms = int(getattr(answer, "session_lifetime_ms", 0) or 0)  # v0 answers carry no lifetime
+        self._reauthenticate_at = (
+            sent_at + lifetime_ms / 1000 * random.uniform(*REAUTH_WINDOW) if lifetime_ms > 0 else None
+        )
+
+    def _sasl_version(self, api_key: ApiKey, highest: int) -> int:
+        if api_key not in self.versions:
+            raise ClientError(
+                f"{self.address} does not serve {api_key.name}, needed for SASL", ErrorCode.UNSUPPORTED_VERSION
+            )
+        return self.version(api_key, highest)
 
     async def _read_frame(self) -> memoryview:
         while len(self._buf) < 4:

@@ -21,7 +21,7 @@ import trio
 
 from node.protocol import ApiKey, ErrorCode, Struct
 
-from ._connection import ClientError, NodeConnection
+from ._connection import ClientError, NodeConnection, SaslCredentials
 
 METADATA_VERSION = 8
 
@@ -72,7 +72,7 @@ class Route(Protocol):
 
 class NodeRoute:
     """Every request on one node's connection (broker id -1 in answers); a coordinator elsewhere
-    gets a connection of its own.
+    gets a connection of its own, opened with ``conn``'s TLS context and SASL credentials.
 
     ``aclose`` closes the connections it opened to coordinators (not ``conn``).
     """
@@ -111,7 +111,9 @@ class NodeRoute:
             return self.conn
         conn = self._others.get(address)
         if conn is None:
-            conn = await NodeConnection.open(address, client_id=self.conn.client_id)
+            conn = await NodeConnection.open(
+                address, client_id=self.conn.client_id, ssl_context=self.conn.ssl_context, sasl=self.conn.sasl
+            )
             self._others[address] = conn
         return conn
 
@@ -139,7 +141,8 @@ class TopicMeta:
 
 
 class SiteClient:
-    """Metadata and per-broker connections for one site (``bootstrap`` is "h:p,h:p")."""
+    """Metadata and per-broker connections for one site (``bootstrap`` is "h:p,h:p"); every
+    connection uses TLS with ``ssl_context`` and authenticates with ``sasl`` when they are given."""
 
     def __init__(
         self,
@@ -149,9 +152,11 @@ class SiteClient:
         client_id: str,
         timeout: float = 10.0,
         ssl_context: ssl.SSLContext | None = None,
+        sasl: SaslCredentials | None = None,
     ) -> None:
         self.name = name
         self.ssl_context = ssl_context
+        self.sasl = sasl
         self.bootstrap = [a.strip() for a in bootstrap.split(",") if a.strip()]
         if not self.bootstrap:
             raise ValueError(f"site {name!r}: no bootstrap address in {bootstrap!r}")
@@ -171,18 +176,20 @@ class SiteClient:
         self._conns.clear()
 
     async def open(self, address: str) -> NodeConnection:
-        """A new connection to one of the site's brokers (TLS when the site is configured so)."""
+        """A new connection to one of the site's brokers (TLS and SASL when the site is configured so)."""
         return await NodeConnection.open(
-            address, client_id=self.client_id, timeout=self.timeout, ssl_context=self.ssl_context
+            address, client_id=self.client_id, timeout=self.timeout, ssl_context=self.ssl_context, sasl=self.sasl
         )
 
     # -- metadata ------------------------------------------------------------------------------
 
     async def refresh(self, topics: list[str] | None = None) -> dict[str, TopicMeta]:
-        """Re-read metadata (all topics when ``topics`` is None) from any reachable broker."""
+        """Re-read metadata (all topics when ``topics`` is None) from any reachable broker.
+
+        Raises ClientError with the last broker's error (and its code) when none answers."""
         async with self._metadata_lock:
             addresses = list(self.brokers.values()) + self.bootstrap
-            last: Exception | None = None
+            last: ClientError | None = None
             for address in dict.fromkeys(addresses):
                 try:
                     async with await self.open(address) as conn:
@@ -215,7 +222,9 @@ class SiteClient:
                 else:
                     self.topics.update(fresh)
                 return fresh
-            raise ClientError(f"site {self.name}: no broker reachable ({last})")
+            # The last failure's code: a refused SASL authentication stays recognisable as one.
+            code = last.code if last is not None else ErrorCode.UNKNOWN_SERVER_ERROR
+            raise ClientError(f"site {self.name}: no broker reachable ({last})", code)
 
     def known_brokers(self) -> int:
         return len(self.brokers)
