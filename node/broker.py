@@ -47,7 +47,7 @@ from node.sasl import ServerSasl
 from node.security._scram import ScramCredential
 from node.server import KafkaServer, ServerLimits, api_name, bind_listener
 from node.stall import StallWatch
-from node.tls import ServerTls, inter_broker_context
+from node.tls import ServerTls, inter_broker_context, inter_broker_sasl
 from storage import LogManager, wall_clock_ms
 
 log = logging.getLogger("strait.node")
@@ -365,7 +365,10 @@ class Broker:
         if reg is None:
             return None
         async with await NodeConnection.open(
-            f"{reg.host}:{reg.port}", client_id=f"strait-broker-{me}", ssl_context=inter_broker_context(self.config)
+            f"{reg.host}:{reg.port}",
+            client_id=f"strait-broker-{me}",
+            ssl_context=inter_broker_context(self.config),
+            sasl=inter_broker_sasl(self.config),
         ) as conn:
             body = await conn.request(ApiKey.CONTROLLED_SHUTDOWN, 2, {"broker_id": me, "broker_epoch": -1}, timeout=30)
         if body.error_code:

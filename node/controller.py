@@ -47,7 +47,7 @@ from node.coordination import CoordinationError, PartitionState, StaleState, Tru
 from node.errors import BrokerError
 from node.ids import NO_NODE, NodeId
 from node.protocol import ErrorCode
-from node.tls import inter_broker_context
+from node.tls import inter_broker_context, inter_broker_sasl
 from node.truncation import (
     Again,
     LeaderAnswer,
@@ -429,7 +429,8 @@ class Controller:
                 continue
             client_id = f"strait-controller-{self.broker_id}"
             tls = inter_broker_context(self.config)
-            answers |= await ask_leader(f"{reg.host}:{reg.port}", client_id, cuts, timeout, tls)
+            sasl = inter_broker_sasl(self.config)
+            answers |= await ask_leader(f"{reg.host}:{reg.port}", client_id, cuts, timeout, tls, sasl)
         return answers
 
     async def _record_truncations(

@@ -46,7 +46,7 @@ from node.coordination import CoordinationError, PartitionState, StaleState, ZkS
 from node.ids import NodeId
 from node.partition import FOLLOWER, Partition
 from node.protocol import ApiKey, ErrorCode, ProtocolError
-from node.tls import TlsError, inter_broker_context
+from node.tls import TlsError, inter_broker_context, inter_broker_sasl
 from storage import InvalidOffsetError, LeaderEpoch, LogDirOfflineError, Offset, StorageError, TopicPartition
 
 log = logging.getLogger("strait.node.replicas")
@@ -308,6 +308,7 @@ class ReplicaManager:
                             client_id=f"strait-replica-fetcher-{self.broker_id}",
                             timeout=self.config.replica_socket_timeout_ms / 1000,
                             ssl_context=inter_broker_context(self.config),
+                            sasl=inter_broker_sasl(self.config),
                         )
                     except (ClientError, TlsError) as exc:
                         self.fetch_errors += 1

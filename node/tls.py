@@ -22,11 +22,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from node.client import SaslCredentials
 from node.config import NodeConfig
 from node.request import ANONYMOUS
+from node.security._jaas import parse_jaas_config
 from node.security._principal import PrincipalRule, distinguished_name, map_principal_name, parse_principal_rules
 
-__all__ = ["ServerTls", "TlsError", "inter_broker_context"]
+__all__ = ["ServerTls", "TlsError", "inter_broker_context", "inter_broker_sasl"]
 
 log = logging.getLogger("strait.node.tls")
 
@@ -148,7 +150,7 @@ def inter_broker_context(config: NodeConfig) -> ssl.SSLContext | None:
     host name unless ``ssl.endpoint.identification.algorithm`` is empty. Built anew on each call,
     so renewed files are used by the next connection. Raises TlsError naming a file that does not load.
     """
-    if config.security_protocol(config.inter_broker_listener_name) != "SSL":
+    if not config.security_protocol(config.inter_broker_listener_name).endswith("SSL"):
         return None
     context = ssl.create_default_context(cafile=config.ssl_truststore_location)
     context.check_hostname = config.ssl_endpoint_identification_algorithm == "https"
@@ -160,3 +162,15 @@ def inter_broker_context(config: NodeConfig) -> ssl.SSLContext | None:
         except (ssl.SSLError, OSError) as exc:
             raise TlsError(f"ssl.keystore.location {config.ssl_keystore_location}: {exc}") from None
     return context
+
+
+def inter_broker_sasl(config: NodeConfig) -> SaslCredentials | None:
+    """The credentials this node presents to other nodes on a SASL inter-broker listener
+    (``sasl.mechanism.inter.broker.protocol`` with ``sasl.jaas.config``'s username and password,
+    checked when the config was loaded), or None on PLAINTEXT and SSL."""
+    if not config.security_protocol(config.inter_broker_listener_name).startswith("SASL_"):
+        return None
+    assert config.sasl_jaas_config is not None
+    entry = parse_jaas_config(config.sasl_jaas_config)
+    assert entry.username is not None and entry.password is not None
+    return SaslCredentials(config.sasl_mechanism_inter_broker_protocol, entry.username, entry.password)

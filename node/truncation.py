@@ -39,7 +39,7 @@ from dataclasses import dataclass, replace
 
 import trio
 
-from node.client import ClientError, NodeConnection
+from node.client import ClientError, NodeConnection, SaslCredentials
 from node.config import TopicPolicy
 from node.coordination import PartitionState, Truncation
 from node.errors import BrokerError
@@ -222,6 +222,7 @@ async def ask_leader(
     cuts: dict[PartitionKey, int],
     timeout: float,
     ssl_context: ssl.SSLContext | None = None,
+    sasl: SaslCredentials | None = None,
 ) -> dict[PartitionKey, LeaderAnswer]:
     """Send the leader check (TruncatePartitions with ``validate_only``) to the node at ``address``.
 
@@ -239,7 +240,7 @@ async def ask_leader(
     try:
         with trio.fail_after(timeout):
             async with await NodeConnection.open(
-                address, client_id=client_id, timeout=timeout, ssl_context=ssl_context
+                address, client_id=client_id, timeout=timeout, ssl_context=ssl_context, sasl=sasl
             ) as conn:
                 version = conn.version(ApiKey.TRUNCATE_PARTITIONS, TRUNCATE_VERSION)
                 response = await conn.request(ApiKey.TRUNCATE_PARTITIONS, version, body, timeout=timeout)

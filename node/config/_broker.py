@@ -357,6 +357,14 @@ class NodeConfig:
             "add-scram, or AlterUserScramCredentials); PLAIN users come from sasl.jaas.config's user_<name> "
             "entries and strait.sasl.plain.users.file. Kafka's default, GSSAPI, is not supported.",
     ))
+    sasl_mechanism_inter_broker_protocol: str = setting(ConfigKey(
+        name="sasl.mechanism.inter.broker.protocol", type=_STR, default="SCRAM-SHA-512", choices=MECHANISMS,
+        unsupported=(("GSSAPI", "Kerberos (GSSAPI) is not supported; use SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN"),),
+        group=_SECURITY,
+        doc="The mechanism a node authenticates with to other nodes when inter.broker.listener.name is a SASL "
+            "listener, as sasl.jaas.config's username and password (a SCRAM user must exist in ZooKeeper "
+            "before replication can start; Kafka's default, GSSAPI, is not supported).",
+    ))
     sasl_jaas_config: str | None = setting(ConfigKey(
         name="sasl.jaas.config", type=_PASSWORD, default=None, check=check_jaas_config, group=_SECURITY,
         valid="one JAAS login module entry ending with ';'",
@@ -793,13 +801,24 @@ def _check_tls_keys(values: Mapping[str, Value], source: str) -> None:
     listeners = parse_listener_list(str(values["listeners"]), "listeners")
     inter_broker = str(values.get("inter.broker.listener.name", listeners[0].name)).upper()
     if protocols.get(inter_broker, "PLAINTEXT").startswith("SASL_"):
-        raise ConfigError(
-            f"is a {protocols[inter_broker]} listener; replication and the controller reach other nodes over "
-            "PLAINTEXT or SSL only for now: name such a listener",
-            key="inter.broker.listener.name",
-            value=inter_broker,
-            source=source,
-        )
+        jaas = values.get("sasl.jaas.config")
+        entry = parse_jaas_config(str(jaas)) if jaas else None
+        if entry is None or entry.username is None or entry.password is None:
+            raise ConfigError(
+                f"is a {protocols[inter_broker]} listener: the node authenticates to other nodes as "
+                "sasl.jaas.config's username and password, which are not set",
+                key="inter.broker.listener.name",
+                value=inter_broker,
+                source=source,
+            )
+        mechanism = str(values["sasl.mechanism.inter.broker.protocol"])
+        if mechanism not in values["sasl.enabled.mechanisms"]:  # type: ignore[operator]
+            raise ConfigError(
+                f"{mechanism} is not in sasl.enabled.mechanisms: the other nodes would refuse it",
+                key="sasl.mechanism.inter.broker.protocol",
+                value=mechanism,
+                source=source,
+            )
     sasl = [x for x in listeners if protocols[x.name].startswith("SASL_")]
     if sasl and "PLAIN" in values["sasl.enabled.mechanisms"]:  # type: ignore[operator]
         jaas = values.get("sasl.jaas.config")

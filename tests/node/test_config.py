@@ -231,6 +231,7 @@ CASES: dict[str, tuple[str, str, bool, list[str]]] = {
         True,
         ["GSSAPI", "OAUTHBEARER", "", "plain"],
     ),
+    "sasl.mechanism.inter.broker.protocol": ("PLAIN", "PLAIN", True, ["GSSAPI", "scram-sha-512"]),
     "sasl.jaas.config": (
         'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="a";',
         'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="a";',

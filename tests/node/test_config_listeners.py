@@ -140,7 +140,7 @@ def test_a_listener_name_missing_from_the_map_is_refused_naming_it() -> None:
     )
 
 
-def test_sasl_listeners_need_plain_users_when_plain_is_on_and_do_not_carry_replication_yet() -> None:
+def test_sasl_listeners_need_plain_users_when_plain_is_on_and_replication_needs_credentials() -> None:
     sasl = {
         "listeners": "LOCAL://127.0.0.1:0,WAN://h:9093",
         "listener.security.protocol.map": "LOCAL:PLAINTEXT,WAN:SASL_PLAINTEXT",
@@ -152,10 +152,19 @@ def test_sasl_listeners_need_plain_users_when_plain_is_on_and_do_not_carry_repli
     jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="a";'
     assert config(sasl | {"sasl.enabled.mechanisms": "PLAIN", "sasl.jaas.config": jaas}).sasl_jaas_config == jaas
     assert config(sasl | {"sasl.enabled.mechanisms": "PLAIN", "strait.sasl.plain.users.file": "/u"})
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(ConfigError) as err:  # replication over SASL needs the node's own credentials
         config(sasl | {"inter.broker.listener.name": "WAN"})
     assert err.value.key == "inter.broker.listener.name"
-    assert "replication and the controller reach other nodes over PLAINTEXT or SSL only" in str(err.value)
+    assert "sasl.jaas.config's username and password, which are not set" in str(err.value)
+    own = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="node" password="pw";'
+    with pytest.raises(ConfigError) as err:
+        config(sasl | {"inter.broker.listener.name": "WAN", "sasl.jaas.config": own, "sasl.enabled.mechanisms": "PLAIN",
+                       "strait.sasl.plain.users.file": "/u"})  # fmt: skip
+    assert err.value.key == "sasl.mechanism.inter.broker.protocol" and "not in sasl.enabled.mechanisms" in str(
+        err.value
+    )
+    cfg = config(sasl | {"inter.broker.listener.name": "WAN", "sasl.jaas.config": own})
+    assert cfg.sasl_mechanism_inter_broker_protocol == "SCRAM-SHA-512"
 
 
 def test_an_ssl_listener_needs_a_keystore_and_client_certificates_need_a_truststore() -> None:

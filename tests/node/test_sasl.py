@@ -294,3 +294,56 @@ def test_sessions_expire_and_clients_reauthenticate_on_the_same_connection(
         producer.poll(0.05)
     assert producer.flush(30) == 0
     assert len(delivered) == sent and not [e for e in delivered if e is not None]
+
+
+@pytest.mark.slow
+def test_replication_over_sasl_ssl_keeps_every_record_through_a_leader_kill(
+    site: Callable[..., list[NodeProcess]], tmp_path: Path
+) -> None:
+    """Three nodes whose inter-broker listener is SASL_SSL with SCRAM-SHA-512: replica fetchers,
+    the controller and controlled shutdown authenticate as the user ``node`` (created through
+    AlterUserScramCredentials once the nodes run: until then they retry). An idempotent acks=all
+    producer on the PLAINTEXT listeners loses nothing when the leader is killed."""
+    from chaos.ledger import Ledger, check
+    from chaos.nemesis import Kill
+    from chaos.workload import ProducerWorkload, read_back
+    from tests.node.harness import wait_for
+    from tests.node.test_replication import leader_of, partition_states
+
+    ca = TestCa(tmp_path / "pki")
+    server = ca.issue("node", subject(CN="node"), ip="127.0.0.1")
+    own = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="node" password="node-secret";'
+    nodes = site(
+        3,
+        listeners="BROKER://127.0.0.1:0,PLAINTEXT://127.0.0.1:0",
+        listener_security_protocol_map="BROKER:SASL_SSL,PLAINTEXT:PLAINTEXT",
+        inter_broker_listener_name="BROKER",
+        ssl_keystore_location=str(server.pem),
+        ssl_truststore_location=str(ca.pem),
+        sasl_enabled_mechanisms="SCRAM-SHA-512",
+        sasl_mechanism_inter_broker_protocol="SCRAM-SHA-512",
+        sasl_jaas_config=own,
+    )
+
+    def plaintext(node: NodeProcess) -> str:
+        return str(json.loads(node.ready_path.read_text())["listeners"]["PLAINTEXT"])
+
+    add_scram_user(plaintext(nodes[0]), "node", "node-secret", ScramMechanism.SCRAM_SHA_512)
+    plain = ",".join(plaintext(n) for n in nodes)
+    admin = AdminClient({"bootstrap.servers": plain})
+    admin.create_topics([NewTopic("ledger", 1, 3, config={"min.insync.replicas": "2"})])["ledger"].result(30)
+    in_sync = lambda: sorted(partition_states(nodes[0], "ledger")[0]["isr"]) == [1, 2, 3]  # noqa: E731
+    wait_for("all three in the ISR over SASL_SSL", in_sync, timeout=60)
+    with Ledger(tmp_path / "ledger.jsonl") as ledger:
+        with ProducerWorkload(plain, "ledger", ledger, rate=300) as workload:
+            workload.wait_for_acks(200, timeout=60)
+            victim = leader_of(nodes, "ledger")
+            Kill([victim]).start()
+            workload.wait_for_acks(workload.acked + 200, timeout=120)
+            victim.start()
+            wait_for("the old leader back in the ISR over SASL_SSL", in_sync, timeout=60)
+            workload.wait_for_acks(workload.acked + 100, timeout=60)
+        assert not workload.errors, workload.errors[:3]
+        result = check(ledger, read_back(",".join(plaintext(n) for n in nodes), "ledger", timeout=60))
+    assert result.ok, result.summary()
+    assert result.acknowledged >= 500
