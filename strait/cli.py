@@ -19,6 +19,7 @@ from ._log_commands import log_group
 from ._mirror_commands import mirror_group
 from ._node_commands import node_group
 from ._reassign_command import reassign
+from ._security_commands import acls_group, users_group
 from ._site_commands import site_group
 from ._topics_commands import topics_group
 from ._up_command import up
@@ -40,6 +41,7 @@ def main(verbose: bool) -> None:
     )
 
 
+main.add_command(acls_group)
 main.add_command(audit_group)
 main.add_command(chaos_group)
 main.add_command(doctor)
@@ -51,6 +53,7 @@ main.add_command(node_group)
 main.add_command(site_group)
 main.add_command(topics_group)
 main.add_command(up)
+main.add_command(users_group)
 main.add_command(zookeeper)
 topics_group.add_command(reassign)
 

@@ -1,19 +1,38 @@
-"""Admin verbs: topics and their configs over the Kafka protocol.
+"""Admin verbs: topics and their configs, ACLs and SCRAM credentials over the Kafka protocol.
 
 ``AdminClient`` sends them through a ``Route``: one node's connection (``AdminClient.connect``,
 what ``strait topics`` uses) or a whole site (``AdminClient(site)``, what the mirror uses: the
 controller first, the other brokers in turn when it fails; offsets asked of each leader).
+
+ACLs (DescribeAcls 29, CreateAcls 30, DeleteAcls 31, v1 where the node speaks it: v0 knows only
+LITERAL patterns) are ``node.security``'s ``AclBinding`` and ``AclBindingFilter``. SCRAM
+credentials (DescribeUserScramCredentials 50, AlterUserScramCredentials 51, KIP-554) are named by
+mechanism ("SCRAM-SHA-256", "SCRAM-SHA-512"); a password never leaves this process: the verb
+salts it with a fresh random salt and sends Hi(password, salt, iterations), as Kafka's admin
+client does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import secrets
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import trio
 
 from node.protocol import ApiKey, ErrorCode
+from node.security._acl import (
+    AccessControlEntry,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
+from node.security._scram import MAX_ITERATIONS, MIN_ITERATIONS, SALT_SIZE, ScramMechanism
 from storage.records import NO_OFFSET, Offset
 
 from ._connection import ClientError, NodeConnection
@@ -27,6 +46,10 @@ DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigs config_source of a topic's own overr
 CONFIG_SET, CONFIG_DELETE = 0, 1  # IncrementalAlterConfigs operations
 DEFAULT_REPLICATION_FROM = 4  # CreateTopics takes replication_factor -1 (the broker's default) from v4 (KIP-464)
 ADMIN_CLIENT_ID = "strait-admin"
+ACL_VERSION = 1  # the highest DescribeAcls/CreateAcls/DeleteAcls version sent: v1 adds pattern types (KIP-290)
+# The SCRAM mechanisms' wire codes (Kafka's ``ScramMechanism.type``; 0 is UNKNOWN).
+SCRAM_MECHANISM_CODES = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
+_SCRAM_MECHANISM_NAMES = {code: name for name, code in SCRAM_MECHANISM_CODES.items()}
 
 
 @dataclass(frozen=True)
@@ -237,6 +260,186 @@ class AdminClient:
         """
         return await _truncate_partitions(self.route, cuts, timeout)
 
+    # -- ACLs ----------------------------------------------------------------------------------
+
+    async def describe_acls(self, acl_filter: AclBindingFilter) -> list[AclBinding]:
+        """The ACL bindings ``acl_filter`` selects, sorted.
+
+        Raises ClientError with the node's code (SECURITY_DISABLED without an authorizer,
+        CLUSTER_AUTHORIZATION_FAILED without DESCRIBE on the cluster), and before sending when the
+        node speaks only v0 and the filter is about other than LITERAL patterns.
+        """
+        what = f"describing ACLs{self.route.where}"
+        response = await self.route.on_admin(
+            ApiKey.DESCRIBE_ACLS, ACL_VERSION, lambda v: _filter_body(acl_filter, v, what)
+        )
+        if response.error_code:
+            raise ClientError.from_code(response.error_code, what, response.error_message)
+        return sorted(
+            AclBinding(
+                ResourcePattern(ResourceType(r.resource_type), r.resource_name, PatternType(r.pattern_type)),
+                AccessControlEntry(
+                    a.principal, a.host, AclOperation(a.operation), AclPermissionType(a.permission_type)
+                ),
+            )
+            for r in response.resources
+            for a in r.acls
+        )
+
+    async def create_acls(self, bindings: Iterable[AclBinding]) -> None:
+        """Store ``bindings`` (nothing is sent for none). The node checks each on its own and
+        stores the valid ones; raises ClientError naming the first binding it refused and the
+        code (INVALID_REQUEST with the node's reason, CLUSTER_AUTHORIZATION_FAILED without ALTER
+        on the cluster, SECURITY_DISABLED), or before sending a PREFIXED binding to a v0 node.
+        """
+        wanted = list(bindings)
+        if not wanted:
+            return
+
+        def body(version: int) -> dict[str, Any]:
+            creations = []
+            for binding in wanted:
+                pattern, entry = binding.pattern, binding.entry
+                _check_expressible(pattern.pattern_type, version, f"creating ACL {describe_binding(binding)}")
+                creations.append(
+                    {
+                        "resource_type": pattern.resource_type,
+                        "resource_name": pattern.name,
+                        "resource_pattern_type": pattern.pattern_type,
+                        "principal": entry.principal,
+                        "host": entry.host,
+                        "operation": entry.operation,
+                        "permission_type": entry.permission,
+                    }
+                )
+            return {"creations": creations}
+
+        response = await self.route.on_admin(ApiKey.CREATE_ACLS, ACL_VERSION, body)
+        if len(response.results) != len(wanted):
+            raise ClientError(
+                f"creating ACLs{self.route.where}: {len(response.results)} results for {len(wanted)} ACLs"
+            )
+        for binding, result in zip(wanted, response.results, strict=True):
+            if result.error_code:
+                raise ClientError.from_code(
+                    result.error_code,
+                    f"creating ACL {describe_binding(binding)}{self.route.where}",
+                    result.error_message,
+                )
+
+    async def delete_acls(self, filters: Iterable[AclBindingFilter]) -> list[list[AclBinding]]:
+        """Remove what each filter selects, filter by filter: the bindings each removed, in the
+        filters' order (a binding two filters select is reported by the first). Raises ClientError
+        naming the first filter the node refused and the code; the filters before it took effect.
+        """
+        wanted = list(filters)
+        if not wanted:
+            return []
+
+        def body(version: int) -> dict[str, Any]:
+            what = f"deleting ACLs{self.route.where}"
+            return {"filters": [_filter_body(f, version, what) for f in wanted]}
+
+        response = await self.route.on_admin(ApiKey.DELETE_ACLS, ACL_VERSION, body)
+        if len(response.filter_results) != len(wanted):
+            raise ClientError(
+                f"deleting ACLs{self.route.where}: {len(response.filter_results)} results for {len(wanted)} filters"
+            )
+        removed: list[list[AclBinding]] = []
+        for acl_filter, result in zip(wanted, response.filter_results, strict=True):
+            what = f"deleting the ACLs matching {describe_filter(acl_filter)}{self.route.where}"
+            if result.error_code:
+                raise ClientError.from_code(result.error_code, what, result.error_message)
+            matched = []
+            for m in result.matching_acls:
+                binding = AclBinding(
+                    ResourcePattern(ResourceType(m.resource_type), m.resource_name, PatternType(m.pattern_type)),
+                    AccessControlEntry(
+                        m.principal, m.host, AclOperation(m.operation), AclPermissionType(m.permission_type)
+                    ),
+                )
+                if m.error_code:
+                    raise ClientError.from_code(m.error_code, f"{what}: {describe_binding(binding)}", m.error_message)
+                matched.append(binding)
+            removed.append(matched)
+        return removed
+
+    # -- SCRAM credentials ---------------------------------------------------------------------
+
+    async def describe_scram(self, users: Iterable[str] | None = None) -> dict[str, dict[str, int]]:
+        """user -> mechanism name -> iterations, of ``users`` (None or none: every user holding a
+        credential). Raises ClientError with the node's code, or naming the first named user the
+        node answered with an error (RESOURCE_NOT_FOUND: that user has no credential)."""
+        named = None if users is None else [{"name": user} for user in users]
+        what = f"describing SCRAM credentials{self.route.where}"
+        response = await self.route.on_admin(
+            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, lambda _v: {"users": named or None}
+        )
+        if response.error_code:
+            raise ClientError.from_code(response.error_code, what, response.error_message)
+        found: dict[str, dict[str, int]] = {}
+        for result in response.results:
+            if result.error_code:
+                raise ClientError.from_code(
+                    result.error_code,
+                    f"describing the SCRAM credentials of user {result.user!r}{self.route.where}",
+                    result.error_message,
+                )
+            found[result.user] = {
+                _SCRAM_MECHANISM_NAMES.get(info.mechanism, f"mechanism {info.mechanism}"): info.iterations
+                for info in result.credential_infos
+            }
+        return found
+
+    async def alter_scram(
+        self,
+        upserts: Iterable[tuple[str, str, str, int]] = (),
+        deletions: Iterable[tuple[str, str]] = (),
+    ) -> None:
+        """Set the credentials ``(user, mechanism, password, iterations)`` and delete the
+        credentials ``(user, mechanism)``; mechanisms by name ("SCRAM-SHA-256", "SCRAM-SHA-512").
+
+        Each password is salted here with SALT_SIZE fresh random bytes; only the salt and
+        Hi(password, salt, iterations) are sent. The node applies each user's changes whole or
+        not at all. Raises ValueError (nothing sent) for an unknown mechanism or iterations
+        outside 4096..16384; ClientError naming the first user the node refused and the code
+        (RESOURCE_NOT_FOUND: a deleted credential did not exist; DUPLICATE_RESOURCE: a user's
+        mechanism named twice; UNACCEPTABLE_CREDENTIAL), the other users' changes made.
+        """
+        upsertions = []
+        for user, mechanism_name, password, iterations in upserts:
+            mechanism = ScramMechanism.from_name(mechanism_name)
+            if not MIN_ITERATIONS <= iterations <= MAX_ITERATIONS:
+                raise ValueError(
+                    f"SCRAM iterations {iterations} for user {user!r} is outside {MIN_ITERATIONS}..{MAX_ITERATIONS}"
+                )
+            salt = secrets.token_bytes(SALT_SIZE)
+            upsertions.append(
+                {
+                    "name": user,
+                    "mechanism": SCRAM_MECHANISM_CODES[mechanism.mechanism_name],
+                    "iterations": iterations,
+                    "salt": salt,
+                    "salted_password": mechanism.salted_password(password, salt, iterations),
+                }
+            )
+        removals = [
+            {"name": user, "mechanism": SCRAM_MECHANISM_CODES[ScramMechanism.from_name(name).mechanism_name]}
+            for user, name in deletions
+        ]
+        if not upsertions and not removals:
+            return
+        response = await self.route.on_admin(
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, lambda _v: {"deletions": removals, "upsertions": upsertions}
+        )
+        for result in response.results:
+            if result.error_code:
+                raise ClientError.from_code(
+                    result.error_code,
+                    f"altering the SCRAM credentials of user {result.user!r}{self.route.where}",
+                    result.error_message,
+                )
+
     async def _describe_configs(self, topics: list[str]) -> dict[str, list[Any] | ClientError]:
         """DescribeConfigs of ``topics`` (no synonyms): each topic's config entries, or its error."""
         if not topics:
@@ -262,6 +465,53 @@ class AdminClient:
             else:
                 out[result.resource_name] = list(result.configs)
         return out
+
+
+def describe_binding(binding: AclBinding) -> str:
+    """One line for people: ``ALLOW User:alice WRITE on TOPIC 'orders' (LITERAL) from host *``."""
+    pattern, entry = binding.pattern, binding.entry
+    return (
+        f"{entry.permission.name} {entry.principal} {entry.operation.name} on "
+        f"{pattern.resource_type.name} {pattern.name!r} ({pattern.pattern_type.name}) from host {entry.host}"
+    )
+
+
+def describe_filter(acl_filter: AclBindingFilter) -> str:
+    """One line for people; ANY and absent values read "any"."""
+    pattern, entry = acl_filter.pattern, acl_filter.entry
+
+    def shown(value: str | None) -> str:
+        return "any" if value is None else repr(value)
+
+    return (
+        f"{entry.permission.name} {shown(entry.principal)} {entry.operation.name} on "
+        f"{pattern.resource_type.name} {shown(pattern.name)} ({pattern.pattern_type.name}) "
+        f"from host {shown(entry.host)}"
+    )
+
+
+def _check_expressible(pattern_type: PatternType, version: int, what: str) -> None:
+    """v0 of the ACL APIs has no pattern type: every pattern is LITERAL (ANY filters read as LITERAL)."""
+    if version == 0 and pattern_type not in (PatternType.LITERAL, PatternType.ANY):
+        raise ClientError(
+            f"{what}: the node speaks ACL APIs v0 only, which know LITERAL patterns only (not {pattern_type.name})",
+            ErrorCode.UNSUPPORTED_VERSION,
+        )
+
+
+def _filter_body(acl_filter: AclBindingFilter, version: int, what: str) -> dict[str, Any]:
+    """A DescribeAcls request body, also one DeleteAcls filter."""
+    pattern, entry = acl_filter.pattern, acl_filter.entry
+    _check_expressible(pattern.pattern_type, version, what)
+    return {
+        "resource_type_filter": pattern.resource_type,
+        "resource_name_filter": pattern.name,
+        "pattern_type_filter": pattern.pattern_type,
+        "principal_filter": entry.principal,
+        "host_filter": entry.host,
+        "operation": entry.operation,
+        "permission_type": entry.permission,
+    }
 
 
 def _metadata_body(topics: list[str] | None) -> MakeBody:
