@@ -7,7 +7,8 @@ Links are read from a TOML file (Python's ``tomllib``), one ``[[link]]`` table p
     mode = "offset-preserving"             # or "mm2" (not built yet: refused at start)
     sync_interval_s = 5                    # topic discovery and config sync; 0 < s <= 10
     group_sync_interval_s = 5              # group offset sync; > 0
-    source = { name = "east", bootstrap = "10.0.0.1:9092,10.0.0.2:9092", tls = { ca = "ca.pem" } }
+    source = { name = "east", bootstrap = "10.0.0.1:9092,10.0.0.2:9092", tls = { ca = "ca.pem" },
+               sasl = { mechanism = "SCRAM-SHA-512", username = "mirror", password_file = "mirror.pw" } }
     target = { name = "west", bootstrap = ["10.1.0.1:9092"], zookeeper = "10.1.0.1:2181/west" }
     topics = { include = ["orders.*"], exclude = ["orders-private"] }
     groups = { include = [".*"], exclude = [] }
@@ -33,6 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from node.client import SaslCredentials
+
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
 OFFSET_PRESERVING = "offset-preserving"
 MM2 = "mm2"
 MODES = (OFFSET_PRESERVING, MM2)
@@ -44,7 +49,8 @@ _LEGAL_NAME = re.compile(r"[A-Za-z0-9._-]+")
 _INTERNAL_PREFIX = "__"
 
 _LINK_KEYS = ("name", "mode", "source", "target", "topics", "groups", "sync_interval_s", "group_sync_interval_s")
-_SITE_KEYS = ("name", "bootstrap", "zookeeper", "tls")
+_SITE_KEYS = ("name", "bootstrap", "zookeeper", "tls", "sasl")
+_SASL_KEYS = ("mechanism", "username", "password_file")
 _REQUIRED_SITE_KEYS = ("name", "bootstrap")
 _TLS_KEYS = ("ca", "cert", "key", "check_hostname")
 _FILTER_KEYS = ("include", "exclude")
@@ -84,17 +90,39 @@ class TlsConfig:
 
 
 @dataclass(frozen=True)
+class SaslConfig:
+    """SASL to a site's brokers: the mechanism, the user, and the file holding the password (never
+    the password itself in the link file, which status pages and logs may show)."""
+
+    mechanism: str
+    username: str
+    password_file: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"mechanism": self.mechanism, "username": self.username, "password_file": self.password_file}
+
+    def credentials(self) -> SaslCredentials:
+        """The credentials, with the password read now from its file; ConfigError if it cannot be read."""
+        try:
+            password = Path(self.password_file).read_text(encoding="utf-8").rstrip("\n")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"sasl.password_file {self.password_file!r}: {exc}") from None
+        return SaslCredentials(self.mechanism, self.username, password)
+
+
+@dataclass(frozen=True)
 class SiteRef:
     """One end of a link: the site's name (for logs and status) and its bootstrap addresses.
 
     ``zookeeper`` (the target's) lets several mirror processes share the link; ``tls`` makes
-    connections to the site's brokers use TLS.
+    connections to the site's brokers use TLS, ``sasl`` authenticates them.
     """
 
     name: str
     bootstrap: str  # "host:port,host:port"
     zookeeper: str | None = None  # "host:port,host:port/chroot"
     tls: TlsConfig | None = None
+    sasl: SaslConfig | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "bootstrap": self.bootstrap}
@@ -102,6 +130,8 @@ class SiteRef:
             out["zookeeper"] = self.zookeeper
         if self.tls is not None:
             out["tls"] = self.tls.to_dict()
+        if self.sasl is not None:
+            out["sasl"] = self.sasl.to_dict()
         return out
 
 
@@ -256,7 +286,25 @@ def _parse_site(value: Any, where: str, key: str) -> SiteRef:
         if not hosts or not all(_is_host_port(a) for a in hosts.split(",")):
             raise ConfigError(f"{where}: {key}.zookeeper: {zookeeper!r} is not 'host:port,...[/chroot]'")
     tls = _parse_tls(value["tls"], where, f"{key}.tls") if "tls" in value else None
-    return SiteRef(name, ",".join(addresses), zookeeper, tls)
+    sasl = _parse_sasl(value["sasl"], where, f"{key}.sasl") if "sasl" in value else None
+    return SiteRef(name, ",".join(addresses), zookeeper, tls, sasl)
+
+
+def _parse_sasl(value: Any, where: str, key: str) -> SaslConfig:
+    """``sasl = { mechanism, username, password_file }``."""
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: {key}: must be a table (mechanism, username, password_file)")
+    _refuse_unknown(value, _SASL_KEYS, where, prefix=f"{key}.")
+    for name in _SASL_KEYS:
+        if not isinstance(value.get(name), str) or not value[name]:
+            raise ConfigError(f"{where}: {key}.{name}: required, a non-empty string")
+    if value["mechanism"] not in SASL_MECHANISMS:
+        raise ConfigError(
+            f"{where}: {key}.mechanism: {value['mechanism']!r} is not one of {', '.join(SASL_MECHANISMS)}"
+        )
+    if not Path(value["password_file"]).is_file():
+        raise ConfigError(f"{where}: {key}.password_file: {value['password_file']!r} is not a readable file")
+    return SaslConfig(value["mechanism"], value["username"], value["password_file"])
 
 
 def _is_host_port(address: str) -> bool:

@@ -266,6 +266,7 @@ class LinkFailover:
             client_id=f"strait-mirror-{self.config.name}",
             timeout=self.request_timeout_s,
             ssl_context=site.tls.context() if site.tls is not None else None,
+            sasl=site.sasl.credentials() if site.sasl is not None else None,
         )
 
     # -- status ------------------------------------------------------------------------------------
