@@ -1,6 +1,5 @@
-"""``strait acls add|list|remove`` and ``strait users add-scram|list|remove``: a site's ACLs and
-SCRAM credentials over the Kafka protocol, in the shapes of Kafka's ``kafka-acls.sh`` and
-``kafka-configs.sh --entity-type users``.
+"""``strait acls add|list|remove``: a site's ACLs over the Kafka protocol, in the shape of Kafka's
+``kafka-acls.sh`` (``strait users``, the SCRAM credentials, is ``_users_commands``).
 
 Every command reaches one node with ``--bootstrap-server`` (a PLAINTEXT listener), or a secured
 listener with ``--command-config``: a Kafka client properties file as ``kafka-acls.sh`` takes it
@@ -21,36 +20,22 @@ Where strait's commands differ from Kafka's, they refuse what is easy to get wro
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
 import json
 import re
-import ssl
-import sys
-from collections.abc import AsyncIterator, Callable, Iterable
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from ._topics_commands import bootstrap_option, run_client
+from ._command_config import client_security, connect, connection_options, echo_table
+from ._topics_commands import run_client
 
 if TYPE_CHECKING:
-    from node.client import AdminClient
     from node.security._acl import AclBinding
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-CLIENT_ID = "strait-admin"
-PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
-# The command-config keys read here; any other is named on stderr and ignored, as Kafka's tools warn.
-_KNOWN_KEYS = frozenset({
-    "security.protocol", "ssl.truststore.location", "ssl.truststore.type", "ssl.keystore.location", "ssl.keystore.type",
-    "ssl.key.password", "ssl.endpoint.identification.algorithm", "sasl.mechanism", "sasl.jaas.config",
-})  # fmt: skip
 
 # Kafka's operation names (``AclOperation``'s javadoc spelling), which --operation takes in any case.
 # fmt: off
@@ -70,142 +55,6 @@ VALID_OPERATIONS = {
 CLUSTER_NAME = "kafka-cluster"  # the one name of the cluster resource
 PRODUCER_TOPIC_OPERATIONS = ("Write", "Describe", "Create")
 CONSUMER_TOPIC_OPERATIONS = ("Read", "Describe")
-
-# -- connections ------------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ClientSecurity:
-    """How to reach a secured listener, read from a ``--command-config`` file (``source``)."""
-
-    source: str
-    protocol: str = "PLAINTEXT"
-    ssl_context: ssl.SSLContext | None = None
-    sasl_mechanism: str | None = None
-    sasl_username: str | None = None
-    sasl_password: str | None = field(default=None, repr=False)
-
-
-def load_command_config(path: str) -> ClientSecurity:
-    """The security settings of the Kafka client properties file ``path``. Raises ClickException
-    naming the file and the key that is wrong (never a password)."""
-    from node.config import ConfigError, parse_properties
-
-    try:
-        props = parse_properties(Path(path).read_text(encoding="utf-8"), source=path)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise click.ClickException(f"cannot read --command-config {path}: {exc}") from None
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from None
-    ignored = sorted(set(props) - _KNOWN_KEYS)
-    if ignored:
-        click.echo(f"{path}: ignoring {', '.join(ignored)} (not used by strait's commands)", err=True)
-    protocol = props.get("security.protocol", "PLAINTEXT").strip().upper()
-    if protocol not in PROTOCOLS:
-        raise click.ClickException(
-            f"{path}: security.protocol {props['security.protocol']!r} is not one of {', '.join(PROTOCOLS)}"
-        )
-    context = _ssl_context(props, path) if protocol.endswith("SSL") else None
-    if not protocol.startswith("SASL_"):
-        return ClientSecurity(path, protocol, context)
-    mechanism = props.get("sasl.mechanism", "").strip().upper()
-    if mechanism not in SASL_MECHANISMS:
-        shown = repr(props["sasl.mechanism"]) if "sasl.mechanism" in props else "missing"
-        raise click.ClickException(f"{path}: sasl.mechanism is {shown}; strait speaks {', '.join(SASL_MECHANISMS)}")
-    username, password = _jaas_credentials(props, path)
-    return ClientSecurity(path, protocol, context, mechanism, username, password)
-
-
-def _ssl_context(props: dict[str, str], path: str) -> ssl.SSLContext:
-    for key in ("ssl.truststore.type", "ssl.keystore.type"):
-        kind = props.get(key, "PEM").strip().upper()
-        if kind != "PEM":
-            raise click.ClickException(
-                f"{path}: {key} {props[key]!r}: strait reads PEM files only "
-                "(convert with keytool -importkeystore to PKCS12, then openssl pkcs12)"
-            )
-    truststore = props.get("ssl.truststore.location") or None
-    keystore = props.get("ssl.keystore.location") or None
-    try:
-        context = ssl.create_default_context(cafile=truststore)
-    except (OSError, ssl.SSLError) as exc:
-        raise click.ClickException(f"{path}: ssl.truststore.location {truststore}: {exc}") from None
-    if keystore is not None:
-        try:
-            context.load_cert_chain(keystore, password=props.get("ssl.key.password"))
-        except (OSError, ssl.SSLError) as exc:
-            raise click.ClickException(f"{path}: ssl.keystore.location {keystore}: {exc}") from None
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    # Kafka's clients check the broker's host name unless this is set empty.
-    context.check_hostname = props.get("ssl.endpoint.identification.algorithm", "https").strip() != ""
-    return context
-
-
-def _jaas_credentials(props: dict[str, str], path: str) -> tuple[str, str]:
-    from node.security._jaas import parse_jaas_config
-
-    if "sasl.jaas.config" not in props:
-        raise click.ClickException(f"{path}: sasl.jaas.config is missing (a login module with username and password)")
-    try:
-        entry = parse_jaas_config(props["sasl.jaas.config"])
-    except ValueError as exc:
-        raise click.ClickException(f"{path}: sasl.jaas.config: {exc}") from None
-    if entry.username is None or entry.password is None:
-        raise click.ClickException(f"{path}: sasl.jaas.config needs both username and password")
-    return entry.username, entry.password
-
-
-def _sasl_argument(security: ClientSecurity) -> dict[str, Any]:
-    """``SiteClient``'s ``sasl`` keyword for ``security`` (empty without SASL); ClickException
-    naming the file for settings the client refuses."""
-    if security.sasl_mechanism is None:
-        return {}
-    from node.client import SaslCredentials
-
-    assert security.sasl_username is not None and security.sasl_password is not None
-    try:
-        return {"sasl": SaslCredentials(security.sasl_mechanism, security.sasl_username, security.sasl_password)}
-    except ValueError as exc:
-        raise click.ClickException(f"{security.source}: sasl.mechanism: {exc}") from None
-
-
-@contextlib.asynccontextmanager
-async def connect(bootstrap: str, security: ClientSecurity | None) -> AsyncIterator[AdminClient]:
-    """An admin client on ``bootstrap``: one node's connection over PLAINTEXT, else the site as
-    seen through the secured listener. Raises ClientError or ClickException."""
-    from node.client import AdminClient, SiteClient
-
-    if security is None or security.protocol == "PLAINTEXT":
-        async with await AdminClient.connect(bootstrap) as admin:
-            yield admin
-        return
-    sasl = _sasl_argument(security)
-    try:
-        site = SiteClient(bootstrap, bootstrap, client_id=CLIENT_ID, ssl_context=security.ssl_context, **sasl)
-    except ValueError as exc:
-        raise click.ClickException(str(exc)) from None
-    try:
-        yield AdminClient(site)
-    finally:
-        await site.aclose()
-
-
-def connection_options(fn: F) -> F:
-    """``--bootstrap-server/-b`` and ``--command-config``."""
-    command_config = click.option(
-        "--command-config",
-        type=click.Path(exists=True, dir_okay=False),
-        help="Kafka client properties for a secured listener: security.protocol, ssl.truststore.location and "
-        "ssl.keystore.location (PEM), sasl.mechanism, sasl.jaas.config (username, password).",
-    )
-    return bootstrap_option(command_config(fn))
-
-
-def _security(command_config: str | None) -> ClientSecurity | None:
-    return load_command_config(command_config) if command_config else None
-
-
-# -- ACL options ------------------------------------------------------------------------------------------------------
 
 
 def _check_principals(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
@@ -413,14 +262,6 @@ def binding_rows(bindings: Iterable[AclBinding]) -> list[dict[str, str]]:
     ]
 
 
-def echo_table(header: tuple[str, ...], rows: Iterable[tuple[str, ...]]) -> None:
-    """Columns aligned by spaces, one line per row (no wrapping: greppable)."""
-    lines = [header, *rows]
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    for line in lines:
-        click.echo("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip())
-
-
 def echo_bindings(bindings: list[AclBinding]) -> None:
     header = ("TYPE", "NAME", "PATTERN", "PRINCIPAL", "HOST", "OPERATION", "PERMISSION")
     echo_table(header, (tuple(row.values()) for row in binding_rows(bindings)))
@@ -462,7 +303,7 @@ def add(bootstrap: str, command_config: str | None, **options: Any) -> None:
         for kind, name, op in targets
         for principal, host, permission in who
     ]
-    security = _security(command_config)
+    security = client_security(command_config)
 
     async def go() -> None:
         async with connect(bootstrap, security) as admin:
@@ -507,7 +348,7 @@ def list_(
         for pattern in patterns
         for principal in (principals or (None,))
     ]
-    security = _security(command_config)
+    security = client_security(command_config)
 
     async def go() -> list[AclBinding]:
         found: set[AclBinding] = set()
@@ -557,7 +398,7 @@ def remove(bootstrap: str, command_config: str | None, **options: Any) -> None:
         for kind, name, op in targets
         for principal, host, permission in who
     ]
-    security = _security(command_config)
+    security = client_security(command_config)
 
     async def go() -> list[list[AclBinding]]:
         async with connect(bootstrap, security) as admin:
@@ -572,115 +413,3 @@ def remove(bootstrap: str, command_config: str | None, **options: Any) -> None:
 
 
 # -- users ------------------------------------------------------------------------------------------------------------
-
-
-@click.group(
-    "users", help="SCRAM credentials of users (the site's, in ZooKeeper; kafka-configs.sh --entity-type users)."
-)
-def users_group() -> None:
-    pass
-
-
-def _mechanism_option(help_: str) -> Callable[[F], F]:
-    return click.option(
-        "--mechanism",
-        "mechanisms",
-        multiple=True,
-        required=True,
-        type=click.Choice(SCRAM_MECHANISMS, case_sensitive=False),
-        metavar="SCRAM-SHA-256|SCRAM-SHA-512",
-        help=help_,
-    )
-
-
-def read_password(password_file: str | None, password_stdin: bool) -> str:
-    """The password from its file or stdin (a terminal is prompted, twice), without the final
-    line break. Raises UsageError unless exactly one source is given, ClickException when empty."""
-    if (password_file is None) == (not password_stdin):
-        raise click.UsageError("give the password with exactly one of --password-file PATH or --password-stdin")
-    if password_file is not None:
-        try:
-            text = Path(password_file).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise click.ClickException(f"cannot read --password-file {password_file}: {exc}") from None
-    elif sys.stdin.isatty():
-        text = str(click.prompt("password", hide_input=True, confirmation_prompt=True))
-    else:
-        text = sys.stdin.read()
-    password = text.removesuffix("\n").removesuffix("\r")
-    if not password:
-        raise click.ClickException("the password is empty")
-    return password
-
-
-@users_group.command("add-scram")
-@click.argument("name")
-@_mechanism_option("SCRAM-SHA-256 or SCRAM-SHA-512 (repeatable: the same password for each).")
-@click.option(
-    "--iterations", type=click.IntRange(4096, 16384), default=4096, show_default=True, help="PBKDF2 iterations."
-)
-@click.option("--password-file", type=click.Path(exists=True, dir_okay=False), help="A file holding the password.")
-@click.option("--password-stdin", is_flag=True, help="Read the password from stdin.")
-@connection_options
-def add_scram(
-    name: str,
-    mechanisms: tuple[str, ...],
-    iterations: int,
-    password_file: str | None,
-    password_stdin: bool,
-    bootstrap: str,
-    command_config: str | None,
-) -> None:
-    """Create or replace user NAME's SCRAM credential(s). The password is salted here; the node
-    gets the salt and the salted password only."""
-    password = read_password(password_file, password_stdin)
-    wanted = [m.upper() for m in dict.fromkeys(mechanisms)]
-    security = _security(command_config)
-
-    async def go() -> None:
-        async with connect(bootstrap, security) as admin:
-            await admin.alter_scram(upserts=[(name, mechanism, password, iterations) for mechanism in wanted])
-
-    run_client(go)
-    for mechanism in wanted:
-        click.echo(f"set the {mechanism} credential of user {name} ({iterations} iterations)")
-
-
-@users_group.command("list")
-@click.argument("names", nargs=-1)
-@click.option("--json", "as_json", is_flag=True, help="One JSON object: user -> mechanism -> iterations.")
-@connection_options
-def list_users(names: tuple[str, ...], as_json: bool, bootstrap: str, command_config: str | None) -> None:
-    """The users holding SCRAM credentials (those named, or all), with mechanisms and iterations."""
-    security = _security(command_config)
-
-    async def go() -> dict[str, dict[str, int]]:
-        async with connect(bootstrap, security) as admin:
-            return await admin.describe_scram(list(names) or None)
-
-    found = run_client(go)
-    if as_json:
-        click.echo(json.dumps(found, indent=2, sort_keys=True))
-    elif found:
-        rows = [(user, m, str(n)) for user, infos in sorted(found.items()) for m, n in sorted(infos.items())]
-        echo_table(("USER", "MECHANISM", "ITERATIONS"), rows)
-    else:
-        click.echo("no SCRAM users")
-
-
-@users_group.command("remove")
-@click.argument("name")
-@_mechanism_option("The credential to delete (repeatable).")
-@connection_options
-def remove_user(name: str, mechanisms: tuple[str, ...], bootstrap: str, command_config: str | None) -> None:
-    """Delete user NAME's SCRAM credential(s); a credential it does not have is an error."""
-    wanted = [m.upper() for m in dict.fromkeys(mechanisms)]
-    security = _security(command_config)
-
-    async def go() -> None:
-        async with connect(bootstrap, security) as admin:
-            await admin.alter_scram(deletions=[(name, mechanism) for mechanism in wanted])
-
-    run_client(go)
-    for mechanism in wanted:
-        click.echo(f"removed the {mechanism} credential of user {name}")

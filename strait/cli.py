@@ -19,10 +19,11 @@ from ._log_commands import log_group
 from ._mirror_commands import mirror_group
 from ._node_commands import node_group
 from ._reassign_command import reassign
-from ._security_commands import acls_group, users_group
+from ._security_commands import acls_group
 from ._site_commands import site_group
 from ._topics_commands import topics_group
 from ._up_command import up
+from ._users_commands import users_group
 from ._zookeeper_commands import zookeeper
 
 

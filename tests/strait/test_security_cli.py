@@ -22,7 +22,7 @@ from click.testing import CliRunner, Result
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from strait._security_commands import load_command_config
+from strait._command_config import load_command_config
 from strait.cli import main
 from tests.node.harness import NodeProcess, wait_for
 from tests.tls import TestCa, subject
