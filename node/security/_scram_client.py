@@ -28,11 +28,10 @@ import hmac
 import re
 import secrets
 
-from node.security._scram import MIN_ITERATIONS, ScramMechanism
+from node.security._scram import MIN_ITERATIONS, ScramMechanism, _b64, _shown
 
 _PRINTABLE = re.compile(r"[\x21-\x2b\x2d-\x7e]+")  # RFC 5802 `printable`: visible ASCII except ","
 _GS2_HEADER = "n,,"  # no channel binding, no authorization id
-_SHOWN = 40  # at most this many characters of a server's value are quoted back in an error
 
 _START, _RECEIVE_SERVER_FIRST, _RECEIVE_SERVER_FINAL, _COMPLETE, _FAILED = (
     "start",
@@ -157,14 +156,6 @@ class ScramClient:
 def escape_saslname(name: str) -> str:
     """RFC 5802 ``saslname``: "=" as "=3D" and "," as "=2C"."""
     return name.replace("=", "=3D").replace(",", "=2C")
-
-
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
-
-
-def _shown(value: str) -> str:
-    return repr(value if len(value) <= _SHOWN else value[:_SHOWN] + "...")
 
 
 def _malformed(which: str, problem: str) -> ScramClientError:

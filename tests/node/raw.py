@@ -61,6 +61,20 @@ def closed_by_server(sock: socket.socket) -> bool:
         return False
 
 
+def closed_within(sock: socket.socket, seconds: float) -> bool:
+    """True once the peer closes (EOF or reset) within ``seconds``, whatever it sent before (a TLS
+    alert, an error response)."""
+    sock.settimeout(seconds)
+    try:
+        while sock.recv(4096):
+            pass
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+    return True
+
+
 def produce_body(topic: str, partition: int, records: bytes, acks: int = -1) -> dict[str, Any]:
     return {
         "transactional_id": None,

@@ -21,6 +21,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.node.clients import CLIENTS, Rec, Security
 from tests.node.harness import STRAIT, NodeProcess, wait_for
+from tests.node.raw import closed_within
 from tests.tls import Issued, TestCa, subject
 
 pytestmark = pytest.mark.integration
@@ -67,19 +68,6 @@ def can_list_topics(bootstrap: str, security: Security, timeout: float = 5.0) ->
     try:
         admin.list_topics(timeout=timeout)
     except KafkaException:
-        return False
-    return True
-
-
-def closed_within(sock: socket.socket, seconds: float) -> bool:
-    """True once the peer closes (EOF or reset) within ``seconds``, whatever it sent before."""
-    sock.settimeout(seconds)
-    try:
-        while sock.recv(4096):
-            pass
-    except ConnectionResetError:
-        return True
-    except TimeoutError:
         return False
     return True
 
