@@ -9,7 +9,8 @@ Links are read from a TOML file (Python's ``tomllib``), one ``[[link]]`` table p
     group_sync_interval_s = 5              # group offset sync; > 0
     source = { name = "east", bootstrap = "10.0.0.1:9092,10.0.0.2:9092", tls = { ca = "ca.pem" },
                sasl = { mechanism = "SCRAM-SHA-512", username = "mirror", password_file = "mirror.pw" } }
-    target = { name = "west", bootstrap = ["10.1.0.1:9092"], zookeeper = "10.1.0.1:2181/west" }
+    target = { name = "west", bootstrap = ["10.1.0.1:9092"], zookeeper = "10.1.0.1:2181/west",
+               zookeeper_digest_file = "west-zk.digest" }   # optional: one line user:password
     topics = { include = ["orders.*"], exclude = ["orders-private"] }
     groups = { include = [".*"], exclude = [] }
 
@@ -35,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from node.client import SaslCredentials
+from node.zkkit import ZkDigest, read_digest_file
 
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
@@ -49,7 +51,7 @@ _LEGAL_NAME = re.compile(r"[A-Za-z0-9._-]+")
 _INTERNAL_PREFIX = "__"
 
 _LINK_KEYS = ("name", "mode", "source", "target", "topics", "groups", "sync_interval_s", "group_sync_interval_s")
-_SITE_KEYS = ("name", "bootstrap", "zookeeper", "tls", "sasl")
+_SITE_KEYS = ("name", "bootstrap", "zookeeper", "zookeeper_digest_file", "tls", "sasl")
 _SASL_KEYS = ("mechanism", "username", "password_file")
 _REQUIRED_SITE_KEYS = ("name", "bootstrap")
 _TLS_KEYS = ("ca", "cert", "key", "check_hostname")
@@ -114,8 +116,10 @@ class SaslConfig:
 class SiteRef:
     """One end of a link: the site's name (for logs and status) and its bootstrap addresses.
 
-    ``zookeeper`` (the target's) lets several mirror processes share the link; ``tls`` makes
-    connections to the site's brokers use TLS, ``sasl`` authenticates them.
+    ``zookeeper`` (the target's) lets several mirror processes share the link;
+    ``zookeeper_digest_file`` (one line ``user:password``) authenticates them to a ZooKeeper whose
+    site sets ``zookeeper.set.acl``, and secures the znodes they create the same way; ``tls``
+    makes connections to the site's brokers use TLS, ``sasl`` authenticates them.
     """
 
     name: str
@@ -123,11 +127,25 @@ class SiteRef:
     zookeeper: str | None = None  # "host:port,host:port/chroot"
     tls: TlsConfig | None = None
     sasl: SaslConfig | None = None
+    zookeeper_digest_file: str | None = None
+
+    def zookeeper_digest(self) -> ZkDigest | None:
+        """The credential in ``zookeeper_digest_file``, read now (None without one); ConfigError naming
+        the file (never its content) when it cannot be read or is not one line ``user:password``."""
+        if self.zookeeper_digest_file is None:
+            return None
+        try:
+            return read_digest_file(self.zookeeper_digest_file)
+        except (OSError, ValueError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise ConfigError(f"zookeeper_digest_file {self.zookeeper_digest_file!r}: {reason}") from None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "bootstrap": self.bootstrap}
         if self.zookeeper is not None:
             out["zookeeper"] = self.zookeeper
+        if self.zookeeper_digest_file is not None:
+            out["zookeeper_digest_file"] = self.zookeeper_digest_file
         if self.tls is not None:
             out["tls"] = self.tls.to_dict()
         if self.sasl is not None:
@@ -285,9 +303,15 @@ def _parse_site(value: Any, where: str, key: str) -> SiteRef:
         hosts = zookeeper.partition("/")[0] if isinstance(zookeeper, str) else ""
         if not hosts or not all(_is_host_port(a) for a in hosts.split(",")):
             raise ConfigError(f"{where}: {key}.zookeeper: {zookeeper!r} is not 'host:port,...[/chroot]'")
+    digest_file = value.get("zookeeper_digest_file")
+    if digest_file is not None:
+        if zookeeper is None:
+            raise ConfigError(f"{where}: {key}.zookeeper_digest_file: needs {key}.zookeeper")
+        if not isinstance(digest_file, str) or not Path(digest_file).is_file():
+            raise ConfigError(f"{where}: {key}.zookeeper_digest_file: {digest_file!r} is not a readable file")
     tls = _parse_tls(value["tls"], where, f"{key}.tls") if "tls" in value else None
     sasl = _parse_sasl(value["sasl"], where, f"{key}.sasl") if "sasl" in value else None
-    return SiteRef(name, ",".join(addresses), zookeeper, tls, sasl)
+    return SiteRef(name, ",".join(addresses), zookeeper, tls, sasl, digest_file)
 
 
 def _parse_sasl(value: Any, where: str, key: str) -> SaslConfig:

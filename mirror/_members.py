@@ -56,7 +56,7 @@ import trio
 from kazoo.exceptions import KazooException, NoNodeError  # type: ignore[import-untyped]
 from kazoo.protocol.states import KazooState  # type: ignore[import-untyped]
 
-from node.zkkit import create_or_find, kazoo_client, session_of, split_connect, stop_quietly, wall_clock_ms
+from node.zkkit import ZkDigest, create_or_find, kazoo_client, session_of, split_connect, stop_quietly, wall_clock_ms
 
 from ._config import MirrorError
 
@@ -123,10 +123,14 @@ class ZkMembership:
         recheck_s: float = DEFAULT_RECHECK_S,
         info: dict[str, object] | None = None,
         clock_ms: Callable[[], int] = wall_clock_ms,
+        digest: ZkDigest | None = None,
     ) -> None:
         """Nothing connects until ``run``. Raises MirrorError naming a bad ``connect`` or ``member_id``.
 
-        ``clock_ms`` gives the ``registered_ms`` written into the member znode.
+        ``clock_ms`` gives the ``registered_ms`` written into the member znode. With ``digest``
+        (the target site's ZooKeeper credential) the session authenticates with it and creates
+        its znodes as a node with ``zookeeper.set.acl`` does: the credential may do everything,
+        the world may read.
         """
         try:
             self._hosts, chroot = split_connect(connect, "zookeeper")
@@ -152,6 +156,7 @@ class ZkMembership:
             **(info or {}),
         }
         self._clock_ms = clock_ms
+        self._digest = digest
         self._client: Any = None
         self._token: trio.lowlevel.TrioToken | None = None
         self._limiter = trio.CapacityLimiter(_ZK_THREADS)
@@ -207,7 +212,13 @@ class ZkMembership:
         if self._client is not None or self._closed:
             raise MirrorError(f"membership of {self.member_id!r} in link {self.link!r} was run before")
         self._token = trio.lowlevel.current_trio_token()
-        client = kazoo_client(self._hosts, self.session_timeout_s, command_tries=_COMMAND_TRIES)
+        client = kazoo_client(
+            self._hosts,
+            self.session_timeout_s,
+            command_tries=_COMMAND_TRIES,
+            digest=self._digest,
+            secure_acl=self._digest is not None,
+        )
         client.add_listener(self._on_state)
         self._client = client
         started = False

@@ -87,6 +87,8 @@ class Broker:
             session_timeout_ms=config.zookeeper_session_timeout_ms,
             connection_timeout_ms=config.zookeeper_connection_timeout_ms,
             clock_ms=wall_clock_ms,
+            digest=config.read_zookeeper_digest(),
+            set_acl=config.zookeeper_set_acl,
         )
         self.api_ranges: Mapping[int, tuple[int, int]] = served_ranges()
         self._dispatch: Mapping[int, Handler] = {}

@@ -31,6 +31,7 @@ from node.ids import NodeId
 from node.security._jaas import parse_jaas_config
 from node.security._principal import parse_principal_rules
 from node.security._sasl import MECHANISMS
+from node.zkkit import ZkDigest, read_digest_file
 from storage import LogConfig
 
 from ._errors import ConfigError
@@ -405,6 +406,18 @@ class NodeConfig:
             "becomes the principal's name, as in Kafka: the first rule whose pattern matches the whole name "
             "rewrites it ($1.. are groups; /L lower-cases, /U upper-cases); DEFAULT keeps the name as it is.",
     ))
+    # ZooKeeper: digest authentication and znode ACLs (docs/security.md#zookeeper)
+    zookeeper_set_acl: bool = setting(ConfigKey(
+        name="zookeeper.set.acl", type=_B, default="false", group=_SECURITY,
+        doc="Create znodes with secure ACLs, as Kafka: the strait.zookeeper.digest.file credential may do "
+            "everything, the world may only read, and may not read the SCRAM credentials (/config/users) or "
+            "/config/brokers. Needs strait.zookeeper.digest.file. Znodes that exist keep their ACLs.",
+    ))
+    zookeeper_digest_file: str | None = setting(ConfigKey(
+        name="strait.zookeeper.digest.file", type=_STR, default=None, group=_SECURITY,
+        doc="A file holding one line user:password, read at start: the node authenticates to ZooKeeper with "
+            "it (digest scheme). Give the site's nodes (and tools that change its state) the same one.",
+    ))
     # topics
     num_partitions: int = setting(ConfigKey(
         name="num.partitions", type=_I, default="1", minimum=1, group=_TOPICS,
@@ -699,6 +712,23 @@ class NodeConfig:
             out.append(Listener(adv.name, adv.host, bound_ports[adv.name]) if adv.port == 0 else adv)
         return tuple(out)
 
+    def read_zookeeper_digest(self) -> ZkDigest | None:
+        """The ZooKeeper credential in strait.zookeeper.digest.file, read now; None when it is not set.
+
+        Raises ConfigError naming the key and the file (never its content) when the file cannot be
+        read or is not one line ``user:password``.
+        """
+        path = self.zookeeper_digest_file
+        if path is None:
+            return None
+        try:
+            return read_digest_file(path)
+        except OSError as exc:
+            reason = f"cannot read: {exc.strerror or exc}"
+        except ValueError as exc:
+            reason = str(exc)
+        raise ConfigError(reason, key="strait.zookeeper.digest.file", value=path, source=self.source)
+
     def log_config(self) -> LogConfig:
         """The broker-wide defaults as topic-level storage settings (a topic without overrides)."""
         return LogConfig(
@@ -783,6 +813,13 @@ def _check_together(values: Mapping[str, Value], explicit: Collection[str], sour
     raises ConfigError naming the key that breaks one."""
     check_listener_keys(values, explicit, source)
     _check_tls_keys(values, source)
+    if values["zookeeper.set.acl"] and "strait.zookeeper.digest.file" not in values:
+        raise ConfigError(
+            "needs strait.zookeeper.digest.file: the credential the node's znodes are created for",
+            key="zookeeper.set.acl",
+            value="true",
+            source=source,
+        )
     low, high = values["group.min.session.timeout.ms"], values["group.max.session.timeout.ms"]
     assert isinstance(low, int) and isinstance(high, int)
     if low > high:

@@ -23,6 +23,9 @@ only moves them. Every write is a compare-and-set on the znode's version (or a c
 fails if the znode appeared), retried from a fresh read when it loses a race, and followed by
 the change notification Kafka writes, so Kafka brokers sharing the ZooKeeper re-read it too.
 
+On a secured site (``zookeeper.set.acl``) the user znodes and their parent are not readable
+by the world (:func:`node.zkkit.znode_acl`); every other znode here is.
+
 Blocking (kazoo calls): run each function in one worker thread (``ZkSession.run``) or on
 kazoo's threads. Reads are retried through a connection loss; a write that fails with one
 may have happened (re-read to learn the outcome).
@@ -56,6 +59,7 @@ from node.security._scram import (
     user_znode_name,
 )
 from node.security._store import SecurityStoreError
+from node.zkkit import ensure_path, znode_acl
 
 from ._layout import CONFIG_CHANGE_PREFIX, CONFIG_CHANGE_VERSION, CONFIG_CHANGES
 from ._reads import read_many, retried
@@ -73,7 +77,7 @@ WRITE_ATTEMPTS = 50
 def ensure_paths(client: Any) -> None:
     """Create :data:`SECURITY_PATHS` where missing."""
     for path in SECURITY_PATHS:
-        client.ensure_path(path)
+        ensure_path(client, path)
 
 
 # -- users ------------------------------------------------------------------------------------
@@ -145,7 +149,7 @@ def update_user_config(
         new_data = encode_user_config(new)
         try:
             if stat is None:
-                _, new_stat = client.create(path, new_data, include_data=True)
+                _, new_stat = client.create(path, new_data, acl=znode_acl(client, path), include_data=True)
                 written = UserWrite(path.rsplit("/", 1)[1], new_data, new_stat.mzxid)
             elif not new:
                 client.delete(path, version=stat.version)

@@ -28,6 +28,12 @@ old session and are re-created (see :mod:`._ephemeral`), then the hint ``"sessio
 ``/controller`` is not restored: it died too, and a new election decides. Watches (kazoo
 ``ChildrenWatch``/``DataWatch``) survive reconnects and session expiry.
 
+Security. With a :class:`~node.zkkit.ZkDigest` the session authenticates with it; with
+``set_acl`` as well (``zookeeper.set.acl``) every znode it creates is readable by the world and
+writable only with that credential, and the SCRAM credentials are not even readable (see
+:mod:`node.zkkit`). Without them, znodes are created open, as before. Znodes that exist already
+keep their ACLs.
+
 Clocks. Deadlines use trio's clock (``trio.current_time``: a ``trio.testing.MockClock``
 drives them in tests); wall-clock timestamps written into znodes come from the injected
 ``clock_ms``.
@@ -47,7 +53,7 @@ import trio
 from kazoo.exceptions import KazooException  # type: ignore[import-untyped]
 from kazoo.protocol.states import KazooState  # type: ignore[import-untyped]
 
-from node.zkkit import kazoo_client, session_of, split_connect, stop_quietly, wall_clock_ms
+from node.zkkit import ZkDigest, ensure_path, kazoo_client, session_of, split_connect, stop_quietly, wall_clock_ms
 
 from ._ephemeral import KeptEphemerals
 from ._errors import CoordinationError
@@ -67,8 +73,10 @@ class ZkSession:
     """One session with the ZooKeeper named by ``connect`` (``zookeeper.connect``).
 
     Use ``async with`` or :meth:`start` / :meth:`close`; one trio run per instance.
-    ``clock_ms`` gives the wall-clock timestamps written into znodes; ``new_client`` makes the
-    kazoo client (a fault point for tests). Errors from :meth:`run`: what the operation raises
+    ``clock_ms`` gives the wall-clock timestamps written into znodes; ``digest`` authenticates
+    the session and ``set_acl`` secures the znodes it creates (module docstring); ``new_client``
+    makes the kazoo client (a fault point for tests; by default :func:`~node.zkkit.kazoo_client`
+    with ``digest`` and ``set_acl``). Errors from :meth:`run`: what the operation raises
     (subclasses of :class:`CoordinationError`, ``ValueError`` for invalid arguments); any other
     ZooKeeper failure (connection loss, closed session) is a :class:`CoordinationError` naming
     the operation and the connect string.
@@ -81,12 +89,15 @@ class ZkSession:
         session_timeout_ms: int = 18000,
         connection_timeout_ms: int = 18000,
         clock_ms: Callable[[], int] = wall_clock_ms,
-        new_client: NewClient = kazoo_client,
+        digest: ZkDigest | None = None,
+        set_acl: bool = False,
+        new_client: NewClient | None = None,
     ) -> None:
         """Nothing connects until :meth:`start`.
 
         Raises:
-            ValueError: ``connect`` is malformed, or a timeout is not positive.
+            ValueError: ``connect`` is malformed, a timeout is not positive, or ``set_acl``
+                comes without ``digest``.
         """
         self._hosts, self._chroot = split_connect(connect)
         if session_timeout_ms <= 0 or connection_timeout_ms <= 0:
@@ -94,6 +105,10 @@ class ZkSession:
                 f"ZooKeeper timeouts must be positive: session {session_timeout_ms} ms, "
                 f"connection {connection_timeout_ms} ms"
             )
+        if set_acl and digest is None:
+            raise ValueError("zookeeper.set.acl needs a ZooKeeper digest credential to create znodes with")
+        if new_client is None:
+            new_client = functools.partial(kazoo_client, digest=digest, secure_acl=set_acl)
         self.connect = connect
         self.clock_ms = clock_ms
         self.ephemerals = KeptEphemerals()  # re-created in each new session; deleted by close()
@@ -246,7 +261,7 @@ class ZkSession:
 
     def _initialise(self, client: Any) -> None:
         for path in PERSISTENT_PATHS + STRAIT_PATHS:
-            client.ensure_path(path)
+            ensure_path(client, path)
         self._note_session(client)  # the first session (kazoo's thread may note it too)
         ChangeWatches(client, self._hints, lambda: self._closed).start()
 

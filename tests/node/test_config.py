@@ -248,6 +248,8 @@ CASES: dict[str, tuple[str, str, bool, list[str]]] = {
         True,
         ["", "NONE", "RULE:^CN=(.*$/$1/", "RULE:^CN=.*$/$1/", "DEFAULT,", "RULE:x/y"],
     ),
+    "zookeeper.set.acl": ("FALSE", "false", False, ["yes", ""]),  # true needs a digest file: see below
+    "strait.zookeeper.digest.file": ("/etc/strait/zk-digest", "/etc/strait/zk-digest", True, []),
     "num.partitions": ("3", "3", True, ["0", "-1"]),
     "default.replication.factor": ("3", "3", True, ["0"]),
     "auto.create.topics.enable": ("FALSE", "false", True, ["yes", "1", ""]),
