@@ -246,6 +246,7 @@ class MirrorService:
                 self._member_id(),
                 session_timeout_s=self.zk_session_timeout_s,
                 info={"admin": self._admin_url},
+                digest=config.target.zookeeper_digest(),
             )
         runner = LinkRunner(
             config,

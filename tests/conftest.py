@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 from collections.abc import Iterator
 from typing import Any
@@ -55,15 +56,41 @@ def _sigpipe_stays_ignored() -> Iterator[None]:
         pytest.fail(f"the test changed SIGPIPE's handler from {before!r} to {after!r}")
 
 
+#: Tests after which this process had many file descriptors open: test -> (open, highest). A
+#: process whose descriptors pass 1023 breaks select()-based libraries (py4j, PySpark's bridge),
+#: so the report names the tests that left many open.
+FD_NOTES: dict[str, tuple[int, int]] = {}
+FD_NOTE_AT = 256
+
+
+def pytest_runtest_logfinish(nodeid: str, location: object) -> None:
+    fds = [int(fd) for fd in os.listdir("/proc/self/fd")]
+    if len(fds) >= FD_NOTE_AT or max(fds) >= FD_NOTE_AT:
+        FD_NOTES[nodeid] = (len(fds), max(fds))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: hand the notes to the controller
+        workeroutput["fd_notes"] = json.dumps(FD_NOTES)
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: object) -> None:
-    """pytest-xdist's controller: a worker ended; keep the ansible play times it measured."""
-    PLAY_TIMES.update(json.loads(getattr(node, "workeroutput", {}).get("ansible_play_times", "{}")))
+    """pytest-xdist's controller: a worker ended; keep the ansible play times and fd notes it made."""
+    output = getattr(node, "workeroutput", {})
+    PLAY_TIMES.update(json.loads(output.get("ansible_play_times", "{}")))
+    FD_NOTES.update({k: tuple(v) for k, v in json.loads(output.get("fd_notes", "{}")).items()})
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Report the ansible tier's measured play times (its budget is watched in CI's log)."""
+    """Report the ansible tier's measured play times (its budget is watched in CI's log), and the
+    tests after which a test process held many file descriptors."""
     if PLAY_TIMES:
         terminalreporter.write_sep("-", "ansible play times")
         for play, seconds in PLAY_TIMES.items():
             terminalreporter.write_line(f"{play}: {seconds:.1f} s")
+    if FD_NOTES:
+        terminalreporter.write_sep("-", f"tests that left >= {FD_NOTE_AT} file descriptors open (open, highest)")
+        for test, (count, highest) in sorted(FD_NOTES.items(), key=lambda kv: -kv[1][1])[:20]:
+            terminalreporter.write_line(f"{count:5d} {highest:5d}  {test}")
