@@ -464,7 +464,11 @@ class KafkaServer:
                 if exchange.complete:
                     return self._session_of(exchange, conn, current)
                 continue
-            header, body = self._decode_sasl_phase(frame, ranges)
+            try:
+                header, body = self._decode_sasl_phase(frame, ranges)
+            except _AskLower as lower:  # an ApiVersions newer than ours: our ranges, in v0
+                await write_frame(sock, api_versions_fallback(lower.correlation_id, ranges))
+                continue
             if header.api_key == ApiKey.API_VERSIONS:
                 response = await self.handler.handle(Request(header, body, conn))
                 await write_frame(sock, encode_response(header, response))
@@ -505,10 +509,16 @@ class KafkaServer:
     def _decode_sasl_phase(self, frame: memoryview, ranges: Mapping[int, tuple[int, int]]) -> tuple[Any, Any]:
         try:
             header, body_at = read_request_header(frame)
+        except UnsupportedVersion as exc:
+            if exc.header is not None and exc.header.api_key == ApiKey.API_VERSIONS:
+                raise _AskLower(exc.header.correlation_id) from None
+            raise CloseConnection(f"before SASL authentication: {exc}") from None
         except ProtocolError as exc:
             raise CloseConnection(f"malformed request before SASL authentication: {exc}") from None
         served = ranges.get(header.api_key)
         if served is None or not served[0] <= header.api_version <= served[1]:
+            if header.api_key == ApiKey.API_VERSIONS:
+                raise _AskLower(header.correlation_id)
             raise CloseConnection(f"{api_name(header.api_key)} v{header.api_version} before SASL authentication")
         try:
             return header, decode_request(header, frame, body_at)
@@ -564,6 +574,14 @@ def _handshake(code: int, sasl: ServerSasl) -> dict[str, Any]:
 
 def _api_key_of(frame: memoryview) -> int:
     return int.from_bytes(frame[:2], "big", signed=True) if len(frame) >= 2 else -1
+
+
+class _AskLower(Exception):
+    """An ApiVersions request of a version above ours: answered in v0 with our ranges (error 35)."""
+
+    def __init__(self, correlation_id: int) -> None:
+        super().__init__(correlation_id)
+        self.correlation_id = correlation_id
 
 
 class _AuthenticationFailed(Exception):

@@ -179,6 +179,15 @@ def test_before_authentication_only_api_versions_and_sasl_are_answered(sasl_node
             )
         )
         assert closed_within(sock, 10)
+    with connect(address) as sock:  # an ApiVersions newer than the node's: its ranges in v0, error 35
+        header = struct.pack(">hhih", ApiKey.API_VERSIONS, 99, 5, 4) + b"test" + b"\x00"
+        sock.sendall(struct.pack(">i", len(header) + 3) + header + b"\x01\x01\x00")
+        frame = read_frame(sock)
+        assert frame is not None
+        _, fallback = decode_response(ApiKey.API_VERSIONS, 0, frame)
+        assert fallback.error_code == ErrorCode.UNSUPPORTED_VERSION  # type: ignore[attr-defined]
+        assert ApiKey.SASL_HANDSHAKE in {k.api_key for k in fallback.api_keys}  # type: ignore[attr-defined]
+        assert plain_login(sock, "alice", "alice-secret", 6).error_code == 0  # type: ignore[attr-defined]
     with connect(address) as sock:  # a size the node will not read before authentication
         sock.sendall(struct.pack(">i", 10 * 1024 * 1024) + b"x" * 1024)
         assert closed_within(sock, 10)
