@@ -22,12 +22,14 @@ import os
 from collections.abc import Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import trio
 
 from node.admin_http import create_app, serve_admin
+from node.adminkit import AdminTls
 from node.broker_view import BrokerView
 from node.client import ClientError, NodeConnection
 from node.cluster import ClusterState
@@ -246,8 +248,13 @@ class Broker:
                         await nursery.start(server.serve, sock)
                     addresses = {a.name: a.address for a in advertised}
                     admin_host, admin_port = config.admin_listener
+                    admin_tls = (
+                        AdminTls(config.ssl_keystore_location, config.ssl_key_password)
+                        if config.admin_ssl_enabled and config.ssl_keystore_location is not None
+                        else None
+                    )
                     actual_admin = await nursery.start(
-                        serve_admin,
+                        partial(serve_admin, tls=admin_tls),
                         create_app(
                             BrokerView(
                                 config=config,
@@ -270,7 +277,7 @@ class Broker:
                     info = ReadyInfo(
                         config.broker_id,
                         advertised[0].address,
-                        f"http://{admin_host}:{actual_admin}",
+                        f"{'https' if admin_tls else 'http'}://{admin_host}:{actual_admin}",
                         self.cluster_id,
                         addresses,
                     )

@@ -23,4 +23,5 @@ from ._errors import RefuseBodies as RefuseBodies
 from ._errors import json_error as json_error
 from ._errors import json_http_error as json_http_error
 from ._errors import json_internal_error as json_internal_error
+from ._server import AdminTls as AdminTls
 from ._server import serve_admin as serve_admin

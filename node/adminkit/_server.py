@@ -1,4 +1,4 @@
-"""Serve an ASGI app over plain HTTP on trio with hypercorn, binding the socket ourselves.
+"""Serve an ASGI app over HTTP (or HTTPS, ``tls``) on trio with hypercorn, binding the socket ourselves.
 
 Shared by every admin API (the node's, the mirror's): port 0 works (the bound port is reported
 through ``task_status``), the listener closes at once on cancellation and requests in flight
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import socket
+from dataclasses import dataclass, field
 from typing import cast
 
 import trio
@@ -33,6 +34,7 @@ async def serve_admin(
     *,
     graceful_timeout: float = 3.0,
     logger: str = "node.admin_http",
+    tls: AdminTls | None = None,
     task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``app`` over plain HTTP (HTTP/1.1, or h2c) on ``host:port`` until cancelled.
@@ -57,6 +59,9 @@ async def serve_admin(
     with listener:
         bound_port: int = listener.getsockname()[1]
         config = _hypercorn_config(graceful_timeout, logger)
+        if tls is not None:
+            config.certfile, config.keyfile, config.keyfile_password = tls.pem, tls.pem, tls.password
+        secure, insecure = ([listener], []) if tls is not None else ([], [listener])
         shutdown = trio.Event()
         # Hypercorn's graceful shutdown has to run while this task is being cancelled, so it runs
         # shielded; the shield gets a deadline the moment the shutdown starts.
@@ -68,7 +73,7 @@ async def serve_admin(
                     # Starlette types the ASGI scope as a mapping, hypercorn as TypedDicts: same protocol.
                     ASGIWrapper(cast(ASGIFramework, app)),
                     config,
-                    sockets=Sockets(secure_sockets=[], insecure_sockets=[listener], quic_sockets=[]),
+                    sockets=Sockets(secure_sockets=secure, insecure_sockets=insecure, quic_sockets=[]),
                     shutdown_trigger=shutdown.wait,
                     task_status=task_status,
                 )
@@ -81,6 +86,15 @@ async def serve_admin(
             finally:
                 shutdown.set()
                 drain.deadline = trio.current_time() + graceful_timeout + _SHUTDOWN_MARGIN
+
+
+@dataclass(frozen=True)
+class AdminTls:
+    """HTTPS for an admin API: one PEM file with the private key and the certificate chain (a
+    node's ``ssl.keystore.location``), and the key's password if it is encrypted."""
+
+    pem: str
+    password: str | None = field(default=None, repr=False)
 
 
 async def _bind(host: str, port: int) -> socket.socket:

@@ -667,6 +667,11 @@ class NodeConfig:
         name="strait.admin.listener", type=_STR, default="127.0.0.1:0", check=_check_admin_listener, valid="host:port",
         group=_STRAIT, doc="host:port of the admin HTTP API (/health, /metrics). Default: loopback, any free port.",
     ), convert=_admin_address)
+    admin_ssl_enabled: bool = setting(ConfigKey(
+        name="strait.admin.ssl.enabled", type=_B, default="false", group=_STRAIT,
+        doc="Serve the admin HTTP API over HTTPS with the node's certificate (ssl.keystore.location, "
+            "ssl.key.password), re-read when the node restarts.",
+    ))
     producer_state_max_ids: int = setting(ConfigKey(
         name="strait.producer.state.max.ids", type=_I, default="10000", minimum=1, group=_STRAIT,
         doc="Most idempotent producer ids remembered per partition; the least recently used is forgotten.",
@@ -867,6 +872,12 @@ def _check_tls_keys(values: Mapping[str, Value], source: str) -> None:
                 value=",".join(values["sasl.enabled.mechanisms"]),  # type: ignore[arg-type]
                 source=source,
             )
+    if values["strait.admin.ssl.enabled"] and "ssl.keystore.location" not in values:
+        raise ConfigError(
+            "is required by strait.admin.ssl.enabled (the admin API's certificate)",
+            key="ssl.keystore.location",
+            source=source,
+        )
     tls = [x for x in listeners if protocols[x.name] in ("SSL", "SASL_SSL")]
     if not tls:
         return

@@ -307,6 +307,7 @@ CASES: dict[str, tuple[str, str, bool, list[str]]] = {
     "transaction.state.log.replication.factor": ("1", "1", True, ["0"]),
     "transaction.state.log.min.isr": ("1", "1", True, ["0"]),
     "strait.admin.listener": ("0.0.0.0:8080", "0.0.0.0:8080", True, [":8080", "localhost", "h:x", "h:65536", ""]),
+    "strait.admin.ssl.enabled": ("false", "false", False, ["yes"]),
     "strait.producer.state.max.ids": ("100", "100", True, ["0"]),
     "num.network.threads": ("6", "6", False, ["0"]),
     "num.io.threads": ("16", "16", False, ["0"]),

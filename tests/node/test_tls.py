@@ -6,6 +6,7 @@ One node serves PLAINTEXT and SSL on two listeners (certificates made in the tes
 
 from __future__ import annotations
 
+import http.client
 import json
 import socket
 import ssl
@@ -227,3 +228,23 @@ def test_replication_over_ssl_with_client_certificates_keeps_every_record_throug
         result = check(ledger, read_back(",".join(listener(n, "PLAINTEXT") for n in nodes), "ledger", timeout=60))
     assert result.ok, result.summary()
     assert result.acknowledged >= 500
+
+
+def test_the_admin_api_is_served_over_https_with_the_nodes_certificate(
+    node_factory: NodeFactory, ca: TestCa, server: Issued
+) -> None:
+    import urllib.error
+    import urllib.request
+
+    node = node_factory(
+        1, ssl_keystore_location=str(server.pem), ssl_key_password="k3y", strait_admin_ssl_enabled="true"
+    )
+    assert node.admin_url.startswith("https://127.0.0.1:")
+    context = ssl.create_default_context(cafile=str(ca.pem))
+    with urllib.request.urlopen(f"{node.admin_url}/v1/cluster", timeout=10, context=context) as response:
+        assert response.status == 200 and json.loads(response.read())["broker_id"] == 1
+    with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
+        urllib.request.urlopen(f"{node.admin_url}/v1/cluster", timeout=10)  # the system CAs do not know ours
+    plain = node.admin_url.replace("https://", "http://")
+    with pytest.raises((urllib.error.URLError, ConnectionError, http.client.HTTPException)):
+        urllib.request.urlopen(f"{plain}/v1/cluster", timeout=10)
