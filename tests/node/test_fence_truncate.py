@@ -139,6 +139,10 @@ def replica_ends(nodes: list[NodeProcess], topic: str, partition: int = 0) -> di
 
 
 def at_cut_everywhere(nodes: list[NodeProcess], topic: str, cut: int, epoch: int, partition: int = 0) -> bool:
+    """Every replica at the cut: log end, high watermark and epoch, and all live ones in the ISR.
+
+    The truncation verb returns once the *leader* is at the cut with every live replica in its ISR;
+    a follower learns its high watermark from its next fetch, so callers wait for this briefly."""
     ends = replica_ends(nodes, topic, partition)
     states = [partition_states(n, topic)[partition] for n in nodes if n.running]
     live = sorted(n.broker_id for n in nodes if n.running)
@@ -344,7 +348,11 @@ def test_truncation_to_a_cut_below_the_high_watermark_on_every_replica(site: Sit
         r = results["orders", p]
         assert (r.error_code, r.truncated, r.leader_epoch, r.log_end_before) == (0, True, before[p] + 1, 100), r
         # Every replica, from its admin API and from its files: log end and high watermark at the cut.
-        assert at_cut_everywhere(nodes, "orders", cut, before[p] + 1, p)
+        wait_for(
+            "every replica at the cut",
+            lambda cut=cut, p=p: at_cut_everywhere(nodes, "orders", cut, before[p] + 1, p),  # type: ignore[misc]
+            10,
+        )
         for n in nodes:
             batches = stored_batches(n, "orders", p)
             assert batches and batches[-1][1] == cut - 1, (n.name, batches[-3:])
@@ -387,7 +395,7 @@ def test_a_mirror_topic_truncated_takes_mirror_appends_at_the_cut(site: Site) ->
     before = partition_states(leader, "m")[0]["leader_epoch"]
     result = truncate(leader.bootstrap, {("m", 0): 20})["m", 0]  # a mirror takes no client writes: no fence needed
     assert (result.error_code, result.truncated, result.leader_epoch) == (0, True, before + 1), result
-    assert at_cut_everywhere(nodes, "m", 20, before + 1)
+    wait_for("every replica at the cut", lambda: at_cut_everywhere(nodes, "m", 20, before + 1), 10)
     assert trio.run(append, 50, 1) == (ErrorCode.OFFSET_OUT_OF_RANGE, 20)  # the mirror resumes at the cut
     assert trio.run(append, 20, 3) == (0, 23)
     wait_for("every replica at 23", lambda: {e for e, _, _ in replica_ends(nodes, "m").values()} == {23})
@@ -406,7 +414,7 @@ def test_a_follower_down_during_the_truncation_truncates_when_it_returns(site: S
     before = partition_states(leader, "orders")[0]["leader_epoch"]
     result = truncate(bootstrap(nodes), {("orders", 0): 30})["orders", 0]
     assert (result.error_code, result.truncated) == (0, True), result
-    assert at_cut_everywhere(nodes, "orders", 30, before + 1)
+    wait_for("every replica at the cut", lambda: at_cut_everywhere(nodes, "orders", 30, before + 1), 10)
     assert stored_batches(down, "orders")[-1][1] == 59  # the stopped replica still holds the old tail
 
     down.start()
