@@ -61,12 +61,15 @@ def _sigpipe_stays_ignored() -> Iterator[None]:
 #: so the report names the tests that left many open.
 FD_NOTES: dict[str, tuple[int, int]] = {}
 FD_NOTE_AT = 256
+_FD_LAST = [0]  # the open count after the previous test of this process
 
 
 def pytest_runtest_logfinish(nodeid: str, location: object) -> None:
     fds = [int(fd) for fd in os.listdir("/proc/self/fd")]
-    if len(fds) >= FD_NOTE_AT or max(fds) >= FD_NOTE_AT:
-        FD_NOTES[nodeid] = (len(fds), max(fds))
+    grew, _FD_LAST[0] = len(fds) - _FD_LAST[0], len(fds)
+    if len(fds) >= FD_NOTE_AT or max(fds) >= FD_NOTE_AT or grew >= 50:
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        FD_NOTES[f"{worker} {nodeid}"] = (len(fds), max(fds))
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -91,6 +94,9 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         for play, seconds in PLAY_TIMES.items():
             terminalreporter.write_line(f"{play}: {seconds:.1f} s")
     if FD_NOTES:
-        terminalreporter.write_sep("-", f"tests that left >= {FD_NOTE_AT} file descriptors open (open, highest)")
-        for test, (count, highest) in sorted(FD_NOTES.items(), key=lambda kv: -kv[1][1])[:20]:
+        # In run order per worker: the first lines name the tests after which the count jumped.
+        terminalreporter.write_sep(
+            "-", f"tests after which a process held >= {FD_NOTE_AT} descriptors or 50 more (open, highest)"
+        )
+        for test, (count, highest) in sorted(FD_NOTES.items(), key=lambda kv: kv[0].split(" ")[0])[:40]:
             terminalreporter.write_line(f"{count:5d} {highest:5d}  {test}")
