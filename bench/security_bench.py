@@ -84,7 +84,9 @@ def make_certificates(directory: Path) -> tuple[Path, Path]:
 
 
 @contextmanager
-def secured_node(strait: Path, workdir: Path, zk: str, ca: Path, pem: Path) -> Iterator[tuple[dict[str, str], int]]:
+def secured_node(
+    strait: Path, workdir: Path, zk: str, ca: Path, pem: Path, extra: dict[str, str]
+) -> Iterator[tuple[dict[str, str], int]]:
     """A node with the three listeners; yields (protocol -> address, the node's process group)."""
     props = {
         "broker.id": "1",
@@ -96,7 +98,7 @@ def secured_node(strait: Path, workdir: Path, zk: str, ca: Path, pem: Path) -> I
         "ssl.keystore.location": str(pem),
         "ssl.truststore.location": str(ca),
         "sasl.enabled.mechanisms": "SCRAM-SHA-512",
-    }
+    } | extra
     config = workdir / "server.properties"
     config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
     ready = workdir / "node.ready.json"
@@ -165,8 +167,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--quick", action="store_true", help="30,000 records, one repeat")
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     parser.add_argument("--strait", type=Path, default=Path(sys.executable).parent / "strait")
+    parser.add_argument(
+        "--node-property", action="append", default=[], metavar="KEY=VALUE", help="add to the node's server.properties"
+    )
     args = parser.parse_args(argv)
     records, repeat = (30_000, 1) if args.quick else (args.records, args.repeat)
+    extra = dict(item.split("=", 1) for item in args.node_property)
     started_at = datetime.datetime.now(datetime.UTC)
 
     def body() -> int:
@@ -175,7 +181,13 @@ def main(argv: list[str]) -> int:
         runs: dict[str, list[dict[str, float]]] = {p: [] for p in PROTOCOLS}
         with scratch_dir(Path("/tmp"), "strait-security-bench-") as work:
             ca, pem = make_certificates(work)
-            with zookeeper(args.strait, work) as zk, secured_node(args.strait, work, zk, ca, pem) as (addresses, pid):
+            with (
+                zookeeper(args.strait, work) as zk,
+                secured_node(args.strait, work, zk, ca, pem, extra) as (
+                    addresses,
+                    pid,
+                ),
+            ):
                 admin = AdminClient({"bootstrap.servers": addresses["PLAINTEXT"]})
                 upsert = UserScramCredentialUpsertion(USER, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
                                                       PASSWORD.encode())  # fmt: skip
