@@ -109,14 +109,16 @@ def test_latency_delays_each_direction_by_at_least_the_latency() -> None:
     async def body(server: ProxyServer, upstream: str) -> None:
         info = await server.create_proxy("echo", upstream)
         async with await connect(info) as stream:
-            baseline = await round_trip(stream)
+            # The best of three: the first round trip also opens the proxy's upstream connection,
+            # and a loaded machine may stall any one of them.
+            baseline = min([await round_trip(stream) for _ in range(3)])
             server.add_toxic("echo", make_toxic("latency", attributes={"latency": 150}))
             down = await round_trip(stream)
             server.add_toxic("echo", make_toxic("latency", stream="upstream", attributes={"latency": 100}))
             both = await round_trip(stream)
             server.remove_toxic("echo", "latency_downstream")
             server.remove_toxic("echo", "latency_upstream")
-            after = await round_trip(stream)
+            after = min([await round_trip(stream) for _ in range(3)])
         assert down >= 0.15 and both >= 0.25, (down, both)
         assert down < 1.5 and both < 2.5, (down, both)
         assert baseline < 0.1 and after < 0.1, (baseline, after)

@@ -37,7 +37,13 @@ async def registered_broker(
         await zk.register_broker(BrokerRegistration(broker_id, "127.0.0.1", 1))
         logs = LogManager(config.log_dirs, config.log_config(), broker_id=broker_id)
         await trio.to_thread.run_sync(logs.startup)
-        cluster = ClusterState(config, zk, logs)
-        cluster.registered = True
-        await cluster.refresh()
-        yield zk, cluster, config
+        try:
+            cluster = ClusterState(config, zk, logs)
+            cluster.registered = True
+            await cluster.refresh()
+            yield zk, cluster, config
+        finally:
+            # Every partition's open files: without this each test of hundreds of partitions
+            # left their descriptors open in the test process (the descriptor report found it).
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(logs.shutdown)
