@@ -154,15 +154,23 @@ async def handle_describe_acls(services: AclServices, request: Request) -> dict[
 
 async def handle_create_acls(services: AclServices, request: Request) -> dict[str, Any]:
     creations = request.body.creations
+    store, refusal = _altering(services, request)
+    if store is not None:
+        return {"throttle_time_ms": 0, "results": await _create(store, request, creations)}
+    code, message = refusal
+    return {"throttle_time_ms": 0, "results": [{"error_code": code, "error_message": message} for _ in creations]}
+
+
+def _altering(services: AclServices, request: Request) -> tuple[SecurityStore | None, tuple[int, str]]:
+    """The store for a CreateAcls or DeleteAcls (ALTER on the cluster), or None and the refusal
+    every entry of the answer carries."""
     store = _store(services)
     if not services.security.allowed(request, AclOperation.ALTER, ResourceType.CLUSTER):
         error = denied(request, AclOperation.ALTER, ResourceType.CLUSTER)
-        code, message = int(error.code), error.message
-    elif store is None:
-        code, message = ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER_MESSAGE
-    else:
-        return {"throttle_time_ms": 0, "results": await _create(store, request, creations)}
-    return {"throttle_time_ms": 0, "results": [{"error_code": code, "error_message": message} for _ in creations]}
+        return None, (int(error.code), error.message)
+    if store is None:
+        return None, (ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER_MESSAGE)
+    return store, (ErrorCode.NONE, "")
 
 
 async def _create(store: SecurityStore, request: Request, creations: list[Struct]) -> list[dict[str, Any]]:
@@ -193,13 +201,8 @@ async def _create(store: SecurityStore, request: Request, creations: list[Struct
 
 async def handle_delete_acls(services: AclServices, request: Request) -> dict[str, Any]:
     filters = request.body.filters
-    store = _store(services)
-    if not services.security.allowed(request, AclOperation.ALTER, ResourceType.CLUSTER):
-        error = denied(request, AclOperation.ALTER, ResourceType.CLUSTER)
-        code, message = int(error.code), error.message
-    elif store is None:
-        code, message = ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER_MESSAGE
-    else:
+    store, (code, message) = _altering(services, request)
+    if store is not None:
         return {"throttle_time_ms": 0, "filter_results": [await _delete(store, request, item) for item in filters]}
     results = [{"error_code": code, "error_message": message, "matching_acls": []} for _ in filters]
     return {"throttle_time_ms": 0, "filter_results": results}

@@ -261,7 +261,7 @@ class RecordingController:
     asked: list[dict[tuple[str, int], int]] = field(default_factory=list)
 
     async def controlled_shutdown(self, broker_id: int) -> list[tuple[str, int]]:
-        raise NotImplementedError
+        raise AssertionError("no handler under test asks for a controlled shutdown")
 
     async def truncate_partitions(self, cuts: dict[tuple[str, int], int], timeout: float) -> dict[Any, Outcome]:
         self.asked.append(dict(cuts))
