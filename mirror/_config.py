@@ -13,11 +13,16 @@ Links are read from a TOML file (Python's ``tomllib``), one ``[[link]]`` table p
                zookeeper_digest_file = "west-zk.digest" }   # optional: one line user:password
     topics = { include = ["orders.*"], exclude = ["orders-private"] }
     groups = { include = [".*"], exclude = [] }
+    sync_acls = true                       # copy topic, group and transactional-id ACLs (default true)
+    sync_users = false                     # copy SCRAM credentials; needs both sites' zookeeper (default false)
 
 Patterns are Python regular expressions that must match the *whole* name. ``include``
 defaults to everything, ``exclude`` to nothing; a name is selected when some include pattern
 matches and no exclude pattern does. Topics whose names start with ``__`` (Kafka's internal
 topics such as ``__consumer_offsets``) are never mirrored, whatever the patterns say.
+
+``sync_acls`` and ``sync_users`` keep the target's ACLs and SCRAM credentials those of the source
+(``mirror._security_sync`` says what is copied and what the link owns).
 
 Every problem is a ``ConfigError`` whose message names the file, the link and the key; an
 unknown key is refused with the closest known key as a suggestion.
@@ -50,7 +55,10 @@ MAX_NAME = 249
 _LEGAL_NAME = re.compile(r"[A-Za-z0-9._-]+")
 _INTERNAL_PREFIX = "__"
 
-_LINK_KEYS = ("name", "mode", "source", "target", "topics", "groups", "sync_interval_s", "group_sync_interval_s")
+_LINK_KEYS = (
+    "name", "mode", "source", "target", "topics", "groups", "sync_interval_s", "group_sync_interval_s",
+    "sync_acls", "sync_users",
+)  # fmt: skip
 _SITE_KEYS = ("name", "bootstrap", "zookeeper", "zookeeper_digest_file", "tls", "sasl")
 _SASL_KEYS = ("mechanism", "username", "password_file")
 _REQUIRED_SITE_KEYS = ("name", "bootstrap")
@@ -177,6 +185,8 @@ class LinkConfig:
     mode: str = OFFSET_PRESERVING
     sync_interval_s: float = DEFAULT_SYNC_INTERVAL_S
     group_sync_interval_s: float = DEFAULT_GROUP_SYNC_INTERVAL_S
+    sync_acls: bool = True
+    sync_users: bool = False
 
     def mirrors_topic(self, topic: str) -> bool:
         """True when ``topic`` is selected by this link (internal ``__`` topics never are)."""
@@ -195,6 +205,8 @@ class LinkConfig:
             "groups": self.groups.to_dict(),
             "sync_interval_s": self.sync_interval_s,
             "group_sync_interval_s": self.group_sync_interval_s,
+            "sync_acls": self.sync_acls,
+            "sync_users": self.sync_users,
         }
 
 
@@ -266,6 +278,15 @@ def _parse_link(table: Mapping[str, Any], origin: str, index: int) -> LinkConfig
     group_sync = _seconds(
         table.get("group_sync_interval_s", DEFAULT_GROUP_SYNC_INTERVAL_S), where, "group_sync_interval_s"
     )
+    sync_acls = _flag(table, "sync_acls", True, where)
+    sync_users = _flag(table, "sync_users", False, where)
+    if sync_users:
+        missing = [f"{key}.zookeeper" for key, site in (("source", source), ("target", target)) if not site.zookeeper]
+        if missing:
+            raise ConfigError(
+                f"{where}: sync_users: needs {' and '.join(missing)} (SCRAM credentials are copied "
+                "between the sites' ZooKeepers: no Kafka API discloses them)"
+            )
     return LinkConfig(
         name=checked_name,
         source=source,
@@ -275,7 +296,16 @@ def _parse_link(table: Mapping[str, Any], origin: str, index: int) -> LinkConfig
         mode=mode,
         sync_interval_s=sync,
         group_sync_interval_s=group_sync,
+        sync_acls=sync_acls,
+        sync_users=sync_users,
     )
+
+
+def _flag(table: Mapping[str, Any], key: str, default: bool, where: str) -> bool:
+    value = table.get(key, default)
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where}: {key}: must be true or false, not {value!r}")
+    return value
 
 
 def _parse_site(value: Any, where: str, key: str) -> SiteRef:

@@ -59,6 +59,7 @@ from ._mm2 import (
     write_checkpoints,
 )
 from ._offsets import NO_SOURCE_OFFSET, SourceOffset, TargetOffset
+from ._security_sync import Ledger, SecuritySync
 
 log = logging.getLogger("strait.mirror.link")
 
@@ -111,6 +112,7 @@ class LinkRunner(LinkFailover):
         fetch_max_wait_ms: int = 500,
         request_timeout_s: float = 10.0,
         membership: Membership | None = None,
+        security_ledger: Ledger | None = None,
     ) -> None:
         self.config = config
         self.membership: Membership = membership if membership is not None else SoleMember()
@@ -131,6 +133,7 @@ class LinkRunner(LinkFailover):
         self._offset_syncs: OffsetSyncStore | None = None
         self._heartbeats_sent = 0
         self._last_heartbeat_error: str | None = None
+        self._security = SecuritySync(config, mm2=self.mm2, target_topic=self.target_topic, ledger=security_ledger)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -165,6 +168,7 @@ class LinkRunner(LinkFailover):
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
+                nursery.start_soon(self._security.run)
                 log.info("link %s: mirroring %s -> %s", cfg.name, cfg.source.name, cfg.target.name)
                 next_pass = trio.current_time()
                 if self._failover is None:
@@ -298,6 +302,11 @@ class LinkRunner(LinkFailover):
             self._last_sync_error = None
         self._syncs += 1
         self._last_sync_ms = int(time.time() * 1000)
+        if self._failover is None and self.membership.leader:
+            assert self._source is not None and self._target is not None
+            with trio.CancelScope() as self._sync_scope:
+                await self._security.sync(self._source, self._target)
+            self._sync_scope = None
 
     async def _sync(self) -> None:
         assert self._source is not None and self._target is not None
@@ -597,6 +606,7 @@ class LinkRunner(LinkFailover):
             "syncs": self._syncs,
             "last_sync_ms": self._last_sync_ms,
             "last_sync_error": self._last_sync_error,
+            "security_sync": self._security.status(),
             "topics": topics,
             "conflicts": [{"topic": t, "reason": r} for t, r in sorted(self._conflicts.items())],
             "totals": totals,

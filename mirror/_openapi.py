@@ -123,6 +123,12 @@ def openapi_document() -> dict[str, object]:
                 "syncs": count,
                 "last_sync_ms": {"type": ["integer", "null"]},
                 "last_sync_error": {"type": ["string", "null"]},
+                "security_sync": {
+                    "type": "object",
+                    "description": "The ACL and SCRAM credential sync: acls and users, each {enabled, owned, "
+                    "passes, created, deleted, last_error, note, conflicts}; ledger (where the owned set "
+                    "lives); last_pass_ms.",
+                },
                 "topics": {
                     "type": "object",
                     "additionalProperties": {

@@ -62,6 +62,7 @@ from ._fencer import default_fence_text
 from ._lag_history import DEFAULT_CAPACITY, DEFAULT_INTERVAL_S, LagHistories
 from ._link import FAILED_OVER, LinkRunner, SoleMember
 from ._members import DEFAULT_SESSION_TIMEOUT_S, ZkMembership, check_member_id
+from ._security_sync import FileLedger
 from ._state import MirrorState, load_state, save_state
 
 log = logging.getLogger("strait.mirror.service")
@@ -253,6 +254,9 @@ class MirrorService:
             fetch_max_wait_ms=self.fetch_max_wait_ms,
             request_timeout_s=self.request_timeout_s,
             membership=membership if membership is not None else SoleMember(),
+            security_ledger=None
+            if config.target.zookeeper is not None
+            else FileLedger(self.state_dir / f"security-{config.name}.json"),
         )
         saved = self._state.link(config.name)
         if saved.paused:
