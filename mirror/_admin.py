@@ -45,7 +45,9 @@ import contextlib
 import difflib
 import hmac
 import json
+import os
 import re
+import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -423,8 +425,13 @@ class AdminApiError(MirrorError):
         self.code = code
 
 
+ADMIN_CA_ENV = "STRAIT_MIRROR_ADMIN_CA"
+
+
 class MirrorAdminClient:
-    """Blocking client of one mirror process's admin API at ``url`` (``http://host:port``).
+    """Blocking client of one mirror process's admin API at ``url`` (``http://host:port``, or
+    ``https://`` when the mirror serves it over TLS: the certificate is checked against ``ca``, a
+    PEM bundle, else the file named by ``$STRAIT_MIRROR_ADMIN_CA``, else the system's CAs).
 
     ``token`` is needed for the state-changing verbs (pause, resume, delete, failover, restore,
     sync_groups, put_link). The constructor raises AdminApiError for a bad URL and MirrorError for
@@ -432,7 +439,7 @@ class MirrorAdminClient:
     error answer, the server's detail.
     """
 
-    def __init__(self, url: str, *, token: str | None = None, timeout: float = 10.0) -> None:
+    def __init__(self, url: str, *, token: str | None = None, timeout: float = 10.0, ca: str | None = None) -> None:
         parsed = urllib.parse.urlsplit(url.strip())
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
             raise AdminApiError(f"admin URL {url!r} is not an http://host:port URL")
@@ -443,6 +450,13 @@ class MirrorAdminClient:
         self.url = f"{parsed.scheme}://{parsed.netloc}{parsed.path.rstrip('/')}"
         self.token = check_token(token, "the admin client's caller") if token is not None else None
         self.timeout = timeout
+        self._context: ssl.SSLContext | None = None
+        if parsed.scheme == "https":
+            ca = ca or os.environ.get(ADMIN_CA_ENV) or None
+            try:
+                self._context = ssl.create_default_context(cafile=ca)
+            except (OSError, ssl.SSLError) as exc:
+                raise AdminApiError(f"cannot read the admin API's CA bundle {ca}: {exc}") from None
 
     def health(self) -> dict[str, Any]:
         return self._json("GET", "/health", accept=(HTTPStatus.OK, HTTPStatus.SERVICE_UNAVAILABLE))
@@ -526,7 +540,7 @@ class MirrorAdminClient:
             headers["Content-Type"] = "application/json"
         request = urllib.request.Request(f"{self.url}{path}", method=method, headers=headers, data=data)
         try:
-            with urllib.request.urlopen(request, timeout=timeout or self.timeout) as response:
+            with urllib.request.urlopen(request, timeout=timeout or self.timeout, context=self._context) as response:
                 return response.status, response.read()
         except urllib.error.HTTPError as exc:
             body = exc.read()

@@ -37,6 +37,7 @@ are run by this process alone (``SoleMember``).
 from __future__ import annotations
 
 import fcntl
+import functools
 import json
 import logging
 import os
@@ -51,7 +52,7 @@ from typing import IO, Any
 
 import trio
 
-from node.adminkit import serve_admin
+from node.adminkit import AdminTls, serve_admin
 from node.proc import atomic_write
 
 from ._admin import LinkConflict, LinkNotRunning, UnknownLink, check_token, create_app
@@ -135,6 +136,7 @@ class MirrorService:
         admin_host: str = "127.0.0.1",
         admin_port: int = 0,
         admin_token_file: Path | None = None,
+        admin_tls: AdminTls | None = None,
         member_id: str | None = None,
         zk_session_timeout_s: float = DEFAULT_SESSION_TIMEOUT_S,
         fetch_max_wait_ms: int = 500,
@@ -153,6 +155,7 @@ class MirrorService:
         self.admin_host = admin_host
         self.admin_port = admin_port
         self.admin_token_file = admin_token_file
+        self.admin_tls = admin_tls
         self.member_id = check_member_id(member_id) if member_id is not None else None
         self.zk_session_timeout_s = zk_session_timeout_s
         self.fetch_max_wait_ms = fetch_max_wait_ms
@@ -201,9 +204,12 @@ class MirrorService:
             self._token_file = token_file
             async with trio.open_nursery() as nursery:
                 app = create_app(self, token)
-                port = await nursery.start(serve_admin, app, self.admin_host, self.admin_port)
+                port = await nursery.start(
+                    functools.partial(serve_admin, tls=self.admin_tls), app, self.admin_host, self.admin_port
+                )
                 host = f"[{self.admin_host}]" if ":" in self.admin_host else self.admin_host
-                url = self._admin_url = f"http://{host}:{port}"
+                scheme = "http" if self.admin_tls is None else "https"
+                url = self._admin_url = f"{scheme}://{host}:{port}"
                 self._nursery = nursery
                 for config in self.configs:
                     if self._state.link(config.name).deleted:

@@ -27,18 +27,41 @@ if TYPE_CHECKING:
     from mirror import LinkConfig
     from mirror._admin import MirrorAdminClient
     from mirror._service import MirrorService
+    from node.adminkit import AdminTls
 
 log = logging.getLogger("strait.cli")
 
 T = TypeVar("T")
 
-admin_option = click.option(
+_admin_url_option = click.option(
     "--admin",
     "admin_url",
     required=True,
     envvar="STRAIT_MIRROR_ADMIN",
-    help="The mirror process's admin API, http://host:port (env STRAIT_MIRROR_ADMIN).",
+    help="The mirror process's admin API, http://host:port or https://host:port (env STRAIT_MIRROR_ADMIN).",
 )
+
+
+def _remember_ca(ctx: click.Context, _param: click.Parameter, value: Path | None) -> None:
+    ctx.meta["strait.mirror.admin_ca"] = value
+
+
+_admin_ca_option = click.option(
+    "--admin-ca",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    envvar="STRAIT_MIRROR_ADMIN_CA",
+    expose_value=False,
+    callback=_remember_ca,
+    help="PEM bundle the https admin API's certificate is checked against (env STRAIT_MIRROR_ADMIN_CA; "
+    "default: the system's CAs).",
+)
+
+
+def admin_option(fn: Callable[..., None]) -> Callable[..., None]:
+    """``--admin URL`` and ``--admin-ca FILE`` (read by ``_client``)."""
+    return _admin_url_option(_admin_ca_option(fn))
+
+
 token_option = click.option(
     "--token-file",
     required=True,
@@ -94,6 +117,17 @@ def _host_port(value: str) -> tuple[str, int]:
     help="File holding the admin token (default: a random token written to <state-dir>/admin.token, mode 0600).",
 )
 @click.option(
+    "--admin-tls-keystore",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Serve the admin API over HTTPS with this PEM file: the private key and the certificate chain "
+    "(a node's ssl.keystore.location works).",
+)
+@click.option(
+    "--admin-tls-password-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="File holding the password of an encrypted key in --admin-tls-keystore.",
+)
+@click.option(
     "--ready-file",
     type=click.Path(dir_okay=False, path_type=Path),
     help='Write {"admin": url, "pid": ..., "token_file": ..., "member_id": ...} here once the admin API serves.',
@@ -112,6 +146,8 @@ def start(
     state_dir: Path,
     member_id: str | None,
     admin_token_file: Path | None,
+    admin_tls_keystore: Path | None,
+    admin_tls_password_file: Path | None,
     ready_file: Path | None,
     zk_session_timeout_ms: int,
 ) -> None:
@@ -120,6 +156,9 @@ def start(
     from mirror._service import MirrorService
 
     host, port = _host_port(admin)
+    admin_tls = _admin_tls(admin_tls_keystore, admin_tls_password_file)
+    if admin_tls is None and not _loopback(host):
+        log.warning("the admin API listens on %s without TLS: its token crosses the network in clear", host)
     try:
         links = load_links(config_path)
         service = MirrorService(
@@ -128,6 +167,7 @@ def start(
             admin_host=host,
             admin_port=port,
             admin_token_file=admin_token_file,
+            admin_tls=admin_tls,
             member_id=member_id,
             zk_session_timeout_s=zk_session_timeout_ms / 1000,
             dr_status=lambda name: _dr_status(service, name),
@@ -156,6 +196,44 @@ def start(
         if ready_file is not None:
             with contextlib.suppress(OSError):
                 ready_file.unlink()
+
+
+def _admin_tls(keystore: Path | None, password_file: Path | None) -> AdminTls | None:
+    """The admin API's TLS settings, the key and chain loaded once here so that a bad file is
+    refused before anything starts (naming the option and the file, never the password)."""
+    import ssl
+
+    from node.adminkit import AdminTls
+
+    if keystore is None:
+        if password_file is not None:
+            raise click.BadParameter("needs --admin-tls-keystore", param_hint="--admin-tls-password-file")
+        return None
+    password = None
+    if password_file is not None:
+        try:
+            password = password_file.read_text().rstrip("\r\n")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise click.BadParameter(
+                f"cannot read {str(password_file)!r}: {exc}", param_hint="--admin-tls-password-file"
+            ) from None
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(str(keystore), password=password)
+    except (OSError, ssl.SSLError) as exc:
+        raise click.BadParameter(
+            f"{str(keystore)!r} holds no usable private key and certificate chain (PEM): {exc}",
+            param_hint="--admin-tls-keystore",
+        ) from None
+    return AdminTls(str(keystore), password)
+
+
+def _loopback(host: str) -> bool:
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 def _single_leaf(exc: BaseException) -> BaseException:
@@ -243,7 +321,8 @@ def _client(admin_url: str, token_file: Path | None = None) -> MirrorAdminClient
     try:
         if token is not None:
             check_token(token, str(token_file))  # names the file
-        return MirrorAdminClient(admin_url, token=token)
+        ca = click.get_current_context().meta.get("strait.mirror.admin_ca")
+        return MirrorAdminClient(admin_url, token=token, ca=None if ca is None else str(ca))
     except AdminApiError as exc:
         raise click.BadParameter(str(exc), param_hint="--admin") from None
     except MirrorError as exc:
