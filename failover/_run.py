@@ -126,12 +126,17 @@ async def link_run(
     """The :class:`Run` of ``command`` on link ``link_name``, holding the link's lock.
 
     Raises:
-        TopologyError: no such link. FailoverError: the target's ZooKeeper is unreachable.
+        TopologyError: no such link, or the target's zookeeper_digest_file cannot be read.
+        FailoverError: the target's ZooKeeper is unreachable. ZooKeeperSecured: it refused a
+        change (NoAuth: the topology gives no credential for it, or not its nodes' one).
         LinkBusy: another command holds the link.
     """
     link = topology.link(link_name)
     target = topology.site(link.target)
-    async with open_store(target.zookeeper, link.name, link.source, link.target, timeout_s=timeout_s) as store:
+    digest = target.zookeeper_digest()
+    async with open_store(
+        target.zookeeper, link.name, link.source, link.target, timeout_s=timeout_s, digest=digest
+    ) as store:
         await store.lock(command, wait_s=lock_wait_s)
         try:
             state = await store.state()

@@ -16,8 +16,9 @@ Steps, in order (the old primary must answer again):
 6. ``mirror-old``: the old primary's topics become mirrors of the reverse link
    (``strait.mirror.link = <link>-reverse``; read-only to clients);
 7. ``start-reverse``: the mirror runs the reverse link ``<link>-reverse`` (new primary ->
-   old primary, offset-preserving, the original link's topic and group selection): it copies
-   everything from the cut on, so both sites end up with identical logs.
+   old primary, offset-preserving, the original link's topic and group selection; its target
+   names the old primary's ZooKeeper and, for a secured one, its ``zookeeper_digest_file``): it
+   copies everything from the cut on, so both sites end up with identical logs.
 
 The state becomes ``reversed``; ``status`` shows the divergence exactly (``facts.divergence``).
 """
@@ -234,11 +235,16 @@ async def _start_reverse(run: Run, reverse_name: str, new: str, old: str) -> dic
     selection = run.state.facts.get("selection") or {"include": [".*"], "exclude": []}
     groups = run.state.facts.get("groups") or {"include": [".*"], "exclude": []}
     new_site, old_site = run.topology.site(new), run.topology.site(old)
+    target: dict[str, Any] = {"name": old_site.name, "bootstrap": old_site.bootstrap, "zookeeper": old_site.zookeeper}
+    if old_site.zookeeper_digest_file is not None:
+        # The mirror's members register in the old primary's ZooKeeper: on a secured site they need
+        # its credential, read by the mirror process from the same path.
+        target["zookeeper_digest_file"] = str(old_site.zookeeper_digest_file)
     definition = {
         "name": reverse_name,
         "mode": "offset-preserving",
         "source": {"name": new_site.name, "bootstrap": new_site.bootstrap},
-        "target": {"name": old_site.name, "bootstrap": old_site.bootstrap, "zookeeper": old_site.zookeeper},
+        "target": target,
         "topics": selection,
         "groups": groups,
     }

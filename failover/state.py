@@ -29,6 +29,11 @@ Journal entry: ``{"at_ms", "epoch", "operation", "step", "by", "detail": {...}}`
 
 Every function here blocks (kazoo calls) and takes the kazoo client first: run them through
 :meth:`node.coordination.ZkSession.run`; :class:`DrStore` does.
+
+A secured target site (its nodes set ``zookeeper.set.acl``) lets the world only read: the store
+then needs the site's credential (:func:`open_store`'s ``digest``), and creates its znodes with
+the site's secured ACL. Without it (or with another one) a write is refused with
+:class:`~failover.errors.ZooKeeperSecured`, naming the topology key that supplies it.
 """
 
 from __future__ import annotations
@@ -39,14 +44,15 @@ import socket
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import trio
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError  # type: ignore[import-untyped]
+from kazoo.exceptions import BadVersionError, NoAuthError, NodeExistsError, NoNodeError  # type: ignore[import-untyped]
 
 from node.coordination import CoordinationError, ZkSession
+from node.zkkit import ZkDigest
 
-from .errors import FailoverError, LinkBusy
+from .errors import FailoverError, LinkBusy, ZooKeeperSecured
 
 MIRRORING = "mirroring"
 PROMOTED = "promoted"
@@ -56,6 +62,9 @@ ROOT = "/strait/dr"
 _STATE_FORMAT = 1
 _JOURNAL_PREFIX = "e-"
 SESSION_TIMEOUT_MS = 6000  # how long a killed command on another host holds the lock
+
+
+T = TypeVar("T")
 
 
 def link_path(link: str) -> str:
@@ -188,6 +197,8 @@ def write_state(client: Any, state: DrState, journal: Mapping[str, Any] | None =
         tx.create(f"{link_path(state.link)}/journal/{_JOURNAL_PREFIX}", entry, sequence=True)
     results = tx.commit()
     for result in results:
+        if isinstance(result, NoAuthError):
+            raise result  # the caller tells the operator the site is secured
         if isinstance(result, (BadVersionError, NodeExistsError, NoNodeError)):
             raise FailoverError(
                 f"ZooKeeper {path} changed while this command worked on it (another strait failover "
@@ -312,24 +323,37 @@ def holder_alive(holder: Mapping[str, Any]) -> bool:
 
 
 class DrStore:
-    """The DR state of one link through one ZooKeeper session (see :func:`open_store`)."""
+    """The DR state of one link through one ZooKeeper session (see :func:`open_store`).
 
-    def __init__(self, session: ZkSession, link: str, source: str, target: str) -> None:
+    Every method raises :class:`~failover.errors.ZooKeeperSecured` when the target's ZooKeeper
+    refuses the session (NoAuth), and :class:`~failover.errors.FailoverError` for any other
+    ZooKeeper failure (connection loss, ...: run the command again).
+    """
+
+    def __init__(self, session: ZkSession, link: str, source: str, target: str, *, authenticated: bool = False) -> None:
         self.session = session
         self.link = link
+        self.target = target
+        self.authenticated = authenticated  # whether the session carries a credential
         self._initial = initial_state(link, source, target)
         self.by = f"{socket.gethostname()} pid {os.getpid()}"
 
     def _now(self) -> int:
         return self.session.clock_ms()
 
+    async def _run(self, what: str, fn: Callable[..., T], *args: Any) -> T:
+        try:
+            return await self.session.run(what, fn, *args)
+        except CoordinationError as exc:
+            raise store_error(exc, self.target, self.session.connect, what, self.authenticated) from None
+
     async def state(self) -> DrState:
         """The state as ZooKeeper holds it now (the initial ``mirroring`` one if none yet)."""
-        found = await self.session.run(f"read the DR state of link {self.link!r}", read_state, self.link)
+        found = await self._run(f"read the DR state of link {self.link!r}", read_state, self.link)
         return self._initial if found is None else found
 
     async def journal(self, limit: int = 200) -> list[dict[str, Any]]:
-        return await self.session.run(f"read the journal of link {self.link!r}", read_journal, self.link, limit)
+        return await self._run(f"read the journal of link {self.link!r}", read_journal, self.link, limit)
 
     async def write(
         self, state: DrState, step: str, detail: Mapping[str, Any] | None = None, *, operation: str | None = None
@@ -345,7 +369,7 @@ class DrStore:
             "by": self.by,
             "detail": dict(detail or {}),
         }
-        return await self.session.run(f"write the DR state of link {self.link!r}", write_state, state, entry)
+        return await self._run(f"write the DR state of link {self.link!r}", write_state, state, entry)
 
     async def begin(self, state: DrState, name: str, args: Mapping[str, Any]) -> DrState:
         """Start operation ``name`` unless the same one is in progress (then resume it)."""
@@ -375,10 +399,10 @@ class DrStore:
         return await self.write(replace(current, operation=None, **changes), "end", changes, operation=name)
 
     async def write_cut(self, epoch: int, cut: Mapping[str, Mapping[int, Mapping[str, Any]]]) -> None:
-        await self.session.run(f"write the cut of link {self.link!r}", write_cut, self.link, epoch, cut)
+        await self._run(f"write the cut of link {self.link!r}", write_cut, self.link, epoch, cut)
 
     async def read_cut(self, epoch: int) -> dict[str, dict[int, dict[str, Any]]]:
-        return await self.session.run(f"read the cut of link {self.link!r}", read_cut, self.link, epoch)
+        return await self._run(f"read the cut of link {self.link!r}", read_cut, self.link, epoch)
 
     async def lock(self, command: str, wait_s: float) -> None:
         """Take the link's lock, waiting up to ``wait_s`` for another holder's session to end.
@@ -389,11 +413,11 @@ class DrStore:
         holder = {**this_process(), "command": command, "since_ms": self._now()}
         with trio.move_on_after(wait_s):
             while True:
-                taken = await self.session.run(f"lock link {self.link!r}", take_lock, self.link, holder, holder_alive)
+                taken = await self._run(f"lock link {self.link!r}", take_lock, self.link, holder, holder_alive)
                 if taken:
                     return
                 await trio.sleep(0.25)
-        other = await self.session.run(f"read the lock of link {self.link!r}", lock_holder, self.link)
+        other = await self._run(f"read the lock of link {self.link!r}", lock_holder, self.link)
         who = (
             "another command"
             if other is None
@@ -402,24 +426,52 @@ class DrStore:
         raise LinkBusy(f"link {self.link!r} is held by {who}; it is released when that command ends")
 
     async def unlock(self) -> None:
-        await self.session.run(f"unlock link {self.link!r}", release_lock, self.link)
+        await self._run(f"unlock link {self.link!r}", release_lock, self.link)
+
+
+def store_error(exc: CoordinationError, site: str, connect: str, action: str, authenticated: bool) -> FailoverError:
+    """The failover error for a ZooKeeper failure of the store: :class:`ZooKeeperSecured` when
+    ZooKeeper answered NoAuth, else a :class:`FailoverError` with the failure's message."""
+    if isinstance(exc.__cause__, NoAuthError):
+        return ZooKeeperSecured(site, connect, action, with_credential=authenticated)
+    return FailoverError(str(exc))
 
 
 @asynccontextmanager
 async def open_store(
-    zookeeper: str, link: str, source: str, target: str, *, timeout_s: float = 10.0
+    zookeeper: str,
+    link: str,
+    source: str,
+    target: str,
+    *,
+    timeout_s: float = 10.0,
+    digest: ZkDigest | None = None,
 ) -> AsyncIterator[DrStore]:
     """A :class:`DrStore` over a new session with ``zookeeper`` (the link's original target).
 
+    With ``digest`` (the target site's ``zookeeper_digest_file``) the session authenticates with
+    it and every znode the store creates gets the secured ACL (the credential: all; the world:
+    read), as the site's nodes create theirs with ``zookeeper.set.acl``; the mirror's membership
+    decides the same way.
+
     Raises:
         FailoverError: no ZooKeeper session within ``timeout_s`` (naming the connect string).
+        ZooKeeperSecured: the session could not set up its paths (NoAuth).
     """
-    session = ZkSession(zookeeper, session_timeout_ms=SESSION_TIMEOUT_MS, connection_timeout_ms=int(timeout_s * 1000))
+    session = ZkSession(
+        zookeeper,
+        session_timeout_ms=SESSION_TIMEOUT_MS,
+        connection_timeout_ms=int(timeout_s * 1000),
+        digest=digest,
+        set_acl=digest is not None,
+    )
     try:
         await session.start()
     except CoordinationError as exc:
+        if isinstance(exc.__cause__, NoAuthError):
+            raise store_error(exc, target, zookeeper, "create the paths a session needs", digest is not None) from None
         raise FailoverError(f"cannot reach the ZooKeeper of the link's target site ({zookeeper}): {exc}") from None
     try:
-        yield DrStore(session, link, source, target)
+        yield DrStore(session, link, source, target, authenticated=digest is not None)
     finally:
         await session.close()

@@ -79,7 +79,14 @@ async def link_status(
             return
         try:
             with trio.fail_after(timeout_s):
-                async with open_store(target.zookeeper, link.name, link.source, link.target, timeout_s=timeout_s) as s:
+                async with open_store(
+                    target.zookeeper,
+                    link.name,
+                    link.source,
+                    link.target,
+                    timeout_s=timeout_s,
+                    digest=target.zookeeper_digest(),
+                ) as s:
                     dr = await s.state()
                     journal = await s.journal(limit=20)
                     if dr.cut_epoch is not None:

@@ -4,9 +4,9 @@ Two formats are read (``load_topology`` tells them apart by the file's suffix):
 
 * the ``appliance.json`` that ``strait up`` writes (``.strait/appliance.json`` by default), as it
   is: ``sites.<name>.bootstrap``, ``.zookeeper`` plus ``.zookeeper_chroot``, ``.admin`` (the nodes'
-  admin URLs); ``links[]`` with ``name``, ``source``, ``target``, ``admin`` (the mirror's admin
-  URL) and optionally ``token_file`` (else ``<appliance dir>/mirror/admin.token``, where
-  ``strait up`` keeps it);
+  admin URLs), optionally ``.zookeeper_digest_file``; ``links[]`` with ``name``, ``source``,
+  ``target``, ``admin`` (the mirror's admin URL) and optionally ``token_file`` (else
+  ``<appliance dir>/mirror/admin.token``, where ``strait up`` keeps it);
 * a TOML file for real sites (documented in docs/failover.md)::
 
       [sites.east]
@@ -17,6 +17,7 @@ Two formats are read (``load_topology`` tells them apart by the file's suffix):
       [sites.west]
       bootstrap = "10.1.0.1:9092"
       zookeeper = "10.1.0.1:2181/west"
+      zookeeper_digest_file = "/etc/strait/west-zk.digest"   # optional: a secured ZooKeeper
 
       [[link]]
       name = "east-to-west"            # the mirror link's name
@@ -25,7 +26,15 @@ Two formats are read (``load_topology`` tells them apart by the file's suffix):
       mirror_admin = "http://10.1.0.5:8090"
       token_file = "/etc/strait/mirror.token"   # relative paths are relative to this file
 
-Every problem is a :class:`~failover.errors.TopologyError` naming the file and the key.
+``zookeeper_digest_file`` is for a site whose nodes secure their ZooKeeper
+(``zookeeper.set.acl=true``): a file holding the nodes' credential, one line ``user:password``
+(the format of their ``strait.zookeeper.digest.file``; a relative path is relative to the
+topology file). The commands then authenticate with it and give the znodes they create the
+site's secured ACL (the credential may do everything, the world may only read). The file is
+read when the topology is loaded, so a missing file or a malformed line is refused there.
+
+Every problem is a :class:`~failover.errors.TopologyError` naming the file and the key (never
+a password).
 """
 
 from __future__ import annotations
@@ -38,28 +47,45 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from node.zkkit import ZkDigest, read_digest_file
+
 from .errors import TopologyError
 
 DEFAULT_TOPOLOGY = Path(".strait") / "appliance.json"
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
-_SITE_KEYS = ("bootstrap", "zookeeper", "node_admin")
+_SITE_KEYS = ("bootstrap", "zookeeper", "zookeeper_digest_file", "node_admin")
+_DIGEST_KEY = "zookeeper_digest_file"
 _LINK_KEYS = ("name", "source", "target", "mirror_admin", "token_file")
 
 
 @dataclass(frozen=True)
 class Site:
-    """One datacenter: where its clients connect and where its ZooKeeper (with chroot) is."""
+    """One datacenter: where its clients connect and where its ZooKeeper (with chroot) is, and
+    the file with the credential of that ZooKeeper when the site secures it."""
 
     name: str
     bootstrap: str  # "host:port,host:port"
     zookeeper: str  # "host:port,host:port/chroot"
     node_admin: tuple[str, ...] = ()
+    zookeeper_digest_file: Path | None = None  # one line user:password; None: connect anonymously
+
+    def zookeeper_digest(self) -> ZkDigest | None:
+        """The credential in :attr:`zookeeper_digest_file`, read now; None without one.
+
+        Raises:
+            TopologyError: the file cannot be read or is not one line ``user:password`` (naming
+                the site, the key and the file; never its content).
+        """
+        if self.zookeeper_digest_file is None:
+            return None
+        return _read_digest(self.zookeeper_digest_file, f"site {self.name}")
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "bootstrap": self.bootstrap,
             "zookeeper": self.zookeeper,
+            "zookeeper_digest_file": None if self.zookeeper_digest_file is None else str(self.zookeeper_digest_file),
             "node_admin": list(self.node_admin),
         }
 
@@ -160,11 +186,13 @@ def parse_appliance(data: Any, *, origin: str, directory: Path) -> Topology:
         chroot = entry.get("zookeeper_chroot", "")
         if not isinstance(chroot, str) or (chroot and not chroot.startswith("/")):
             raise TopologyError(f"{where}.zookeeper_chroot: {chroot!r} is not a path starting with '/'")
+        digest_file = _digest_file(entry, where, directory)
         sites[name] = Site(
             name=name,
             bootstrap=_string(entry, "bootstrap", where),
             zookeeper=_string(entry, "zookeeper", where) + chroot,
             node_admin=_urls(entry.get("admin", []), f"{where}.admin"),
+            zookeeper_digest_file=digest_file,
         )
     raw_links = data.get("links", [])
     if not isinstance(raw_links, list):
@@ -199,11 +227,13 @@ def parse_toml(data: Mapping[str, Any], *, origin: str, directory: Path) -> Topo
         if not isinstance(entry, dict):
             raise TopologyError(f"{where}: expected a table")
         _refuse_unknown(entry, _SITE_KEYS, where)
+        digest_file = _digest_file(entry, where, directory)
         sites[name] = Site(
             name=name,
             bootstrap=_string(entry, "bootstrap", where),
             zookeeper=_string(entry, "zookeeper", where),
             node_admin=_urls(entry.get("node_admin", []), f"{where}.node_admin"),
+            zookeeper_digest_file=digest_file,
         )
     raw_links = data.get("link", [])
     if not isinstance(raw_links, list) or not all(isinstance(t, dict) for t in raw_links):
@@ -277,6 +307,26 @@ def _path(value: Any, where: str, directory: Path) -> Path:
         raise TopologyError(f"{where}: {value!r} is not a path")
     path = Path(value)
     return path if path.is_absolute() else directory / path
+
+
+def _digest_file(entry: Mapping[str, Any], where: str, directory: Path) -> Path | None:
+    """The site's ``zookeeper_digest_file`` (None without one), checked by reading it now."""
+    if _DIGEST_KEY not in entry:
+        return None
+    if "zookeeper" not in entry:
+        raise TopologyError(f"{where}: {_DIGEST_KEY}: needs zookeeper (the ZooKeeper it authenticates to)")
+    path = _path(entry[_DIGEST_KEY], f"{where}: {_DIGEST_KEY}", directory)
+    _read_digest(path, where)
+    return path
+
+
+def _read_digest(path: Path, where: str) -> ZkDigest:
+    try:
+        return read_digest_file(path)
+    except (OSError, ValueError) as exc:
+        # read_digest_file's ValueError quotes nothing of the file; an OSError's strerror names no content.
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise TopologyError(f"{where}: {_DIGEST_KEY}: {str(path)!r}: {reason}") from None
 
 
 def _refuse_unknown(table: Mapping[str, Any], known: tuple[str, ...], where: str) -> None:

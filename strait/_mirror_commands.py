@@ -294,7 +294,13 @@ def _dr_topology(config: LinkConfig, target_zk: str, admin_url: str, token_file:
     from failover.topology import Link, Site, Topology
 
     source = Site(config.source.name, config.source.bootstrap, zookeeper="")  # status never reads it
-    target = Site(config.target.name, config.target.bootstrap, zookeeper=target_zk)
+    digest_file = config.target.zookeeper_digest_file
+    target = Site(
+        config.target.name,
+        config.target.bootstrap,
+        zookeeper=target_zk,
+        zookeeper_digest_file=None if digest_file is None else Path(digest_file),
+    )
     link = Link(config.name, source.name, target.name, mirror_admin=admin_url, token_file=token_file)
     return Topology(
         sites={source.name: source, target.name: target},

@@ -4,6 +4,11 @@ Starting a reassignment writes ``/admin/reassign_partitions`` in the site's ZooK
 controller carries it out (new replicas catch up, leadership moves into the target, the old
 replicas delete their logs) and removes each partition's entry when it is done. ``--verify``
 reads that back; ``--generate`` proposes a plan. Nothing here talks to the brokers.
+
+A site whose nodes secure their ZooKeeper (``zookeeper.set.acl``) lets anyone read but only its
+credential write: ``--zookeeper-digest-file`` authenticates with it and creates the znode with
+the site's secured ACL, as the nodes do. Without it, starting a reassignment there fails with
+one line naming the option.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import click
 if TYPE_CHECKING:
     from node.coordination import PartitionState, Reassignment, TopicAssignment, ZkState
     from node.ids import NodeId
+    from node.zkkit import ZkDigest
 
     from ._reassignment_plan import Partitions
 
@@ -32,6 +38,14 @@ T = TypeVar("T")
     envvar="STRAIT_ZOOKEEPER",
     help="The site's ZooKeeper, host:port[,host:port][/chroot], as in the nodes' zookeeper.connect "
     "(env STRAIT_ZOOKEEPER).",
+)
+@click.option(
+    "--zookeeper-digest-file",
+    "digest_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="STRAIT_ZOOKEEPER_DIGEST_FILE",
+    help="For a site that secures its ZooKeeper (zookeeper.set.acl=true): a file holding its credential, one line "
+    "user:password, as the nodes' strait.zookeeper.digest.file (env STRAIT_ZOOKEEPER_DIGEST_FILE).",
 )
 @click.option(
     "--plan",
@@ -58,6 +72,7 @@ T = TypeVar("T")
 )
 def reassign(
     connect: str,
+    digest_path: Path | None,
     plan_path: Path | None,
     verify: bool,
     throttle: int | None,
@@ -82,7 +97,7 @@ def reassign(
             topics, brokers = parse_topic_list(topic_list), parse_broker_list(broker_list)
         except PlanError as exc:
             raise click.UsageError(str(exc)) from None
-        _run(connect, zk_timeout, lambda zk: _generate(zk, topics, brokers))
+        _run(connect, digest_path, zk_timeout, lambda zk: _generate(zk, topics, brokers))
         return
     if topic_list is not None or broker_list is not None:
         raise click.UsageError("--topics and --brokers go with --generate")
@@ -99,22 +114,30 @@ def reassign(
     except PlanError as exc:
         raise click.ClickException(str(exc)) from None
     if verify:
-        if not _run(connect, zk_timeout, lambda zk: _verify(zk, plan)):
+        if not _run(connect, digest_path, zk_timeout, lambda zk: _verify(zk, plan)):
             raise SystemExit(1)
     else:
-        _run(connect, zk_timeout, lambda zk: _execute(zk, plan, throttle))
+        _run(connect, digest_path, zk_timeout, lambda zk: _execute(zk, plan, throttle))
 
 
-def _run(connect: str, timeout_s: float, action: Callable[[ZkState], Awaitable[T]]) -> T:
-    """Run ``action`` with a ZooKeeper session; every expected failure becomes a one-line error."""
+def _run(connect: str, digest_path: Path | None, timeout_s: float, action: Callable[[ZkState], Awaitable[T]]) -> T:
+    """Run ``action`` with a ZooKeeper session (authenticated with the credential in
+    ``digest_path``, when given); every expected failure becomes a one-line error."""
     import trio
+    from kazoo.exceptions import NoAuthError  # type: ignore[import-untyped]
 
     from node.coordination import CoordinationError, ZkState
 
     from ._reassignment_plan import PlanError
 
+    digest = _read_digest(digest_path)
     try:
-        zk = ZkState(connect, connection_timeout_ms=max(1, int(timeout_s * 1000)))
+        zk = ZkState(
+            connect,
+            connection_timeout_ms=max(1, int(timeout_s * 1000)),
+            digest=digest,
+            set_acl=digest is not None,  # what it creates gets the site's secured ACL, as the nodes' znodes
+        )
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--zookeeper") from None
 
@@ -124,8 +147,40 @@ def _run(connect: str, timeout_s: float, action: Callable[[ZkState], Awaitable[T
 
     try:
         return trio.run(go)
-    except (CoordinationError, PlanError, ValueError) as exc:
+    except CoordinationError as exc:
+        if isinstance(exc.__cause__, NoAuthError):
+            raise click.ClickException(_refused(connect, digest_path)) from None
         raise click.ClickException(str(exc)) from None
+    except (PlanError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _read_digest(path: Path | None) -> ZkDigest | None:
+    """The credential in ``--zookeeper-digest-file``; a usage error naming the option and the
+    file (never its content) when it cannot be read or is not one line ``user:password``."""
+    from node.zkkit import read_digest_file
+
+    if path is None:
+        return None
+    try:
+        return read_digest_file(path)
+    except (OSError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise click.BadParameter(f"{str(path)!r}: {reason}", param_hint="--zookeeper-digest-file") from None
+
+
+def _refused(connect: str, digest_path: Path | None) -> str:
+    """The one line for a change ZooKeeper refused with NoAuth."""
+    if digest_path is None:
+        return (
+            f"ZooKeeper {connect} is secured (the site's nodes set zookeeper.set.acl) and refused the change "
+            "(NoAuth): give the site's credential with --zookeeper-digest-file FILE (one line user:password, "
+            "as the nodes' strait.zookeeper.digest.file)"
+        )
+    return (
+        f"ZooKeeper {connect} refused the change with the credential in --zookeeper-digest-file {str(digest_path)!r} "
+        "(NoAuth): it is not the one the site's nodes use (their strait.zookeeper.digest.file)"
+    )
 
 
 async def _read_topics(zk: ZkState, names: set[str]) -> dict[str, TopicAssignment | None]:

@@ -1,14 +1,24 @@
-"""Pure pieces of failover: fence text, topic selection, export lines, status text."""
+"""Pure pieces of failover: fence text, topic selection, export lines, status text, the reverse link's definition."""
 
 from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
 
+import trio
+
+from failover._run import Run
 from failover._topics import MAX_FENCE_TEXT, TopicFilter, fence_text
 from failover.export import record_line
+from failover.reverse import _start_reverse
 from failover.status import render
-from failover.topology import Site
+from failover.topology import Site, Topology
+from mirror import parse_link
 from storage.records import BatchBuilder, RecordBatch
 
 
@@ -123,3 +133,33 @@ def test_the_status_text_shows_a_lost_source_with_the_last_values_and_when() -> 
     assert "source east: UNREACHABLE (connection refused)" in text
     assert "105 (seen 6.0 s ago)" in text
     assert "NOT exact" in text and "5~" in text
+
+
+class _Mirror:
+    def __init__(self) -> None:
+        self.put: dict[str, Any] = {}
+
+    async def put_link(self, name: str, definition: Mapping[str, Any]) -> dict[str, Any]:
+        self.put[name] = dict(definition)
+        return {"state": "active"}
+
+
+def test_the_reverse_link_carries_the_old_primarys_digest_file_to_the_mirror(tmp_path: Path) -> None:
+    digest = tmp_path / "east-zk.digest"
+    digest.write_text("strait:east-s3cret\n")
+    east = Site("east", "10.0.0.1:9092", "10.0.0.1:2181/east", zookeeper_digest_file=digest)
+    west = Site("west", "10.1.0.1:9092", "10.1.0.1:2181/west")
+    topology = Topology(sites={"east": east, "west": west}, links={})
+    for old, expected in [(east, str(digest)), (replace(east, zookeeper_digest_file=None), None)]:
+        mirror = _Mirror()
+        run = SimpleNamespace(
+            state=SimpleNamespace(facts={}),
+            topology=replace(topology, sites={"east": old, "west": west}),
+            mirror=mirror,
+        )
+        trio.run(_start_reverse, cast(Run, run), "east-to-west-reverse", "west", "east")
+        definition = mirror.put["east-to-west-reverse"]
+        assert definition["target"].get("zookeeper_digest_file") == expected
+        config = parse_link(definition, origin="the reverse link")  # what the mirror makes of it
+        assert config.target.zookeeper == "10.0.0.1:2181/east"
+        assert config.target.zookeeper_digest_file == expected

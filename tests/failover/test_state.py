@@ -6,12 +6,16 @@ import os
 import subprocess
 import sys
 from dataclasses import replace
+from typing import Any
 
 import pytest
 import trio
+from kazoo.security import ACL, ANYONE_ID_UNSAFE, Permissions  # type: ignore[import-untyped]
 
-from failover.errors import FailoverError, LinkBusy
-from failover.state import MIRRORING, PROMOTED, open_store
+from failover.errors import FailoverError, LinkBusy, ZooKeeperSecured
+from failover.state import MIRRORING, PROMOTED, ROOT, open_store
+from node.coordination import ZkState
+from node.zkkit import ZkDigest, kazoo_client, stop_quietly
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
@@ -123,3 +127,86 @@ def test_a_lock_left_by_a_killed_command_on_this_host_is_taken_at_once(zk_connec
         child.wait(10)
         assert child.stdout is not None
         child.stdout.close()
+
+
+# -- a target site that secures its ZooKeeper (zookeeper.set.acl) ------------------------------------
+
+PASSWORD = "dr-zk-s3cret"
+DIGEST = ZkDigest("strait", PASSWORD)
+
+
+def secured_site(zk_connect: str) -> None:
+    """Lay out ``zk_connect`` as a secured site's node does: its znodes (``/strait`` among them)
+    writable only with DIGEST, readable by anyone."""
+
+    async def main() -> None:
+        async with ZkState(zk_connect, digest=DIGEST, set_acl=True) as zk:
+            await zk.cluster_id()
+
+    trio.run(main)
+
+
+def dr_znodes(zk_connect: str) -> dict[str, list[Any]]:
+    """Every znode under /strait/dr with its ACL, read with the credential."""
+    client = kazoo_client(zk_connect, 10.0, digest=DIGEST)
+    client.start(timeout=15)
+    try:
+        found: dict[str, list[Any]] = {}
+
+        def walk(path: str) -> None:
+            found[path] = sorted(client.get_acls(path)[0])
+            for child in client.get_children(path):
+                walk(f"{path}/{child}")
+
+        if client.exists(ROOT):
+            walk(ROOT)
+        return found
+    finally:
+        stop_quietly(client)
+
+
+@pytest.mark.parametrize("digest", [None, ZkDigest("strait", "not-the-password")], ids=["anonymous", "wrong"])
+def test_a_secured_target_refuses_the_store_without_its_credential_in_one_clear_error(
+    zk_connect: str, digest: ZkDigest | None
+) -> None:
+    secured_site(zk_connect)
+
+    async def main() -> None:
+        async with open_store(zk_connect, "l", "east", "west", digest=digest) as store:
+            assert (await store.state()).state == MIRRORING  # reading is allowed
+            with pytest.raises(ZooKeeperSecured) as err:
+                await store.lock("strait failover promote l", wait_s=1)
+            assert err.value.exit_code == 2
+            message = str(err.value)
+            assert message.startswith(f"site west's ZooKeeper ({zk_connect}) ")
+            assert "refused to lock link 'l'" in message and "sites.west.zookeeper_digest_file" in message
+            assert "\n" not in message and PASSWORD not in message
+            if digest is None:
+                assert "is secured (its nodes set zookeeper.set.acl)" in message
+            else:
+                assert "it is not the one the site's nodes use" in message
+                assert "not-the-password" not in message
+
+    trio.run(main)
+    assert dr_znodes(zk_connect) == {}  # nothing was written
+
+
+def test_with_the_credential_the_store_works_and_creates_nothing_the_world_may_change(zk_connect: str) -> None:
+    secured_site(zk_connect)
+
+    async def main() -> dict[str, list[Any]]:
+        async with open_store(zk_connect, "l", "east", "west", digest=DIGEST) as store:
+            await store.lock("strait failover promote l", wait_s=1)
+            state = await store.begin(await store.state(), "promote", {"mode": "unplanned"})
+            await store.record(state, "stop-link", {"partitions": 1})
+            await store.write_cut(1, {"orders": {0: {"mirrored_end": 3, "source_end": 4}}})
+            assert [e["step"] for e in await store.journal()] == ["begin", "stop-link"]
+            znodes = await trio.to_thread.run_sync(dr_znodes, zk_connect)  # with the lock, still held
+            await store.unlock()
+        return znodes
+
+    znodes = trio.run(main)
+    assert {"/strait/dr/l/lock", "/strait/dr/l/state", "/strait/dr/l/cuts/1/orders"} <= set(znodes)
+    assert len([p for p in znodes if p.startswith("/strait/dr/l/journal/e-")]) == 2
+    secured = sorted([DIGEST.all_acl(), ACL(Permissions.READ, ANYONE_ID_UNSAFE)])
+    assert {path: acl for path, acl in znodes.items() if acl != secured} == {}

@@ -9,6 +9,7 @@ import pytest
 
 from failover.errors import TopologyError
 from failover.topology import load_topology
+from node.zkkit import ZkDigest
 
 APPLIANCE = {
     "sites": {
@@ -136,3 +137,87 @@ def test_a_bad_toml_topology_names_the_key(tmp_path: Path, text: str, message: s
     path.write_text(text)
     with pytest.raises(TopologyError, match=message):
         load_topology(path)
+
+
+# -- zookeeper_digest_file: the credential of a site that secures its ZooKeeper ----------------------
+
+PASSWORD = "topology-zk-s3cret:with-a-colon"
+SECURED_WEST = TOML.replace(
+    'zookeeper = "10.1.0.1:2181/west"',
+    'zookeeper = "10.1.0.1:2181/west"\nzookeeper_digest_file = "secrets/west.digest"',
+)
+
+
+def _toml(tmp_path: Path, text: str, digest: str | None = f"strait:{PASSWORD}\n") -> Path:
+    if digest is not None:
+        (tmp_path / "secrets").mkdir(exist_ok=True)
+        (tmp_path / "secrets" / "west.digest").write_text(digest)
+    path = tmp_path / "dr.toml"
+    path.write_text(text)
+    return path
+
+
+def test_a_site_may_name_its_zookeepers_digest_file_relative_to_the_topology(tmp_path: Path) -> None:
+    topology = load_topology(_toml(tmp_path, SECURED_WEST))
+    west = topology.site("west")
+    assert west.zookeeper_digest_file == tmp_path / "secrets" / "west.digest"
+    assert west.zookeeper_digest() == ZkDigest("strait", PASSWORD)  # the password is all after the first ':'
+    assert topology.site("east").zookeeper_digest_file is None
+    assert topology.site("east").zookeeper_digest() is None
+    shown = json.dumps(topology.to_dict())
+    assert str(tmp_path / "secrets" / "west.digest") in shown
+    assert PASSWORD not in shown and PASSWORD not in repr(topology)
+
+
+def test_the_appliance_file_may_name_a_digest_file_too(tmp_path: Path) -> None:
+    (tmp_path / "west.digest").write_text(f"strait:{PASSWORD}")
+    data = json.loads(json.dumps(APPLIANCE))
+    data["sites"]["west"]["zookeeper_digest_file"] = "west.digest"
+    west = load_topology(write_json(tmp_path, data)).site("west")
+    assert west.zookeeper == "127.0.0.1:2182/west"
+    assert west.zookeeper_digest() == ZkDigest("strait", PASSWORD)
+
+
+@pytest.mark.parametrize(
+    ("digest", "reason"),
+    [
+        (None, "No such file or directory"),
+        ("strait", "expected one line user:password: there is no ':'"),
+        (f"strait:{PASSWORD}\nother:{PASSWORD}", "expected one line user:password, not several"),
+        (f"str ait:{PASSWORD}", "expected one line user:password: the user is empty or has ':' or blanks"),
+        ("strait:", "expected one line user:password: the password is empty"),
+    ],
+)
+def test_a_missing_or_malformed_digest_file_names_the_key_and_the_file_never_the_password(
+    tmp_path: Path, digest: str | None, reason: str
+) -> None:
+    path = _toml(tmp_path, SECURED_WEST, digest)
+    with pytest.raises(TopologyError) as err:
+        load_topology(path)
+    file = tmp_path / "secrets" / "west.digest"
+    assert str(err.value) == f"{path}: sites.west: zookeeper_digest_file: {str(file)!r}: {reason}"
+    assert "s3cret" not in str(err.value)
+
+
+def test_a_digest_file_that_is_a_directory_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "secrets" / "west.digest").mkdir(parents=True)
+    with pytest.raises(TopologyError, match=r"sites\.west: zookeeper_digest_file: '.*west\.digest': Is a directory"):
+        load_topology(_toml(tmp_path, SECURED_WEST, digest=None))
+
+
+def test_a_digest_file_without_a_zookeeper_is_refused(tmp_path: Path) -> None:
+    text = SECURED_WEST.replace('zookeeper = "10.1.0.1:2181/west"\n', "")
+    with pytest.raises(TopologyError, match=r"sites\.west: zookeeper_digest_file: needs zookeeper"):
+        load_topology(_toml(tmp_path, text))
+    data = json.loads(json.dumps(APPLIANCE))
+    data["sites"]["west"] |= {"zookeeper_digest_file": "west.digest"}
+    del data["sites"]["west"]["zookeeper"]
+    with pytest.raises(TopologyError, match=r"sites\.west: zookeeper_digest_file: needs zookeeper"):
+        load_topology(write_json(tmp_path, data))
+
+
+def test_a_digest_file_removed_after_loading_is_named_when_it_is_read(tmp_path: Path) -> None:
+    west = load_topology(_toml(tmp_path, SECURED_WEST)).site("west")
+    (tmp_path / "secrets" / "west.digest").unlink()
+    with pytest.raises(TopologyError, match=r"^site west: zookeeper_digest_file: '.*west\.digest': No such file"):
+        west.zookeeper_digest()

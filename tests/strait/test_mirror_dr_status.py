@@ -54,6 +54,15 @@ def test_the_topology_is_the_links_two_sites_and_this_mirror() -> None:
     }
 
 
+def test_a_secured_targets_digest_file_reaches_the_topology(tmp_path: Path) -> None:
+    digest = tmp_path / "west-zk.digest"
+    digest.write_text("strait:west-s3cret\n")
+    config = link(zookeeper="10.1.0.1:2181/west", zookeeper_digest_file=str(digest))
+    topology = _dr_topology(config, "10.1.0.1:2181/west", "http://127.0.0.1:8090", None)
+    assert topology.site("west").zookeeper_digest_file == digest
+    assert topology.site("east").zookeeper_digest_file is None
+
+
 @pytest.mark.parametrize(
     ("target", "message"),
     [

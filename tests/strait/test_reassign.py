@@ -1,5 +1,6 @@
 """``strait topics reassign`` end to end: a partition moves from brokers [1, 2] to [2, 3] on a
-real three-node site, with and without a throttle; nothing is lost and broker 1 lets go of it."""
+real three-node site, with and without a throttle; nothing is lost and broker 1 lets go of it.
+On a site whose nodes secure their ZooKeeper, it starts one only with the site's credential."""
 
 from __future__ import annotations
 
@@ -13,7 +14,10 @@ from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
+from kazoo.exceptions import NoNodeError  # type: ignore[import-untyped]
+from kazoo.security import ACL, ANYONE_ID_UNSAFE, Permissions  # type: ignore[import-untyped]
 
+from node.zkkit import ZkDigest, kazoo_client, stop_quietly
 from tests.node.harness import NodeProcess, wait_for
 from tests.strait.kafka_io import produce, read_all
 
@@ -111,3 +115,75 @@ def test_reassign_with_a_throttle_completes(
 ) -> None:
     # ~200 KB at 100 KB/s: throttled for about two seconds, and done.
     _move_and_check(site, zk_connect, tmp_path, "throttled", "--throttle", "100000")
+
+
+ZK_PASSWORD = "reassign-zk-s3cret"
+
+
+def _reassignment_acl(zk_connect: str) -> list[Any] | None:
+    """The ACL of /admin/reassign_partitions read with the site's credential; None when it is absent."""
+    client = kazoo_client(zk_connect, 10.0, digest=ZkDigest("strait", ZK_PASSWORD))
+    client.start(timeout=15)
+    try:
+        return sorted(client.get_acls("/admin/reassign_partitions")[0])
+    except NoNodeError:
+        return None
+    finally:
+        stop_quietly(client)
+
+
+def test_reassign_on_a_secured_site_needs_the_sites_credential(
+    site: Callable[..., list[NodeProcess]], zk_connect: str, tmp_path: Path
+) -> None:
+    digest_file = tmp_path / "zk.digest"
+    digest_file.write_text(f"strait:{ZK_PASSWORD}\n")
+    nodes = site(
+        2,
+        default_replication_factor="2",
+        offsets_topic_replication_factor="2",
+        zookeeper_set_acl="true",
+        strait_zookeeper_digest_file=str(digest_file),
+    )
+    one, two = nodes
+    topic = "secured"
+    admin = AdminClient({"bootstrap.servers": one.bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[1]])])[topic].result(30)
+    del admin
+    values = [f"{topic}-{i:04d}".encode() * 16 for i in range(300)]  # ~60 KB
+    produce(one.bootstrap, topic, values)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": [2]}]}))
+
+    refused = _strait("topics", "reassign", "--zookeeper", zk_connect, "--plan", str(plan))
+    assert refused.returncode == 1, refused.stderr
+    assert refused.stderr.splitlines() == [
+        f"Error: ZooKeeper {zk_connect} is secured (the site's nodes set zookeeper.set.acl) and refused the change "
+        "(NoAuth): give the site's credential with --zookeeper-digest-file FILE (one line user:password, as the "
+        "nodes' strait.zookeeper.digest.file)"
+    ]
+    assert _reassignment_acl(zk_connect) is None  # nothing was started
+
+    # Throttled (60 KB at 10 KB/s: seconds), so the znode is still there to be looked at when the command returns.
+    with_digest = ("--zookeeper-digest-file", str(digest_file))
+    started = _strait("topics", "reassign", "-z", zk_connect, *with_digest, "--plan", str(plan), "--throttle", "10000")
+    assert started.returncode == 0, started.stderr
+    assert _reassignment_acl(zk_connect) == sorted(
+        [ZkDigest("strait", ZK_PASSWORD).all_acl(), ACL(Permissions.READ, ANYONE_ID_UNSAFE)]
+    ), "the reassignment znode must be secured like the nodes' (the world may only read it)"
+
+    def complete() -> bool:  # reading needs no credential
+        verify = _strait("topics", "reassign", "--zookeeper", zk_connect, "--plan", str(plan), "--verify")
+        assert verify.returncode in (0, 1), verify.stderr
+        return verify.returncode == 0 and f"{topic}-0: complete" in verify.stdout
+
+    _wait_until(f"{topic}-0 reassigned to [2]", complete, nodes, MOVE_DEADLINE_S)
+    _wait_until(
+        "node 2 holding every record, in sync, alone",
+        lambda: (
+            (p := _topic(two.admin_url, topic)["partitions"][0])["replicas"] == [2]
+            and p["log_end_offset"] == len(values)
+            and p["isr"] == [2]
+        ),
+        nodes,
+        30,
+    )

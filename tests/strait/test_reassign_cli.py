@@ -164,6 +164,28 @@ def test_malformed_zookeeper_connect(tmp_path: Path) -> None:
     _assert_clean_failure(_reassign("-z", "/chroot-only", "--plan", path), "'/chroot-only' names no host")
 
 
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (None, "No such file or directory"),
+        ("strait", "expected one line user:password: there is no ':'"),
+        ("strait:", "expected one line user:password: the password is empty"),
+        ("strait:zk-s3cret\nother:zk-s3cret", "expected one line user:password, not several"),
+    ],
+)
+def test_a_missing_or_malformed_digest_file_names_the_option_and_the_file(
+    tmp_path: Path, content: str | None, reason: str
+) -> None:
+    path = _plan_file(tmp_path, {"version": 1, "partitions": [_entry()]})
+    digest = tmp_path / "zk.digest"
+    if content is not None:
+        digest.write_text(content)
+    result = _reassign("-z", "127.0.0.1:1", "--zookeeper-digest-file", str(digest), "--plan", path)
+    assert result.exit_code == 2, result.output
+    _assert_clean_failure(result, "--zookeeper-digest-file", f"{str(digest)!r}: {reason}")
+    assert "s3cret" not in result.output
+
+
 # -- the command against ZooKeeper ---------------------------------------------------------------
 
 
