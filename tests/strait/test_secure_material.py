@@ -1,21 +1,37 @@
-"""The secrets of ``strait up --secure`` (strait/_secure_material.py): no processes; TLS is
-checked with an in-memory handshake."""
+"""The secrets of ``strait up --secure`` (strait/_secure_material.py) and what the secured
+appliance makes of them (strait/_appliance_security.py, strait/_security_bootstrap.py): no
+processes; TLS is checked with an in-memory handshake."""
 
 from __future__ import annotations
 
 import ipaddress
+import json
 import ssl
 import stat
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
+from mirror import load_links
+from node.config import NodeConfig
+from node.security._acl import AclOperation, ResourceType
+from node.security._scram import ScramMechanism, make_credential
+from strait._appliance import Appliance
+from strait._appliance_security import (
+    SECURED_KEYS,
+    USERS,
+    ApplianceSecurity,
+    check_mode,
+    secured_appliance_file,
+)
+from strait._command_config import load_command_config
 from strait._secure_material import MaterialError, ensure_material
-
-USERS = ("admin", "broker", "mirror", "app")
+from strait._security_bootstrap import APP_ACLS, MIRROR_TARGET_ACLS, bindings, matches
+from strait.cli import main
 
 pytestmark = pytest.mark.unit
 
@@ -125,3 +141,110 @@ def test_a_half_missing_ca_is_refused_not_replaced(tmp_path: Path) -> None:
     with pytest.raises(MaterialError, match=r"holds node keystores .* but not the CA"):
         ensure_material(tmp_path / "secrets", NODES, USERS)
     assert not material.ca_cert.exists() and not material.ca_key.exists()
+
+
+def test_an_appliance_directory_keeps_the_mode_it_was_made_in(tmp_path: Path) -> None:
+    fresh = tmp_path / "fresh"
+    check_mode(fresh, secure=True)
+    check_mode(fresh, secure=False)
+    plain = tmp_path / "plain"
+    (plain / "east").mkdir(parents=True)
+    check_mode(plain, secure=False)
+    with pytest.raises(ValueError, match="made without --secure"):
+        check_mode(plain, secure=True)
+    secured = tmp_path / "secured"
+    (secured / "secrets").mkdir(parents=True)
+    check_mode(secured, secure=True)
+    with pytest.raises(ValueError, match="made with --secure"):
+        check_mode(secured, secure=False)
+
+    for directory, flags, message in [(plain, ["--secure"], "made without --secure"), (secured, [], "made with")]:
+        result = CliRunner().invoke(main, ["up", "--dir", str(directory), *flags])
+        assert result.exit_code == 2, result.output
+        assert message in result.output and "Traceback" not in result.output
+
+
+def test_a_secured_key_cannot_be_set_and_nothing_is_made_before_the_settings_are_checked(tmp_path: Path) -> None:
+    directory = tmp_path / "d"
+    for setting in ("super.users=User:bob", "num.partitions=zero"):
+        result = CliRunner().invoke(main, ["up", "--secure", "--dir", str(directory), "--set", setting])
+        assert result.exit_code == 2, result.output
+        assert "Traceback" not in result.output
+    assert (
+        "the secured appliance sets super.users itself"
+        in CliRunner().invoke(main, ["up", "--secure", "--dir", str(directory), "--set", "super.users=User:bob"]).output
+    )
+    assert not directory.exists()
+
+
+def test_the_secured_nodes_properties_load_and_the_link_file_parses(tmp_path: Path) -> None:
+    security, _ = ApplianceSecurity.prepare(tmp_path, {"east": [1], "west": [1]})
+    appliance = Appliance(tmp_path, nodes=1, security=security)
+    for site in (appliance.east, appliance.west):
+        node = site.nodes[0]
+        node.bootstrap = "127.0.0.1:9093"
+        props = site.node_properties(node) | {"zookeeper.connect": f"127.0.0.1:2181/{site.name}"}
+        assert props["listeners"] == f"SASL_SSL://127.0.0.1:{node.port}"
+        assert set(security.site(site.name, "source").node_properties(1)) <= SECURED_KEYS
+        config = NodeConfig.from_properties(props, source="test")
+        assert config.authorizer_class_name and not config.allow_everyone_if_no_acl_found
+        assert config.super_users == ("User:broker", "User:admin")
+        assert config.zookeeper_set_acl and config.admin_ssl_enabled
+    links = tmp_path / "links.toml"
+    # West's ZooKeeper has no address until it runs: give it one, as a start would.
+    links.write_text(appliance.mirror.links_toml().replace('zookeeper = "/west"', 'zookeeper = "127.0.0.1:2181/west"'))
+    (link,) = load_links(links)
+    for end in (link.source, link.target):
+        assert end.tls is not None and end.tls.ca == str(security.material.ca_cert)
+        assert end.sasl is not None and (end.sasl.mechanism, end.sasl.username) == ("SCRAM-SHA-512", "mirror")
+        assert end.sasl.credentials().password == security.material.password("mirror")
+    assert link.source.zookeeper_digest_file is None
+    assert link.target.zookeeper_digest() == security.material.zookeeper_digest("west")
+
+
+def test_the_client_files_work_as_kcat_and_strait_read_them(tmp_path: Path) -> None:
+    security, _ = ApplianceSecurity.prepare(tmp_path, {"east": [1], "west": [1]})
+    client, admin = security.write_properties(tmp_path, {"east": "127.0.0.1:1", "west": "127.0.0.1:2"})
+    assert mode(client) == mode(admin) == 0o600
+    lines = [line for line in client.read_text().splitlines() if not line.startswith("#")]
+    assert dict(line.split("=", 1) for line in lines) == {
+        "bootstrap.servers": "127.0.0.1:1",
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "app",
+        "sasl.password": security.material.password("app"),
+        "ssl.ca.location": str(security.material.ca_cert),
+    }
+    loaded = load_command_config(str(admin))
+    assert (loaded.protocol, loaded.sasl_mechanism, loaded.sasl_username) == ("SASL_SSL", "SCRAM-SHA-512", "admin")
+    assert loaded.sasl_password == security.material.password("admin")
+    assert loaded.ssl_context is not None and loaded.ssl_context.check_hostname
+
+    appliance = Appliance(tmp_path, nodes=1, security=security)
+    described = tmp_path / "appliance.json"
+    described.write_text(json.dumps(appliance.describe()))
+    assert secured_appliance_file(described)
+    described.write_text(json.dumps(Appliance(tmp_path / "p", nodes=1).describe()))
+    assert not secured_appliance_file(described)
+
+
+def test_the_acl_tables_and_credential_check() -> None:
+    app = bindings({"app": APP_ACLS})
+    assert {(b.pattern.resource_type, b.entry.operation) for b in app} == {
+        (ResourceType.TOPIC, AclOperation.READ),
+        (ResourceType.TOPIC, AclOperation.WRITE),
+        (ResourceType.TOPIC, AclOperation.CREATE),
+        (ResourceType.TOPIC, AclOperation.DESCRIBE),
+        (ResourceType.GROUP, AclOperation.READ),
+    }
+    assert all(b.entry.principal == "User:app" and b.pattern.name == "*" for b in app)
+    target = bindings({"mirror": MIRROR_TARGET_ACLS})
+    assert any(
+        b.pattern.resource_type is ResourceType.CLUSTER and b.entry.operation is AclOperation.CLUSTER_ACTION
+        for b in target
+    )
+    mechanism = ScramMechanism.from_name("SCRAM-SHA-512")
+    credential = make_credential(mechanism, "s3cret", iterations=4096)
+    assert matches(credential, mechanism, "s3cret")
+    assert not matches(credential, mechanism, "other")
+    assert not matches(credential, ScramMechanism.from_name("SCRAM-SHA-256"), "s3cret")
