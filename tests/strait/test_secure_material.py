@@ -248,3 +248,17 @@ def test_the_acl_tables_and_credential_check() -> None:
     assert matches(credential, mechanism, "s3cret")
     assert not matches(credential, mechanism, "other")
     assert not matches(credential, ScramMechanism.from_name("SCRAM-SHA-256"), "s3cret")
+
+
+def test_the_commands_that_cannot_reach_secured_sites_refuse_a_secured_appliance_by_name(tmp_path: Path) -> None:
+    security, _ = ApplianceSecurity.prepare(tmp_path, {"east": [1], "west": [1]})
+    described = tmp_path / "appliance.json"
+    described.write_text(json.dumps(Appliance(tmp_path, nodes=1, security=security).describe()))
+    failover = CliRunner().invoke(main, ["failover", "status", "--topology", str(described)])
+    assert failover.exit_code == 2
+    assert "secured appliance's (strait up --secure): strait failover does not work" in failover.output
+    audit = CliRunner().invoke(
+        main, ["audit", "reconcile", "--topology", str(described), "--link", "east-to-west", "--out", str(tmp_path)]
+    )
+    assert audit.exit_code == 2, audit.output
+    assert "the audit jobs read the sites without TLS or SASL" in audit.output
