@@ -9,6 +9,10 @@ data, the mirror with its paused/deleted links and admin token)::
     DIR/appliance.json        every address and each site's state ("up" or "lost"), written once
                               everything is ready and again when a site is lost or back; removed on stop
     DIR/control/              requests to the running ``strait up`` (see strait/_control.py)
+    DIR/secrets/              a secured appliance's CA, keystores, passwords and ZooKeeper digests
+                              (``strait up --secure``; see strait/_appliance_security.py)
+    DIR/client.properties     a secured appliance's client settings (user app, librdkafka's keys)
+    DIR/admin.properties      and its admin's (Java client keys), both written once ready
 
 The mirror is a ``strait mirror start`` process in its own session, stopped with SIGTERM after
 the sites' clients are done and before the sites stop (so it never sees its sites vanish).
@@ -19,12 +23,16 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from node.proc import Child, Deadline, NotReady, atomic_write, http_ok, log_tail, read_ready_file, wait_until
 
 from ._control import Inbox, Request
 from ._processes import spawn_cli, stop_child
 from ._site import LocalSite, NothingToRevive, SiteError, SiteInterrupted
+
+if TYPE_CHECKING:
+    from ._appliance_security import ApplianceSecurity
 
 APPLIANCE_FILE = "appliance.json"
 LINK_NAME = "east-to-west"
@@ -36,10 +44,14 @@ _HEALTH_TIMEOUT_S = 2.0
 class LocalMirror:
     """One ``strait mirror start`` process running the link ``source`` -> ``target``."""
 
-    def __init__(self, directory: Path, source: LocalSite, target: LocalSite) -> None:
+    def __init__(
+        self, directory: Path, source: LocalSite, target: LocalSite, security: ApplianceSecurity | None = None
+    ) -> None:
+        """``security``: the link authenticates to both sites (TLS, SASL) and to the target's ZooKeeper."""
         self.directory = directory.absolute()
         self.source = source
         self.target = target
+        self.security = security
         self.name = "mirror"
         self.admin_url = ""
         self.child: Child | None = None
@@ -63,15 +75,19 @@ class LocalMirror:
 
     def links_toml(self) -> str:
         """Every non-internal topic and every group of the source, offset-preserving; several
-        mirror processes could share the link through the target's ZooKeeper."""
+        mirror processes could share the link through the target's ZooKeeper. Secured: TLS and
+        SASL to both sites as the user ``mirror``, and the target's ZooKeeper digest."""
+        security = self.security
+        source_options = "" if security is None else security.link_site_options(self.source.name, target=False)
+        target_options = "" if security is None else security.link_site_options(self.target.name, target=True)
         return (
             "# Written by `strait up` at every start from the sites' addresses.\n"
             "[[link]]\n"
             f'name = "{LINK_NAME}"\n'
             'mode = "offset-preserving"\n'
-            f'source = {{ name = "{self.source.name}", bootstrap = "{self.source.bootstrap}" }}\n'
+            f'source = {{ name = "{self.source.name}", bootstrap = "{self.source.bootstrap}"{source_options} }}\n'
             f'target = {{ name = "{self.target.name}", bootstrap = "{self.target.bootstrap}", '
-            f'zookeeper = "{self.target.zookeeper_connect}" }}\n'
+            f'zookeeper = "{self.target.zookeeper_connect}"{target_options} }}\n'
             'topics = { include = [".*"] }\n'
             'groups = { include = [".*"] }\n'
         )
@@ -175,23 +191,41 @@ class Appliance:
     """
 
     def __init__(
-        self, directory: Path, *, nodes: int = 3, base_port: int = 0, properties: Mapping[str, str] | None = None
+        self,
+        directory: Path,
+        *,
+        nodes: int = 3,
+        base_port: int = 0,
+        properties: Mapping[str, str] | None = None,
+        security: ApplianceSecurity | None = None,
     ) -> None:
-        """``properties`` go into every node's ``server.properties`` on both sites (``strait up --set``)."""
+        """``properties`` go into every node's ``server.properties`` on both sites (``strait up --set``);
+        ``security`` secures the sites and the link (``strait up --secure``).
+
+        Raises:
+            ValueError: a property the sites refuse (see :class:`LocalSite`).
+        """
         self.directory = directory.absolute()
+        self.security = security
         west_base = base_port + 100 if base_port else 0
 
-        def site(name: str, other: str, base: int) -> LocalSite:
+        def site(name: str, other: str, base: int, role: str) -> LocalSite:
             advice = (
                 f"strait up keeps site {other} and the mirror running; bring it back with: {self.revive_command(name)}"
             )
             return LocalSite(
-                self.directory / name, name=name, nodes=nodes, base_port=base, properties=properties, loss_advice=advice
+                self.directory / name,
+                name=name,
+                nodes=nodes,
+                base_port=base,
+                properties=properties,
+                loss_advice=advice,
+                security=None if security is None else security.site(name, role),
             )
 
-        self.east = site("east", "west", base_port)
-        self.west = site("west", "east", west_base)
-        self.mirror = LocalMirror(self.directory / "mirror", self.east, self.west)
+        self.east = site("east", "west", base_port, "source")
+        self.west = site("west", "east", west_base, "target")
+        self.mirror = LocalMirror(self.directory / "mirror", self.east, self.west, security)
         self.inbox = Inbox(self.directory)
         self._written: dict[str, str] = {}  # each site's state as appliance.json last said it
 
@@ -218,12 +252,15 @@ class Appliance:
                 "admin": [node.admin_url for node in s.nodes],
             }
 
-        return {
+        described: dict[str, object] = {
             "sites": {name: site(s) for name, s in self.sites.items()},
             "links": [
                 {"name": LINK_NAME, "source": "east", "target": "west", "admin": self.mirror.admin_url},
             ],
         }
+        if self.security is not None:
+            described["security"] = self.security.describe(self.directory)
+        return described
 
     def ready(self, echo: Callable[..., None]) -> None:
         """Everything is up: write appliance.json, take requests, and say it in words.
@@ -231,25 +268,33 @@ class Appliance:
         Raises:
             SiteError: the directory cannot be written.
         """
+        from ._secure_material import MaterialError
+
+        bootstraps = {name: s.bootstrap for name, s in self.sites.items()}
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
+            if self.security is not None:  # before appliance.json: whoever waits for it finds them
+                self.security.write_properties(self.directory, bootstraps)
             self._write()
             self.inbox.open()
         except OSError as exc:
             raise SiteError(f"appliance: cannot use {self.directory}: {exc}") from None
-        echo(
-            "\n".join(
-                [
-                    "",
-                    "strait is up: two sites and a mirror.",
-                    f"  east  bootstrap {self.east.bootstrap}",
-                    f"  west  bootstrap {self.west.bootstrap}",
-                    f"  every topic produced on east appears on west at the same offsets; committed group "
-                    f"offsets follow every 5 s (admin {self.mirror.admin_url})",
-                    f"  written to {self.appliance_file}",
-                ]
-            )
-        )
+        except MaterialError as exc:
+            raise SiteError(f"appliance: {exc}") from None
+        lines = [
+            "",
+            "strait is up: two sites and a mirror."
+            if self.security is None
+            else "strait is up, secured: two sites and a mirror.",
+            f"  east  bootstrap {self.east.bootstrap}",
+            f"  west  bootstrap {self.west.bootstrap}",
+            f"  every topic produced on east appears on west at the same offsets; committed group "
+            f"offsets follow every 5 s (admin {self.mirror.admin_url})",
+        ]
+        if self.security is not None:
+            lines.append(self.security.announce(self.directory, bootstraps))
+        lines.append(f"  written to {self.appliance_file}")
+        echo("\n".join(lines))
 
     def tick(self, stop_requested: Callable[[], bool], echo: Callable[..., None]) -> None:
         """From ``strait up``'s loop: carry out the requests waiting, and rewrite appliance.json

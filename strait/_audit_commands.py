@@ -106,6 +106,13 @@ def resolve_link(topology_path: Path, name: str | None, given: set[str]) -> dict
 
     if not name:
         raise click.UsageError("--topology needs --link NAME (the mirror link to reconcile)")
+    from ._appliance_security import secured_appliance_file
+
+    if secured_appliance_file(topology_path):
+        raise click.UsageError(
+            f"{topology_path} is a secured appliance's (strait up --secure): the audit jobs read the sites "
+            "without TLS or SASL; see docs/secure-appliance.md"
+        )
     try:
         topology = load_topology(topology_path)
         link = topology.link(name)

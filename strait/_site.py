@@ -37,11 +37,16 @@ import urllib.request
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from node.proc import Child, Deadline, NotReady, atomic_write, http_ok, log_tail, read_ready_file, wait_until
+from node.proc import Child, Deadline, NotReady, atomic_write, log_tail, read_ready_file, wait_until
 
 from ._processes import exit_reason, join_subjects, port_free, port_of, spawn_cli, stop_child
+
+if TYPE_CHECKING:
+    import ssl
+
+    from ._appliance_security import SiteSecurity
 
 READY_TIMEOUT_S = 60.0  # from spawning the nodes until every one serves and reports /health ok
 LEADERS_TIMEOUT_S = 30.0  # then the site is announced anyway, naming the partitions without one
@@ -168,6 +173,7 @@ class LocalSite:
         properties: Mapping[str, str] | None = None,
         node_dir: str = "node-{id}",
         loss_advice: str | None = None,
+        security: SiteSecurity | None = None,
     ) -> None:
         """Check the arguments; nothing starts yet.
 
@@ -177,6 +183,10 @@ class LocalSite:
         ``loss_advice`` makes the site survive its loss: :meth:`poll` then reports a lost site
         once, ending the report with this text (what keeps running, how to bring it back),
         instead of raising when ZooKeeper exits.
+
+        ``security`` secures the site (``strait up --secure``): the nodes listen with its
+        protocol and get its properties, and its users and ACLs are written into ZooKeeper
+        before the nodes start.
 
         Raises:
             ValueError: naming the bad value (name, node count, ports).
@@ -198,6 +208,8 @@ class LocalSite:
             for i in range(1, nodes + 1)
         ]
         self.loss_advice = loss_advice
+        self.security = security
+        self._admin_context: ssl.SSLContext | None = None if security is None else security.admin_context()
         self._zookeeper: Any = None  # node.coordination.EmbeddedZooKeeper once started
         self._zookeeper_exit: int | None = None  # noted by poll once ZooKeeper exited on its own
         self._zookeeper_exit_reported = False
@@ -215,9 +227,12 @@ class LocalSite:
         """
         from node.config import ConfigError, NodeConfig
 
+        secured = frozenset() if self.security is None else self.security.managed_keys
         for key in self.properties:
             if key in SITE_MANAGED_PROPERTIES:
                 raise ValueError(f"--set {key}: the local site sets {key} itself for each node")
+            if key in secured:
+                raise ValueError(f"--set {key}: the secured appliance sets {key} itself for each node")
         first = self.nodes[0]
         props = self.node_properties(first) | {"zookeeper.connect": f"127.0.0.1:2181/{self.name}"}
         try:
@@ -248,9 +263,10 @@ class LocalSite:
     def node_properties(self, node: LocalNode) -> dict[str, str]:
         """The ``server.properties`` of ``node``: replicated like a production site, scaled to its size."""
         count = len(self.nodes)
+        protocol = "PLAINTEXT" if self.security is None else self.security.protocol
         props = {
             "broker.id": str(node.broker_id),
-            "listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
+            "listeners": f"{protocol}://127.0.0.1:{node.port}",
             "log.dirs": ",".join(str(d) for d in node.log_dirs),
             "zookeeper.connect": self.zookeeper_connect,
             "strait.admin.listener": f"127.0.0.1:{node.admin_port}",
@@ -258,6 +274,8 @@ class LocalSite:
             "offsets.topic.replication.factor": str(min(3, count)),
             "min.insync.replicas": str(min(2, count)),
         }
+        if self.security is not None:
+            props |= self.security.node_properties(node.broker_id)
         return props | self.properties
 
     def announce(self) -> str:
@@ -311,10 +329,13 @@ class LocalSite:
 
         Raises:
             SiteError: another launcher holds the directory; java or ZooKeeper's jars are
-                missing; ZooKeeper or a node did not start (the message has its log tail).
+                missing; ZooKeeper or a node did not start (the message has its log tail); a
+                secured site's users and ACLs could not be written into ZooKeeper.
             SiteInterrupted: ``stop_requested()`` became true.
         """
         from node.coordination import EmbeddedZooKeeper, ZooKeeperError
+
+        from ._appliance_security import SecurityError
 
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -330,6 +351,11 @@ class LocalSite:
             except ZooKeeperError as exc:
                 self._zookeeper = None
                 raise SiteError(f"site {self.name}: {exc}") from None
+            if self.security is not None:
+                try:
+                    self.security.prepare_zookeeper(self.zookeeper_connect)
+                except SecurityError as exc:
+                    raise SiteError(str(exc)) from None
             for node in self.nodes:
                 self._spawn(node)
             self._wait_ready(stop_requested)
@@ -541,7 +567,8 @@ class LocalSite:
 
     def _spawn(self, node: LocalNode) -> None:
         node.workdir.mkdir(parents=True, exist_ok=True)
-        node.config_path.write_text("".join(f"{k}={v}\n" for k, v in self.node_properties(node).items()))
+        # 0600: a secured node's file holds its SCRAM password (sasl.jaas.config).
+        atomic_write(node.config_path, "".join(f"{k}={v}\n" for k, v in self.node_properties(node).items()), mode=0o600)
         node.ready_path.unlink(missing_ok=True)
         node.bootstrap = node.admin_url = ""
         node.exit_code = None
@@ -574,7 +601,7 @@ class LocalSite:
                 info = None if node.bootstrap else read_ready_file(node.ready_path)
                 if info is not None:
                     node.bootstrap, node.admin_url = info["bootstrap"], info["admin_url"]
-                if node.bootstrap and http_ok(f"{node.admin_url}/health", _HEALTH_TIMEOUT_S):
+                if node.bootstrap and _get_json(f"{node.admin_url}/health", self._admin_context) is not None:
                     waiting.remove(node)
             return not waiting
 
@@ -610,7 +637,7 @@ class LocalSite:
         """Partitions without a leader in some node's view (a node that does not answer counts)."""
         leaderless = set()
         for node in self.nodes:
-            topics = _get_json(f"{node.admin_url}/v1/topics")
+            topics = _get_json(f"{node.admin_url}/v1/topics", self._admin_context)
             if not isinstance(topics, list):
                 leaderless.add(f"(node {node.broker_id}'s admin API did not answer)")
                 continue
@@ -621,9 +648,10 @@ class LocalSite:
         return leaderless
 
 
-def _get_json(url: str) -> Any:
+def _get_json(url: str, context: ssl.SSLContext | None = None) -> Any:
+    """The JSON a GET of ``url`` answers with 200 (an HTTPS URL checked with ``context``), or None."""
     try:
-        with urllib.request.urlopen(url, timeout=_HEALTH_TIMEOUT_S) as response:
+        with urllib.request.urlopen(url, timeout=_HEALTH_TIMEOUT_S, context=context) as response:
             return json.loads(response.read())
     except (urllib.error.URLError, OSError, ValueError):
         return None

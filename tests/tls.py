@@ -10,14 +10,13 @@ already expired. Each certificate is written as three PEM files under the CA's d
 from __future__ import annotations
 
 import datetime
-import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from strait._secure_material import SERVER_AND_CLIENT, cert_pem, issue_certificate, key_pem, new_ca
 
 _NAME_OIDS = {
     "CN": NameOID.COMMON_NAME,
@@ -42,43 +41,21 @@ class Issued:
 
 
 class TestCa:
-    """A self-signed CA that writes what it issues under ``directory``."""
+    """A self-signed CA that writes what it issues under ``directory`` (made by strait's own
+    certificate factory, :mod:`strait._secure_material`)."""
 
     __test__ = False  # not a pytest test class
 
     def __init__(self, directory: Path, name: str = "strait test CA") -> None:
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True)
-        self.key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
         self.name = subject(CN=name)
-        self.cert = (
-            x509.CertificateBuilder()
-            .subject_name(self.name)
-            .issuer_name(self.name)
-            .public_key(self.key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=2))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=True,
-                    crl_sign=True,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
-            .sign(self.key, hashes.SHA256())
+        self.key, self.cert = new_ca(
+            self.name, not_before=now - datetime.timedelta(minutes=5), not_after=now + datetime.timedelta(days=2)
         )
         self.pem = directory / f"{name.replace(' ', '-')}.crt"
-        self.pem.write_bytes(self.cert.public_bytes(serialization.Encoding.PEM))
+        self.pem.write_bytes(cert_pem(self.cert))
 
     def issue(
         self,
@@ -93,48 +70,28 @@ class TestCa:
         """A certificate for ``name`` (with ``ip`` as its subject alternative name for a server), for
         TLS clients only when ``client`` (else for servers and clients: a node is both); ``expired``:
         valid only until yesterday."""
-        key = ec.generate_private_key(ec.SECP256R1())
-        # A node's certificate serves its listeners and is its client certificate towards other nodes.
-        usages = (
-            [ExtendedKeyUsageOID.CLIENT_AUTH]
-            if client
-            else [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
-        )
         now = datetime.datetime.now(datetime.UTC)
         start, end = (
             (now - datetime.timedelta(days=3), now - datetime.timedelta(days=1))
             if expired
             else (now - datetime.timedelta(minutes=5), now + datetime.timedelta(days=2))
         )
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(name)
-            .issuer_name(self.name)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(start)
-            .not_valid_after(end)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
+        key, cert = issue_certificate(
+            self.key,
+            self.cert,
+            name,
+            not_before=start,
+            not_after=end,
+            hosts=() if ip is None else (ip,),
+            usages=(ExtendedKeyUsageOID.CLIENT_AUTH,) if client else SERVER_AND_CLIENT,
         )
-        if ip is not None:
-            builder = builder.add_extension(
-                x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(ip))]), critical=False
-            )
-        cert = builder.sign(self.key, hashes.SHA256())
-        encryption: serialization.KeySerializationEncryption = (
-            serialization.BestAvailableEncryption(key_password.encode())
-            if key_password is not None
-            else serialization.NoEncryption()
-        )
-        key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption)
-        cert_pem = cert.public_bytes(serialization.Encoding.PEM)
+        key_bytes, cert_bytes = key_pem(key, key_password), cert_pem(cert)
         issued = Issued(
             self.directory / f"{file_name}.crt",
             self.directory / f"{file_name}.key",
             self.directory / f"{file_name}.pem",
         )
-        issued.cert.write_bytes(cert_pem)
-        issued.key.write_bytes(key_pem)
-        issued.pem.write_bytes(key_pem + cert_pem)
+        issued.cert.write_bytes(cert_bytes)
+        issued.key.write_bytes(key_bytes)
+        issued.pem.write_bytes(key_bytes + cert_bytes)
         return issued
