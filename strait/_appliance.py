@@ -80,12 +80,16 @@ class LocalMirror:
         security = self.security
         source_options = "" if security is None else security.link_site_options(self.source.name, target=False)
         target_options = "" if security is None else security.link_site_options(self.target.name, target=True)
+        # Secured: the link also copies the SCRAM users from east's ZooKeeper to west's.
+        source_zookeeper = "" if security is None else f', zookeeper = "{self.source.zookeeper_connect}"'
         return (
             "# Written by `strait up` at every start from the sites' addresses.\n"
             "[[link]]\n"
             f'name = "{LINK_NAME}"\n'
             'mode = "offset-preserving"\n'
-            f'source = {{ name = "{self.source.name}", bootstrap = "{self.source.bootstrap}"{source_options} }}\n'
+            + ("" if security is None else "sync_users = true\n")
+            + f'source = {{ name = "{self.source.name}", bootstrap = "{self.source.bootstrap}"'
+            f"{source_zookeeper}{source_options} }}\n"
             f'target = {{ name = "{self.target.name}", bootstrap = "{self.target.bootstrap}", '
             f'zookeeper = "{self.target.zookeeper_connect}"{target_options} }}\n'
             'topics = { include = [".*"] }\n'

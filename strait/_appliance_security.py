@@ -202,9 +202,7 @@ class ApplianceSecurity:
         password_file = _toml(material.password_file(MIRROR))
         sasl = f"{{ mechanism = {_toml(MECHANISM)}, username = {_toml(MIRROR)}, password_file = {password_file} }}"
         options = f", tls = {{ ca = {_toml(material.ca_cert)} }}, sasl = {sasl}"
-        if target:
-            options += f", zookeeper_digest_file = {_toml(material.zookeeper_digest_file(site))}"
-        return options
+        return options + f", zookeeper_digest_file = {_toml(material.zookeeper_digest_file(site))}"
 
     def client_properties(self, bootstrap: str, *, other: Mapping[str, str]) -> str:
         """librdkafka's keys for the ``app`` user (``kcat -F``), bootstrapping to ``bootstrap``;

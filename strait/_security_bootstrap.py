@@ -40,6 +40,8 @@ source): a reversed link (failover) would need them the other way round.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from collections.abc import Mapping, Sequence
 
 import trio
@@ -80,10 +82,11 @@ APP_ACLS: tuple[Grant, ...] = (
 MIRROR_SOURCE_ACLS: tuple[Grant, ...] = (
     (TOPIC, ANY, (READ, DESCRIBE_CONFIGS)),
     (GROUP, ANY, (DESCRIBE,)),
+    (CLUSTER, CLUSTER_NAME, (DESCRIBE,)),  # DescribeAcls: the link copies the ACLs (sync_acls)
 )
 #: The mirror on the site it copies to.
 MIRROR_TARGET_ACLS: tuple[Grant, ...] = (
-    (CLUSTER, CLUSTER_NAME, (CLUSTER_ACTION,)),
+    (CLUSTER, CLUSTER_NAME, (CLUSTER_ACTION, ALTER)),  # MirrorAppend; CreateAcls/DeleteAcls (sync_acls)
     (TOPIC, ANY, (CREATE, ALTER, ALTER_CONFIGS, READ)),
     (GROUP, ANY, (READ,)),
 )
@@ -103,6 +106,15 @@ def bindings(grants: Mapping[str, Sequence[Grant]]) -> list[AclBinding]:
                 entry = AccessControlEntry(f"User:{user}", ANY, operation, AclPermissionType.ALLOW)
                 out.append(AclBinding(pattern, entry))
     return out
+
+
+def appliance_salt(user: str, mechanism: str, password: str) -> bytes:
+    """The salt of ``user``'s ``mechanism`` credential: the same on both sites, so that each site
+    stores the credential the mirror's user sync (``sync_users``) would copy there, and the sync
+    finds nothing to change instead of a conflict for every user. Drawn from the password (a
+    random 256-bit token of the appliance's secrets) by HMAC-SHA-256, so it is as unpredictable
+    as the password and differs for every user and mechanism."""
+    return hmac.new(password.encode(), f"strait up salt\0{user}\0{mechanism}".encode(), hashlib.sha256).digest()
 
 
 def matches(credential: ScramCredential, mechanism: ScramMechanism, password: str) -> bool:
@@ -142,7 +154,10 @@ async def _bootstrap(
                 stored = store.scram_credential(name, user)
                 if stored is not None and matches(stored, mechanism, password):
                     continue
-                await store.set_scram(user, name, make_credential(mechanism, password, iterations=SCRAM_ITERATIONS))
+                credential = make_credential(
+                    mechanism, password, salt=appliance_salt(user, name, password), iterations=SCRAM_ITERATIONS
+                )
+                await store.set_scram(user, name, credential)
                 wrote.append(f"{name} credential of {user}")
         await store.add_acls(acls)  # a compare-and-set per pattern that writes only what is missing
     return wrote

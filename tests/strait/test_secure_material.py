@@ -191,14 +191,19 @@ def test_the_secured_nodes_properties_load_and_the_link_file_parses(tmp_path: Pa
         assert config.super_users == ("User:broker", "User:admin")
         assert config.zookeeper_set_acl and config.admin_ssl_enabled
     links = tmp_path / "links.toml"
-    # West's ZooKeeper has no address until it runs: give it one, as a start would.
-    links.write_text(appliance.mirror.links_toml().replace('zookeeper = "/west"', 'zookeeper = "127.0.0.1:2181/west"'))
+    # The ZooKeepers have no address until they run: give them one, as a start would.
+    text = appliance.mirror.links_toml()
+    for site in ("east", "west"):
+        text = text.replace(f'zookeeper = "/{site}"', f'zookeeper = "127.0.0.1:2181/{site}"')
+    links.write_text(text)
     (link,) = load_links(links)
     for end in (link.source, link.target):
         assert end.tls is not None and end.tls.ca == str(security.material.ca_cert)
         assert end.sasl is not None and (end.sasl.mechanism, end.sasl.username) == ("SCRAM-SHA-512", "mirror")
         assert end.sasl.credentials().password == security.material.password("mirror")
-    assert link.source.zookeeper_digest_file is None
+    # The link copies the SCRAM users from east's ZooKeeper to west's, with each site's digest.
+    assert link.sync_users and link.sync_acls
+    assert link.source.zookeeper_digest() == security.material.zookeeper_digest("east")
     assert link.target.zookeeper_digest() == security.material.zookeeper_digest("west")
 
 

@@ -330,6 +330,42 @@ def user_znode_version(appliance: Appliance, site: str, user: str) -> int:
         stop_quietly(client)
 
 
+def test_users_and_acls_made_on_east_reach_west_through_the_link(appliance: Appliance, tmp_path: Path) -> None:
+    east, west = appliance.site("east")["bootstrap"], appliance.site("west")["bootstrap"]
+    admin_properties = str(appliance.directory / "admin.properties")
+    password = tmp_path / "carol.pw"
+    password.write_text("carol-secret")
+    made = strait(
+        "users", "add-scram", "carol", "--mechanism", "SCRAM-SHA-512", "--password-file", str(password),
+        "-b", east, "--command-config", admin_properties,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    granted = strait(
+        "acls", "add", "-b", east, "--command-config", admin_properties,
+        "--allow-principal", "User:carol", "--consumer", "--topic", "carol-orders", "--group", "carol",
+    )  # fmt: skip
+    assert granted.returncode == 0, granted.stderr
+    produced = kcat(appliance, "-P", "-t", "carol-orders", stdin="one\ntwo\n")
+    assert produced.returncode == 0, produced.stderr
+
+    def carol_reads_west() -> list[str] | None:
+        result = kcat(appliance, "-X", "sasl.username=carol", "-X", "sasl.password=carol-secret",
+                      "-C", "-G", "carol", "carol-orders", "-o", "beginning", "-e", "-c", "2",
+                      bootstrap=west)  # fmt: skip
+        return result.stdout.splitlines() if result.returncode == 0 and result.stdout else None
+
+    # carol never existed on west: the link copied her credential (east's ZooKeeper to west's) and her ACLs.
+    assert wait_for("carol reading carol-orders on west", carol_reads_west, 60) == ["one", "two"]
+
+    (link,) = appliance.info["links"]
+    with urllib.request.urlopen(f"{link['admin']}/v1/links/{link['name']}", timeout=10) as response:
+        security = json.loads(response.read())["security_sync"]
+    for part in ("acls", "users"):
+        assert security[part]["last_error"] is None, security
+        assert "conflicts" not in security[part], security  # both sites' own users are the same credentials
+    assert security["users"]["owned"] >= 1 and security["acls"]["owned"] >= 2, security
+
+
 def test_a_restart_reuses_every_secret_credential_and_record(appliance: Appliance) -> None:
     before = {path.name: path.read_bytes() for path in appliance.secrets.iterdir()}
     credentials = {site: user_znode_version(appliance, site, "app") for site in ("east", "west")}
