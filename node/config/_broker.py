@@ -10,11 +10,12 @@ is adding one such field (or, for a key accepted with no effect, one line in
 
 Flow: :func:`load_config` reads a file, :func:`~node.config.parse_properties` turns Java
 ``.properties`` text into a dict, :meth:`NodeConfig.from_properties` validates every key
-against the table, applies the rules that span keys, and builds one typed, frozen
-:class:`NodeConfig` (attribute names carry their units).
+against the table (``listener.name.<listener>.*`` overrides against the keys they override, in
+``_listener_security``), resolves each listener's TLS and SASL settings, applies the rules that
+span keys, and builds one typed, frozen :class:`NodeConfig` (attribute names carry their units).
 
 Every error is a :class:`~node.config.ConfigError` naming the file, the key and the bad value.
-The table is about 340 of this module's 650 lines; it stays whole so that every broker key is
+The table is about 460 of this module's 970 lines; it stays whole so that every broker key is
 read in one place, beside the attribute it sets.
 """
 
