@@ -55,7 +55,6 @@ from storage import LogManager, wall_clock_ms
 log = logging.getLogger("strait.node")
 
 SHUTDOWN_DEADLINE_S = 30.0
-SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,11 +145,15 @@ class Broker:
     async def run(self, *, task_status: trio.TaskStatus[ReadyInfo] = trio.TASK_STATUS_IGNORED) -> None:
         """Run the node until cancelled; ``task_status.started(ReadyInfo)`` once it serves."""
         config = self.config
-        # Before anything starts: a keystore that does not load stops the node here, named.
-        protocols = {config.security_protocol(x.name) for x in config.listeners}
-        tls = ServerTls(config) if protocols & {"SSL", "SASL_SSL"} else None
+        # Before anything starts: a keystore that does not load stops the node here, named. Each
+        # listener has its own TLS context (its own files, reloaded on their own) and SASL settings.
+        tls = {x.name: ServerTls(config, x.name) for x in config.listeners if config.security_of(x.name).uses_tls}
         # SCRAM credentials come from the site's store (ZooKeeper), PLAIN users from the config.
-        sasl = ServerSasl(config, scram_lookup=self._scram_credential) if protocols & SASL_PROTOCOLS else None
+        sasl = {
+            x.name: ServerSasl(config, x.name, scram_lookup=self._scram_credential)
+            for x in config.listeners
+            if config.security_of(x.name).uses_sasl
+        }
         await self.zk.start()
         logs: LogManager | None = None
         try:
@@ -230,8 +233,8 @@ class Broker:
                             limits,
                             listener_name=name,
                             security_protocol=config.security_protocol(name),
-                            tls=tls if config.security_protocol(name).endswith("SSL") else None,
-                            sasl=sasl if config.security_protocol(name).startswith("SASL_") else None,
+                            tls=tls.get(name),
+                            sasl=sasl.get(name),
                         ),
                         sock,
                     )

@@ -1,10 +1,13 @@
 """SASL for a node's SASL_PLAINTEXT and SASL_SSL listeners: which mechanisms, whose credentials.
 
-:class:`ServerSasl` is built once per node from its config: the enabled mechanisms
-(``sasl.enabled.mechanisms``), the PLAIN users (``user_<name>`` options of a PlainLoginModule in
-``sasl.jaas.config``, and ``strait.sasl.plain.users.file``), the SCRAM credentials (a look-up
-into the site's store, ``node.security.SecurityStore``), and the limits the server applies
-before and after authentication. The server (``node.server``) runs the exchange itself.
+:class:`ServerSasl` is built once per SASL listener from the node's config, with that listener's
+``listener.name.<listener>.*`` overrides, else the node-wide keys: the enabled mechanisms
+(``sasl.enabled.mechanisms``), the PLAIN users (``user_<name>`` options of the PlainLoginModule
+entry for PLAIN, ``listener.name.<listener>.plain.sasl.jaas.config`` or ``sasl.jaas.config``, and
+``strait.sasl.plain.users.file``), the SCRAM credentials (a look-up into the site's store,
+``node.security.SecurityStore``), and the limits the server applies before and after
+authentication (``sasl.server.max.receive.size``, ``connections.max.reauth.ms`` per mechanism).
+The server (``node.server``) runs the exchange itself.
 """
 
 from __future__ import annotations
@@ -24,14 +27,18 @@ ScramLookup = Callable[[str, str], ScramCredential | None]
 
 
 class ServerSasl:
-    """The SASL side of a node's listeners (see the module docstring)."""
+    """The SASL side of one listener of the node (see the module docstring)."""
 
-    def __init__(self, config: NodeConfig, scram_lookup: ScramLookup | None) -> None:
-        """Raises ConfigError when the PLAIN users file cannot be read or parsed."""
-        self.mechanisms: tuple[str, ...] = config.sasl_enabled_mechanisms
+    def __init__(self, config: NodeConfig, listener_name: str, scram_lookup: ScramLookup | None) -> None:
+        """Raises ConfigError when the PLAIN users file cannot be read or parsed; KeyError for a
+        listener name that is not in ``listeners``."""
+        security = config.security_of(listener_name)
+        self.listener_name = listener_name
+        self.mechanisms: tuple[str, ...] = security.sasl_mechanisms
         plain: dict[str, str] = {}
-        if config.sasl_jaas_config is not None:
-            plain |= parse_jaas_config(config.sasl_jaas_config).plain_users()
+        jaas = security.jaas_config("PLAIN")
+        if jaas is not None:
+            plain |= parse_jaas_config(jaas).plain_users()
         if config.sasl_plain_users_file is not None:
             try:
                 plain |= load_plain_users(config.sasl_plain_users_file)
@@ -41,9 +48,13 @@ class ServerSasl:
                 ) from None
         self._plain = plain if "PLAIN" in self.mechanisms else None
         self._scram = scram_lookup
-        self.max_receive_size = config.sasl_server_max_receive_size
+        self._reauth_ms = dict(security.reauth_ms)
+        self.max_receive_size = security.sasl_server_max_receive_size
         self.failure_delay_s = config.connection_failed_authentication_delay_ms / 1000
-        self.reauth_ms = config.connections_max_reauth_ms
+
+    def reauth_ms(self, mechanism: str) -> int:
+        """How long a session authenticated with ``mechanism`` lasts (connections.max.reauth.ms; 0: no expiry)."""
+        return self._reauth_ms.get(mechanism, 0)
 
     def exchange(self, mechanism: str) -> SaslServer | None:
         """A new server for one exchange, or None when ``mechanism`` is not enabled here."""

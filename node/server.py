@@ -259,8 +259,10 @@ class KafkaServer:
 
     A node runs one per listener (``listeners=LOCAL://...,WAN://...``); each connection carries
     the listener's name, security protocol and principal to the handlers (``ConnectionInfo``).
-    An SSL listener (``tls``) finishes the TLS handshake within ``TLS_HANDSHAKE_S`` before the
-    first request is read; the principal is the client certificate's (``node.tls``).
+    An SSL listener (``tls``, the listener's own) finishes the TLS handshake within
+    ``TLS_HANDSHAKE_S`` before the first request is read; the principal is the client
+    certificate's (``node.tls``). A SASL listener (``sasl``, the listener's own) authenticates
+    first; the principal is the SASL user.
     """
 
     def __init__(
@@ -499,7 +501,7 @@ class KafkaServer:
                 answer: dict[str, Any] = {"error_code": ErrorCode.NONE, "auth_bytes": token}
                 if exchange.complete:
                     session = self._session_of(exchange, conn, current)
-                    answer["session_lifetime_ms"] = sasl.reauth_ms
+                    answer["session_lifetime_ms"] = sasl.reauth_ms(exchange.mechanism)
                     await write_frame(sock, encode_response(header, answer))
                     return session
                 await write_frame(sock, encode_response(header, answer))
@@ -551,7 +553,8 @@ class KafkaServer:
         principal = f"User:{exchange.authorization_id}"
         if current is not None and principal != current.principal:
             raise _AuthenticationFailed(f"re-authentication as {principal}, not the connection's {current.principal}")
-        expires = trio.current_time() + sasl.reauth_ms / 1000 if sasl.reauth_ms > 0 else None
+        reauth_ms = sasl.reauth_ms(exchange.mechanism)
+        expires = trio.current_time() + reauth_ms / 1000 if reauth_ms > 0 else None
         log.debug("connection from %s authenticated as %s (%s)", conn.peer, principal, exchange.mechanism)
         return _Session(principal, exchange.mechanism, expires)
 

@@ -1,15 +1,20 @@
-"""TLS for a node's listeners: the server context from the ``ssl.*`` keys, re-read when its files change.
+"""TLS for a node's listeners: one server context per listener, re-read when its files change.
 
-:class:`ServerTls` builds an :class:`ssl.SSLContext` from the node's config (a PEM keystore
+:class:`ServerTls` builds an :class:`ssl.SSLContext` from one listener's TLS settings (its
+``listener.name.<listener>.ssl.*`` overrides, else the node-wide ``ssl.*`` keys: a PEM keystore
 with the node's key and certificate chain, an optional PEM truststore, ``ssl.client.auth``,
 ``ssl.enabled.protocols``) and hands out the current one to each new connection
 (:meth:`ServerTls.context`). At most once a second it looks at the files' modification times
 and sizes; when one changed it builds a new context from them: new connections get the new
 certificate, open ones keep theirs. A new set of files that does not load (a key that does not
 match its certificate, a half-written file) is logged and the previous context stays in use.
+Each listener has its own :class:`ServerTls`, so each watches its own files.
 
 :meth:`ServerTls.principal` names the client of a finished handshake: ``User:<mapped subject>``
 of its certificate (see :mod:`node.security._principal`), or ``User:ANONYMOUS`` without one.
+
+:func:`inter_broker_context` and :func:`inter_broker_sasl` are the client side: what this node
+presents to the others on ``inter.broker.listener.name``, with that listener's settings.
 """
 
 from __future__ import annotations
@@ -62,22 +67,31 @@ class _Files:
 
 
 class ServerTls:
-    """The server side of TLS for the node's SSL and SASL_SSL listeners."""
+    """The server side of TLS for one SSL or SASL_SSL listener of the node."""
 
-    def __init__(self, config: NodeConfig, *, clock: Callable[[], float] = time.monotonic) -> None:
-        if config.ssl_keystore_location is None:
-            raise TlsError("ssl.keystore.location is required by SSL and SASL_SSL listeners (a PEM key and chain)")
-        if config.ssl_client_auth != "none" and config.ssl_truststore_location is None:
+    def __init__(self, config: NodeConfig, listener_name: str, *, clock: Callable[[], float] = time.monotonic) -> None:
+        """Raises TlsError naming the key at fault (an override's full name) when the files do not
+        load; KeyError for a listener name that is not in ``listeners``."""
+        security = config.security_of(listener_name)
+        self.listener_name = listener_name
+        self._keystore_key = security.key_of("ssl.keystore.location")
+        self._truststore_key = security.key_of("ssl.truststore.location")
+        if security.keystore_location is None:
             raise TlsError(
-                f"ssl.client.auth={config.ssl_client_auth} needs ssl.truststore.location (the CAs client "
-                "certificates are checked against)"
+                f"listener {listener_name}: ssl.keystore.location is required by SSL and SASL_SSL listeners "
+                "(a PEM key and chain)"
             )
-        self._files = _Files(config.ssl_keystore_location, config.ssl_truststore_location)
-        self._password = config.ssl_key_password
-        self._client_auth = _CLIENT_AUTH[config.ssl_client_auth]
-        versions = sorted(_VERSIONS[v] for v in config.ssl_enabled_protocols)
+        if security.client_auth != "none" and security.truststore_location is None:
+            raise TlsError(
+                f"{security.key_of('ssl.client.auth')}={security.client_auth} needs {self._truststore_key} "
+                "(the CAs client certificates are checked against)"
+            )
+        self._files = _Files(security.keystore_location, security.truststore_location)
+        self._password = security.key_password
+        self._client_auth = _CLIENT_AUTH[security.client_auth]
+        versions = sorted(_VERSIONS[v] for v in security.enabled_protocols)
         self._min_version, self._max_version = versions[0], versions[-1]
-        self._rules: tuple[PrincipalRule, ...] = parse_principal_rules(config.ssl_principal_mapping_rules)
+        self._rules: tuple[PrincipalRule, ...] = parse_principal_rules(security.principal_mapping_rules)
         self._clock = clock
         self._stamp = self._files.stamp()
         self._context = self._build()
@@ -94,20 +108,20 @@ class ServerTls:
         try:
             context.load_cert_chain(self._files.keystore, password=self._password)
         except FileNotFoundError:
-            raise TlsError(f"ssl.keystore.location {self._files.keystore}: no such file") from None
+            raise TlsError(f"{self._keystore_key} {self._files.keystore}: no such file") from None
         except ssl.SSLError as exc:
             raise TlsError(
-                f"ssl.keystore.location {self._files.keystore}: cannot load a private key and its certificate "
+                f"{self._keystore_key} {self._files.keystore}: cannot load a private key and its certificate "
                 f"chain from it (a PEM file with both; ssl.key.password for an encrypted key): {exc}"
             ) from None
         except OSError as exc:
-            raise TlsError(f"ssl.keystore.location {self._files.keystore}: {exc}") from None
+            raise TlsError(f"{self._keystore_key} {self._files.keystore}: {exc}") from None
         if self._files.truststore is not None:
             try:
                 context.load_verify_locations(cafile=self._files.truststore)
             except (ssl.SSLError, OSError) as exc:
                 raise TlsError(
-                    f"ssl.truststore.location {self._files.truststore}: cannot load CA certificates from it: {exc}"
+                    f"{self._truststore_key} {self._files.truststore}: cannot load CA certificates from it: {exc}"
                 ) from None
         context.verify_mode = self._client_auth
         return context
@@ -123,10 +137,18 @@ class ServerTls:
                 try:
                     self._context = self._build()
                 except TlsError as exc:
-                    log.error("TLS files changed but do not load; still using the previous ones: %s", exc)
+                    log.error(
+                        "listener %s: TLS files changed but do not load; still using the previous ones: %s",
+                        self.listener_name,
+                        exc,
+                    )
                 else:
                     self.reloads += 1
-                    log.info("TLS files changed: new connections use the new certificate (reload %d)", self.reloads)
+                    log.info(
+                        "listener %s: TLS files changed: new connections use the new certificate (reload %d)",
+                        self.listener_name,
+                        self.reloads,
+                    )
         return self._context
 
     def principal(self, peer_cert: dict[str, Any] | None) -> str:
@@ -143,34 +165,46 @@ class ServerTls:
 
 def inter_broker_context(config: NodeConfig) -> ssl.SSLContext | None:
     """The client side of TLS for this node's connections to other nodes (replica fetchers, the
-    controller, controlled shutdown), or None when the inter-broker listener is PLAINTEXT.
+    controller, controlled shutdown), or None when the inter-broker listener does not use TLS.
 
-    Trusts ``ssl.truststore.location`` (the system CAs without one), presents the node's own
-    certificate (so that ``ssl.client.auth=required`` admits other nodes), checks the other node's
-    host name unless ``ssl.endpoint.identification.algorithm`` is empty. Built anew on each call,
-    so renewed files are used by the next connection. Raises TlsError naming a file that does not load.
+    Uses the inter-broker listener's settings (its ``listener.name.<listener>.ssl.*`` overrides,
+    else the node-wide keys): trusts its truststore (the system CAs without one), presents its
+    keystore as the node's client certificate (so that ``ssl.client.auth=required`` admits other
+    nodes), checks the other node's host name unless its ``ssl.endpoint.identification.algorithm``
+    is empty. Built anew on each call, so renewed files are used by the next connection. Raises
+    TlsError naming the key (an override's full name) and the file that does not load.
     """
-    if not config.security_protocol(config.inter_broker_listener_name).endswith("SSL"):
+    security = config.security_of(config.inter_broker_listener_name)
+    if not security.uses_tls:
         return None
-    context = ssl.create_default_context(cafile=config.ssl_truststore_location)
-    context.check_hostname = config.ssl_endpoint_identification_algorithm == "https"
-    versions = sorted(_VERSIONS[v] for v in config.ssl_enabled_protocols)
+    try:
+        context = ssl.create_default_context(cafile=security.truststore_location)
+    except (ssl.SSLError, OSError) as exc:
+        key = security.key_of("ssl.truststore.location")
+        raise TlsError(f"{key} {security.truststore_location}: {exc}") from None
+    context.check_hostname = security.endpoint_identification_algorithm == "https"
+    versions = sorted(_VERSIONS[v] for v in security.enabled_protocols)
     context.minimum_version, context.maximum_version = versions[0], versions[-1]
-    if config.ssl_keystore_location is not None:
+    if security.keystore_location is not None:
         try:
-            context.load_cert_chain(config.ssl_keystore_location, password=config.ssl_key_password)
+            context.load_cert_chain(security.keystore_location, password=security.key_password)
         except (ssl.SSLError, OSError) as exc:
-            raise TlsError(f"ssl.keystore.location {config.ssl_keystore_location}: {exc}") from None
+            key = security.key_of("ssl.keystore.location")
+            raise TlsError(f"{key} {security.keystore_location}: {exc}") from None
     return context
 
 
 def inter_broker_sasl(config: NodeConfig) -> SaslCredentials | None:
     """The credentials this node presents to other nodes on a SASL inter-broker listener
-    (``sasl.mechanism.inter.broker.protocol`` with ``sasl.jaas.config``'s username and password,
-    checked when the config was loaded), or None on PLAINTEXT and SSL."""
-    if not config.security_protocol(config.inter_broker_listener_name).startswith("SASL_"):
+    (``sasl.mechanism.inter.broker.protocol`` with the username and password of that listener's
+    JAAS entry for the mechanism, else of ``sasl.jaas.config``; checked when the config was
+    loaded), or None on PLAINTEXT and SSL."""
+    security = config.security_of(config.inter_broker_listener_name)
+    if not security.uses_sasl:
         return None
-    assert config.sasl_jaas_config is not None
-    entry = parse_jaas_config(config.sasl_jaas_config)
+    mechanism = config.sasl_mechanism_inter_broker_protocol
+    jaas = security.jaas_config(mechanism)
+    assert jaas is not None
+    entry = parse_jaas_config(jaas)
     assert entry.username is not None and entry.password is not None
-    return SaslCredentials(config.sasl_mechanism_inter_broker_protocol, entry.username, entry.password)
+    return SaslCredentials(mechanism, entry.username, entry.password)

@@ -6,7 +6,8 @@ topic-level keys beside it (``_topic.py``). Validation, DescribeConfigs and the 
 docs/configuration.md are derived from the two tables.
 
 Modules: ``_properties`` (the Java ``.properties`` reader), ``_listeners`` (``NAME://host:port``
-and each listener name's security protocol), ``_keys`` (value types and checks, and
+and each listener name's security protocol), ``_listener_security`` (``listener.name.<listener>.*``
+overrides and what each listener's TLS and SASL use), ``_keys`` (value types and checks, and
 :func:`setting`, which declares an attribute from keys),
 ``_broker`` (:class:`NodeConfig`, :func:`load_config`), ``_topic`` (topic keys, effective values,
 incremental alters), ``_describe`` (DescribeConfigs entries), ``_docs`` (the generated docs;
@@ -27,9 +28,11 @@ from ._describe import broker_synonyms as broker_synonyms
 from ._describe import describe_broker_config as describe_broker_config
 from ._describe import describe_topic_config as describe_topic_config
 from ._docs import render_broker_reference as render_broker_reference
+from ._docs import render_listener_reference as render_listener_reference
 from ._docs import render_topic_reference as render_topic_reference
 from ._docs import update_docs as update_docs
 from ._errors import ConfigError as ConfigError
+from ._keys import HIDDEN as HIDDEN
 from ._keys import INT_MAX as INT_MAX
 from ._keys import LONG_MAX as LONG_MAX
 from ._keys import SHORT_MAX as SHORT_MAX
@@ -42,6 +45,10 @@ from ._keys import ValueSpec as ValueSpec
 from ._keys import check_non_empty_list as check_non_empty_list
 from ._keys import check_ratio as check_ratio
 from ._keys import setting as setting
+from ._listener_security import OVERRIDE_PREFIX as OVERRIDE_PREFIX
+from ._listener_security import ListenerOverride as ListenerOverride
+from ._listener_security import ListenerSecurity as ListenerSecurity
+from ._listener_security import override_key as override_key
 from ._listeners import SECURITY_PROTOCOLS as SECURITY_PROTOCOLS
 from ._listeners import WILDCARD_HOSTS as WILDCARD_HOSTS
 from ._listeners import Listener as Listener

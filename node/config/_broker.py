@@ -10,18 +10,19 @@ is adding one such field (or, for a key accepted with no effect, one line in
 
 Flow: :func:`load_config` reads a file, :func:`~node.config.parse_properties` turns Java
 ``.properties`` text into a dict, :meth:`NodeConfig.from_properties` validates every key
-against the table, applies the rules that span keys, and builds one typed, frozen
-:class:`NodeConfig` (attribute names carry their units).
+against the table (``listener.name.<listener>.*`` overrides against the keys they override, in
+``_listener_security``), resolves each listener's TLS and SASL settings, applies the rules that
+span keys, and builds one typed, frozen :class:`NodeConfig` (attribute names carry their units).
 
 Every error is a :class:`~node.config.ConfigError` naming the file, the key and the bad value.
-The table is about 340 of this module's 650 lines; it stays whole so that every broker key is
+The table is about 460 of this module's 970 lines; it stays whole so that every broker key is
 read in one place, beside the attribute it sets.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -36,6 +37,7 @@ from storage import LogConfig
 
 from ._errors import ConfigError
 from ._keys import (
+    HIDDEN,
     LONG_MAX,
     UNSUPPORTED_COMPRESSION,
     ConfigKey,
@@ -44,8 +46,17 @@ from ._keys import (
     check_non_empty_list,
     check_ratio,
     index_keys,
+    looks_secret,
     setting,
     settings_of,
+)
+from ._listener_security import (
+    OVERRIDE_PREFIX,
+    ListenerOverride,
+    ListenerSecurity,
+    override_key,
+    parse_overrides,
+    resolve_listener_security,
 )
 from ._listeners import (
     DEFAULT_PROTOCOL_MAP,
@@ -196,8 +207,6 @@ _NODE, _NET, _TOPICS, _LOG = "Node and ZooKeeper", "Listeners and connections", 
 _RETENTION, _FLUSH, _REPLICATION = "Retention", "Flush", "Replication"
 _GROUPS, _TXN, _STRAIT = "Groups and offsets", "Transactions", "strait"
 _SECURITY = "Security"
-#: What errors show instead of the value of a password key.
-HIDDEN = "[hidden]"
 _JAVA_STORES = tuple(
     (store, f"strait reads PEM files; convert the {store} store to PEM (keytool, then openssl pkcs12)")
     for store in ("JKS", "PKCS12")
@@ -322,7 +331,8 @@ class NodeConfig:
         group=_SECURITY,
         doc="Client certificates on SSL listeners: none (not asked for), requested (checked if sent) or "
             "required (a client without a valid one is refused). A client certificate's subject, mapped by "
-            "ssl.principal.mapping.rules, is the connection's principal.",
+            "ssl.principal.mapping.rules, is the connection's principal. As in Kafka, a SASL_SSL listener asks "
+            "for certificates only with its own listener.name.<listener>.ssl.client.auth.",
     ))
     ssl_enabled_protocols: tuple[str, ...] = setting(ConfigKey(
         name="ssl.enabled.protocols", type=_LIST, default="TLSv1.2,TLSv1.3", choices=("TLSv1.2", "TLSv1.3"),
@@ -370,7 +380,8 @@ class NodeConfig:
         name="sasl.jaas.config", type=_PASSWORD, default=None, check=check_jaas_config, group=_SECURITY,
         valid="one JAAS login module entry ending with ';'",
         doc="Kafka's JAAS entry: with org.apache.kafka.common.security.plain.PlainLoginModule, its "
-            "user_<name>=\"<password>\" options are PLAIN users. Never shown by DescribeConfigs.",
+            "user_<name>=\"<password>\" options are PLAIN users. Used by every SASL listener and mechanism "
+            "without its own listener.name.<listener>.<mechanism>.sasl.jaas.config. Never shown by DescribeConfigs.",
     ))
     sasl_plain_users_file: str | None = setting(ConfigKey(
         name="strait.sasl.plain.users.file", type=_STR, default=None, group=_SECURITY,
@@ -678,7 +689,11 @@ class NodeConfig:
     ))
 
     # fmt: on
-    explicit_values: Mapping[str, str] = field(default_factory=dict, hash=False)
+    explicit_values: Mapping[str, str] = field(default_factory=dict, hash=False, repr=False)  # passwords too
+    #: The ``listener.name.*`` keys set in the file, in file order (docs/configuration.md#per-listener-security-keys).
+    listener_overrides: tuple[ListenerOverride, ...] = ()
+    #: What each listener's TLS and SASL use (its overrides, else the node-wide keys), in the order of listeners.
+    listener_security: tuple[ListenerSecurity, ...] = field(default=(), repr=False)
     source: str = "<properties>"
 
     @property
@@ -704,6 +719,16 @@ class NodeConfig:
         Raises KeyError for a name the map does not know.
         """
         return dict(self.listener_security_protocol_map)[listener_name]
+
+    def security_of(self, listener_name: str) -> ListenerSecurity:
+        """The TLS and SASL settings of listener ``listener_name`` (its overrides, else the node-wide keys).
+
+        Raises KeyError for a name that is not in ``listeners``.
+        """
+        for security in self.listener_security:
+            if security.listener == listener_name:
+                return security
+        raise KeyError(listener_name)
 
     def advertised_for(self, bound_ports: Mapping[str, int]) -> tuple[Listener, ...]:
         """The advertised listeners with port 0 replaced by the port each named listener actually bound.
@@ -760,15 +785,15 @@ class NodeConfig:
 
         Raises ConfigError naming ``source``, the key and the value for: an unknown key (with the
         closest known key suggested), a missing required key, a value of the wrong type, out of
-        range or not among the valid values, and for keys that contradict each other.
+        range or not among the valid values, a ``listener.name.*`` override strait cannot take
+        (see ``_listener_security``), and for keys that contradict each other. A password's value
+        is shown as ``[hidden]``.
         """
         for name, raw in props.items():
-            if name not in BROKER_KEY_INDEX:
+            if name not in BROKER_KEY_INDEX and not name.startswith(OVERRIDE_PREFIX):
                 close = difflib.get_close_matches(name, BROKER_KEY_INDEX.keys(), n=1)
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
-                secret = any(word in name for word in ("pass", "jaas", "secret")) or bool(
-                    close and BROKER_KEY_INDEX[close[0]].type == ConfigType.PASSWORD
-                )
+                secret = looks_secret(name) or bool(close and BROKER_KEY_INDEX[close[0]].type == ConfigType.PASSWORD)
                 raise ConfigError(
                     f"unknown key{hint}; see docs/configuration.md",
                     key=name,
@@ -791,11 +816,22 @@ class NodeConfig:
                 raise ConfigError(str(exc), key=key.name, value=shown, source=source) from None
             if given is not None:
                 explicit[key.name] = key.render(values[key.name])
-        _check_together(values, explicit.keys(), source)
+        check_listener_keys(values, explicit.keys(), source)
+        listeners = parse_listener_list(str(values["listeners"]), "listeners")
+        protocols = parse_protocol_map(str(values["listener.security.protocol.map"]))
+        overrides = parse_overrides(props, BROKER_KEY_INDEX, listeners, protocols, values, source=source)
+        security = tuple(resolve_listener_security(x, protocols[x.name], values, overrides) for x in listeners)
+        _check_together(values, listeners, security, source)
         attributes: dict[str, Any] = {}
         for attribute, how in _SETTINGS:
             attributes[attribute] = how.resolve(values, explicit.keys(), BROKER_KEY_INDEX, attributes)
-        return cls(**attributes, explicit_values=MappingProxyType(explicit), source=source)
+        return cls(
+            **attributes,
+            explicit_values=MappingProxyType(explicit),
+            listener_overrides=overrides,
+            listener_security=security,
+            source=source,
+        )
 
 
 _ACCEPTED_WITHOUT_EFFECT: tuple[ConfigKey, ...] = (
@@ -813,11 +849,14 @@ BROKER_KEY_INDEX: Mapping[str, ConfigKey] = MappingProxyType(
 NO_EFFECT_KEYS: frozenset[str] = frozenset(k.name for k in BROKER_KEYS if not k.effect)
 
 
-def _check_together(values: Mapping[str, Value], explicit: Collection[str], source: str) -> None:
-    """The rules that span keys, on the parsed ``values`` (``explicit``: the keys set in the file);
-    raises ConfigError naming the key that breaks one."""
-    check_listener_keys(values, explicit, source)
-    _check_tls_keys(values, source)
+def _check_together(
+    values: Mapping[str, Value], listeners: Sequence[Listener], security: Sequence[ListenerSecurity], source: str
+) -> None:
+    """The rules that span keys, on the parsed ``values`` and each listener's resolved ``security``
+    (in the order of ``listeners``, which are checked before); raises ConfigError naming the key
+    that breaks one."""
+    _check_sasl_keys(values, security, source)
+    _check_tls_keys(values, listeners, security, source)
     if values["zookeeper.set.acl"] and "strait.zookeeper.digest.file" not in values:
         raise ConfigError(
             "needs strait.zookeeper.digest.file: the credential the node's znodes are created for",
@@ -836,65 +875,83 @@ def _check_together(values: Mapping[str, Value], explicit: Collection[str], sour
         )
 
 
-def _check_tls_keys(values: Mapping[str, Value], source: str) -> None:
-    """A listener on TLS needs the node's key and certificate; client certificates need the CAs; PLAIN
-    needs users; the nodes talk to each other in plain text for now."""
-    protocols = parse_protocol_map(str(values["listener.security.protocol.map"]))
-    listeners = parse_listener_list(str(values["listeners"]), "listeners")
-    inter_broker = str(values.get("inter.broker.listener.name", listeners[0].name)).upper()
-    if protocols.get(inter_broker, "PLAINTEXT").startswith("SASL_"):
-        jaas = values.get("sasl.jaas.config")
-        entry = parse_jaas_config(str(jaas)) if jaas else None
-        if entry is None or entry.username is None or entry.password is None:
-            raise ConfigError(
-                f"is a {protocols[inter_broker]} listener: the node authenticates to other nodes as "
-                "sasl.jaas.config's username and password, which are not set",
-                key="inter.broker.listener.name",
-                value=inter_broker,
-                source=source,
-            )
+def _check_sasl_keys(values: Mapping[str, Value], security: Sequence[ListenerSecurity], source: str) -> None:
+    """A SASL inter-broker listener needs the node's own credentials for a mechanism it enables; a SASL
+    listener that enables PLAIN needs PLAIN users."""
+    inter_broker = str(values.get("inter.broker.listener.name", security[0].listener)).upper()
+    own = next(s for s in security if s.listener == inter_broker)
+    if own.uses_sasl:
         mechanism = str(values["sasl.mechanism.inter.broker.protocol"])
-        if mechanism not in values["sasl.enabled.mechanisms"]:  # type: ignore[operator]
+        if mechanism not in own.sasl_mechanisms:
+            where = own.key_of("sasl.enabled.mechanisms")
             raise ConfigError(
-                f"{mechanism} is not in sasl.enabled.mechanisms: the other nodes would refuse it",
+                f"{mechanism} is not in {where} ({','.join(own.sasl_mechanisms)}) of the inter-broker listener "
+                f"{inter_broker}: the other nodes would refuse it",
                 key="sasl.mechanism.inter.broker.protocol",
                 value=mechanism,
                 source=source,
             )
-    sasl = [x for x in listeners if protocols[x.name].startswith("SASL_")]
-    if sasl and "PLAIN" in values["sasl.enabled.mechanisms"]:  # type: ignore[operator]
-        jaas = values.get("sasl.jaas.config")
-        if "strait.sasl.plain.users.file" not in values and not (jaas and parse_jaas_config(str(jaas)).plain_users()):
+        jaas = own.jaas_config(mechanism)
+        entry = parse_jaas_config(jaas) if jaas else None
+        if entry is None or entry.username is None or entry.password is None:
             raise ConfigError(
-                f"enables PLAIN on {sasl[0]}, but there are no PLAIN users: set strait.sasl.plain.users.file or "
-                "user_<name> options in sasl.jaas.config (PlainLoginModule)",
-                key="sasl.enabled.mechanisms",
-                value=",".join(values["sasl.enabled.mechanisms"]),  # type: ignore[arg-type]
+                f"is a {own.protocol} listener: the node authenticates to other nodes with {mechanism} as "
+                "sasl.jaas.config's username and password, which are not set (the listener's own entry: "
+                f"{override_key(inter_broker, 'sasl.jaas.config', mechanism)})",
+                key="inter.broker.listener.name",
+                value=inter_broker,
                 source=source,
             )
+    for listener in security:
+        if not listener.uses_sasl or "PLAIN" not in listener.sasl_mechanisms:
+            continue
+        jaas = listener.jaas_config("PLAIN")
+        if "strait.sasl.plain.users.file" not in values and not (jaas and parse_jaas_config(jaas).plain_users()):
+            where = listener.key_of("sasl.enabled.mechanisms")
+            raise ConfigError(
+                f"enables PLAIN on listener {listener.listener}, but there are no PLAIN users: set "
+                "strait.sasl.plain.users.file, or user_<name> options of a PlainLoginModule entry in "
+                f"{override_key(listener.listener, 'sasl.jaas.config', 'PLAIN')} or sasl.jaas.config",
+                key=where,
+                value=",".join(listener.sasl_mechanisms),
+                source=source,
+            )
+
+
+def _check_tls_keys(
+    values: Mapping[str, Value], listeners: Sequence[Listener], security: Sequence[ListenerSecurity], source: str
+) -> None:
+    """A listener on TLS needs its key and certificate; client certificates need the CAs; the admin API
+    over HTTPS needs the node-wide keystore."""
     if values["strait.admin.ssl.enabled"] and "ssl.keystore.location" not in values:
         raise ConfigError(
             "is required by strait.admin.ssl.enabled (the admin API's certificate)",
             key="ssl.keystore.location",
             source=source,
         )
-    tls = [x for x in listeners if protocols[x.name] in ("SSL", "SASL_SSL")]
-    if not tls:
-        return
-    if "ssl.keystore.location" not in values:
-        raise ConfigError(
-            f"is required by the {protocols[tls[0].name]} listener {tls[0]} (a PEM file with the node's private "
-            "key and certificate chain)",
-            key="ssl.keystore.location",
-            source=source,
-        )
-    auth = values["ssl.client.auth"]
-    if auth != "none" and "ssl.truststore.location" not in values:
-        raise ConfigError(
-            f"is required by ssl.client.auth={auth} (the CA certificates client certificates are checked against)",
-            key="ssl.truststore.location",
-            source=source,
-        )
+    for bound, listener in zip(listeners, security, strict=True):
+        if not listener.uses_tls:
+            continue
+        if listener.keystore_location is None:
+            raise ConfigError(
+                f"is required by the {listener.protocol} listener {bound} (a PEM file with the node's "
+                f"private key and certificate chain; or {override_key(listener.listener, 'ssl.keystore.location')})",
+                key="ssl.keystore.location",
+                source=source,
+            )
+        if listener.client_auth != "none" and listener.truststore_location is None:
+            auth_key = listener.key_of("ssl.client.auth")
+            at_fault = (
+                "ssl.truststore.location"
+                if auth_key == "ssl.client.auth"
+                else override_key(listener.listener, "ssl.truststore.location")
+            )
+            raise ConfigError(
+                f"is required by {auth_key}={listener.client_auth} (the CA certificates client certificates are "
+                f"checked against, on listener {listener.listener})",
+                key=at_fault,
+                source=source,
+            )
 
 
 def load_config(path: Path) -> NodeConfig:

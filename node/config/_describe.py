@@ -13,6 +13,7 @@ from types import MappingProxyType
 
 from ._broker import BROKER_KEY_INDEX, BROKER_KEYS, NodeConfig
 from ._keys import ConfigType
+from ._listener_security import ListenerOverride
 from ._topic import TOPIC_KEYS, ConfigSource, Synonym, resolve_topic_key, validate_topic_config
 
 __all__ = ["BROKER_SYNONYMS", "ConfigEntry", "broker_synonyms", "describe_broker_config", "describe_topic_config"]
@@ -74,12 +75,14 @@ def describe_topic_config(node: NodeConfig, overrides: Mapping[str, str]) -> lis
 
 
 def describe_broker_config(node: NodeConfig) -> list[ConfigEntry]:
-    """Every broker key with its value as set or defaulted, sorted by name, all read-only (static).
+    """Every broker key with its value as set or defaulted, and every ``listener.name.*`` override
+    under its full name, sorted by name, all read-only (static).
 
     Synonyms follow Kafka: the key's synonym chain (``log.retention.ms`` / ``.minutes`` /
-    ``.hours``), set keys before defaults, starting at the described key.
+    ``.hours``), set keys before defaults, starting at the described key. A password's value
+    (``ssl.key.password``, a JAAS entry, and their overrides) is never shown.
     """
-    entries = []
+    entries = [_override_entry(node, override) for override in node.listener_overrides]
     for key in sorted(BROKER_KEYS, key=lambda k: k.name):
         chain = [BROKER_KEY_INDEX[n] for n in broker_synonyms(key.name)]
         synonyms: list[Synonym] = [
@@ -107,4 +110,38 @@ def describe_broker_config(node: NodeConfig) -> list[ConfigEntry]:
                 documentation=key.doc,
             )
         )
-    return entries
+    return sorted(entries, key=lambda e: e.name)
+
+
+def _override_entry(node: NodeConfig, override: ListenerOverride) -> ConfigEntry:
+    """A ``listener.name.*`` key's entry. Its synonyms, in precedence order: itself, the listener's
+    own key when a mechanism's override stands in front of it, then the node-wide key (set, then
+    default), as Kafka lists a listener override's synonyms."""
+    base = BROKER_KEY_INDEX[override.base]
+    synonyms: list[Synonym] = [(override.key, override.text, ConfigSource.STATIC_BROKER_CONFIG)]
+    if override.mechanism is not None:
+        synonyms += [
+            (o.key, o.text, ConfigSource.STATIC_BROKER_CONFIG)
+            for o in node.listener_overrides
+            if o.listener == override.listener and o.base == override.base and o.mechanism is None
+        ]
+    if base.name in node.explicit_values:
+        synonyms.append((base.name, node.explicit_values[base.name], ConfigSource.STATIC_BROKER_CONFIG))
+    if base.default is not None:
+        synonyms.append((base.name, base.default, ConfigSource.DEFAULT_CONFIG))
+    sensitive = base.type == ConfigType.PASSWORD
+    if sensitive:
+        synonyms = [(name, None, where) for name, _, where in synonyms]
+    return ConfigEntry(
+        name=override.key,
+        value=None if sensitive else override.text,
+        source=ConfigSource.STATIC_BROKER_CONFIG,
+        read_only=True,
+        is_sensitive=sensitive,
+        is_default=False,
+        synonyms=synonyms,
+        config_type=base.type,
+        documentation=f"{base.name} for listener {override.listener}"
+        + (f" and SASL mechanism {override.mechanism}" if override.mechanism else "")
+        + f": {base.doc}",
+    )

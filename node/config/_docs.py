@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import re
 
-from ._broker import BROKER_KEYS
+from ._broker import BROKER_KEY_INDEX, BROKER_KEYS
+from ._listener_security import MECHANISM_KEYS, SASL_KEYS, TLS_KEYS
 from ._topic import TOPIC_KEYS
 
-__all__ = ["render_broker_reference", "render_topic_reference", "update_docs"]
+__all__ = ["render_broker_reference", "render_listener_reference", "render_topic_reference", "update_docs"]
 
 
 def _cell(text: str) -> str:
@@ -37,6 +38,27 @@ def render_broker_reference() -> str:
     lines += ["### Accepted, no effect", "", "| Key | Type | Default | Valid values |", "|---|---|---|---|"]
     for key in (k for k in BROKER_KEYS if not k.effect):
         lines.append(f"| `{key.name}` | {key.type.name.lower()} | `{key.default}` | {key.describe_valid()} |")
+    return "\n".join(lines) + "\n"
+
+
+def render_listener_reference() -> str:
+    """The Markdown table of the keys a listener may override (``listener.name.<listener>.<key>``),
+    derived from ``_listener_security``'s key lists (for docs/configuration.md)."""
+    lines = [
+        "| After `listener.name.<listener>.` | Type | On listeners | When not set |",
+        "|---|---|---|---|",
+    ]
+    for name in TLS_KEYS:
+        fallback = "`none` on SASL_SSL; `ssl.client.auth` on SSL" if name == "ssl.client.auth" else f"`{name}`"
+        lines.append(f"| `{name}` | {BROKER_KEY_INDEX[name].type.name.lower()} | SSL, SASL_SSL | {fallback} |")
+    for name in SASL_KEYS:
+        lines.append(f"| `{name}` | {BROKER_KEY_INDEX[name].type.name.lower()} | SASL_PLAINTEXT, SASL_SSL | `{name}` |")
+    for name in MECHANISM_KEYS:
+        fallback = f"`listener.name.<listener>.{name}`, then `{name}`" if name in SASL_KEYS else f"`{name}`"
+        lines.append(
+            f"| `<mechanism>.{name}` | {BROKER_KEY_INDEX[name].type.name.lower()} "
+            f"| SASL_PLAINTEXT, SASL_SSL, for a mechanism the listener enables | {fallback} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -67,4 +89,5 @@ def update_docs(text: str) -> str:
     Raises ValueError when a ``<!-- BEGIN GENERATED name -->`` / ``<!-- END GENERATED name -->`` pair is missing.
     """
     text = _replace_section(text, "broker-keys", render_broker_reference())
+    text = _replace_section(text, "listener-keys", render_listener_reference())
     return _replace_section(text, "topic-keys", render_topic_reference())

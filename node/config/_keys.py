@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "HIDDEN",
     "INT_MAX",
     "LONG_MAX",
     "SHORT_MAX",
@@ -30,6 +31,7 @@ __all__ = [
     "check_non_empty_list",
     "check_ratio",
     "index_keys",
+    "looks_secret",
     "setting",
     "settings_of",
 ]
@@ -39,6 +41,16 @@ LONG_MAX = 2**63 - 1
 SHORT_MAX = 2**15 - 1
 
 Value = int | bool | str | tuple[str, ...]
+
+#: What errors show instead of the value of a password key.
+HIDDEN = "[hidden]"
+_SECRET_WORDS = ("pass", "jaas", "secret")
+
+
+def looks_secret(name: str) -> bool:
+    """Whether a key's name says its value may be a secret (``ssl.key.password``, ``*.sasl.jaas.config``):
+    errors about a key that is unknown or misplaced show :data:`HIDDEN` instead of such a value."""
+    return any(word in name.lower() for word in _SECRET_WORDS)
 
 
 class ConfigType(enum.IntEnum):
@@ -255,11 +267,13 @@ def setting(
     """A dataclass field read from ``keys`` (see :class:`Setting`): ``num_partitions: int = setting(ConfigKey(...))``.
 
     Returns :func:`dataclasses.field` with no default (the attribute is required), typed ``Any``
-    so the annotation alone gives the attribute's type.
+    so the annotation alone gives the attribute's type; an attribute read from a password key is
+    left out of the dataclass's repr.
     """
     if not keys or not isinstance(keys[0], ConfigKey):
         raise TypeError("a setting declares its first key")
-    return dataclasses.field(metadata={_SETTING: Setting(keys, convert, otherwise, complete)})
+    secret = any(isinstance(k, ConfigKey) and k.type == ConfigType.PASSWORD for k in keys)
+    return dataclasses.field(metadata={_SETTING: Setting(keys, convert, otherwise, complete)}, repr=not secret)
 
 
 def settings_of(cls: type) -> tuple[tuple[str, Setting], ...]:

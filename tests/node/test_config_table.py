@@ -25,7 +25,8 @@ from node.config._keys import index_keys, settings_of
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 BASE = {"broker.id": "1", "zookeeper.connect": "127.0.0.1:2181"}
-NOT_FROM_KEYS = {"explicit_values", "source"}  # NodeConfig fields that record where the values came from
+# NodeConfig fields that record where the values came from, and the per-listener overrides (listener.name.*).
+NOT_FROM_KEYS = {"explicit_values", "source", "listener_overrides", "listener_security"}
 
 
 def _run_time(hint: Any) -> Any:
