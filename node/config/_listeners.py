@@ -75,7 +75,7 @@ def parse_listeners(value: str, key: str, protocol_map: Mapping[str, str] | None
 
     See :func:`parse_listener_list` for the form; raises ConfigError naming the key, the whole
     value and the offending listener, also for a name missing from the map (as Kafka does) and
-    for a protocol other than PLAINTEXT.
+    for a protocol strait does not serve.
     """
     listeners = parse_listener_list(value, key)
     protocols = protocol_map if protocol_map is not None else parse_protocol_map(DEFAULT_PROTOCOL_MAP)
