@@ -36,8 +36,9 @@ async def site_client(site: Site, timeout_s: float) -> SiteClient:
 
     Raises:
         SiteUnreachable: no broker of the site answered within ``timeout_s`` (names the site).
+        TopologyError: the site's TLS or SASL files cannot be used.
     """
-    client = SiteClient(site.name, site.bootstrap, client_id=CLIENT_ID, timeout=timeout_s)
+    client = SiteClient(site.name, site.bootstrap, client_id=CLIENT_ID, timeout=timeout_s, **site.client_security())
     try:
         with trio.fail_after(timeout_s):
             await client.refresh()

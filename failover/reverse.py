@@ -235,18 +235,34 @@ async def _start_reverse(run: Run, reverse_name: str, new: str, old: str) -> dic
     selection = run.state.facts.get("selection") or {"include": [".*"], "exclude": []}
     groups = run.state.facts.get("groups") or {"include": [".*"], "exclude": []}
     new_site, old_site = run.topology.site(new), run.topology.site(old)
+    # The original link as the mirror runs it: how the mirror reaches each site (TLS, its own SASL
+    # user, ZooKeeper credentials) and what it syncs. The reverse link reaches the same sites the
+    # same way, the roles swapped.
+    original = (await run.mirror.status()).get("link") or {}
+    was_source, was_target = original.get("source") or {}, original.get("target") or {}
     target: dict[str, Any] = {"name": old_site.name, "bootstrap": old_site.bootstrap, "zookeeper": old_site.zookeeper}
-    if old_site.zookeeper_digest_file is not None:
+    digest = was_source.get("zookeeper_digest_file") or old_site.zookeeper_digest_file
+    if digest is not None:
         # The mirror's members register in the old primary's ZooKeeper: on a secured site they need
         # its credential, read by the mirror process from the same path.
-        target["zookeeper_digest_file"] = str(old_site.zookeeper_digest_file)
-    definition = {
+        target["zookeeper_digest_file"] = str(digest)
+    source: dict[str, Any] = {"name": new_site.name, "bootstrap": new_site.bootstrap}
+    for table, was in ((source, was_target), (target, was_source)):
+        table.update({key: was[key] for key in ("tls", "sasl") if was.get(key) is not None})
+    definition: dict[str, Any] = {
         "name": reverse_name,
         "mode": "offset-preserving",
-        "source": {"name": new_site.name, "bootstrap": new_site.bootstrap},
+        "source": source,
         "target": target,
         "topics": selection,
         "groups": groups,
+        "sync_acls": bool(original.get("sync_acls", True)),
     }
+    if original.get("sync_users") and was_target.get("zookeeper"):
+        # The users flow back too: from the new primary's ZooKeeper, as the mirror reached it as a target.
+        source["zookeeper"] = was_target["zookeeper"]
+        if was_target.get("zookeeper_digest_file"):
+            source["zookeeper_digest_file"] = was_target["zookeeper_digest_file"]
+        definition["sync_users"] = True
     answer = await run.mirror.put_link(reverse_name, definition)
     return {"link": reverse_name, "definition": definition, "state": answer.get("state")}

@@ -37,9 +37,9 @@ from storage.records import Offset
 
 from . import _scan
 from ._mirror import MirrorControl
-from .errors import FailoverError
+from .errors import FailoverError, TopologyError
 from .state import MIRRORING, DrState, open_store
-from .topology import Link, Topology
+from .topology import Link, Site, Topology
 
 STATUS_FORMAT = 1
 CLIENT_ID = "strait-failover"
@@ -113,8 +113,8 @@ async def link_status(
     out["mirror"] = _mirror_view(link, mirror, problems.get("mirror"), clock_ms())
 
     partitions = _partitions_to_show(mirror, cut)
-    target_view = await _site_ends(target.name, target.bootstrap, partitions, timeout_s)
-    source_view = await _site_ends(source.name, source.bootstrap, partitions, timeout_s)
+    target_view = await _site_ends(target, partitions, timeout_s)
+    source_view = await _site_ends(source, partitions, timeout_s)
     out["target"] = {"name": target.name, "reachable": target_view.error is None, "error": target_view.error}
     out["source"] = {"name": source.name, "reachable": source_view.error is None, "error": source_view.error}
     rows = await _rows(link, partitions, mirror, cut, dr, target_view, source_view, timeout_s, scan_limit_bytes)
@@ -140,9 +140,14 @@ class _Ends:
         self.site: SiteClient | None = None
 
 
-async def _site_ends(name: str, bootstrap: str, partitions: Mapping[str, int], timeout_s: float) -> _Ends:
+async def _site_ends(where: Site, partitions: Mapping[str, int], timeout_s: float) -> _Ends:
     view = _Ends()
-    site = SiteClient(name, bootstrap, client_id=CLIENT_ID, timeout=timeout_s)
+    try:
+        security = where.client_security()
+    except TopologyError as exc:
+        view.error = str(exc)
+        return view
+    site = SiteClient(where.name, where.bootstrap, client_id=CLIENT_ID, timeout=timeout_s, **security)
     admin = AdminClient(site)
     try:
         with trio.fail_after(timeout_s * 2):
@@ -159,7 +164,7 @@ async def _site_ends(name: str, bootstrap: str, partitions: Mapping[str, int], t
         view.error = str(exc)
         await site.aclose()
     except trio.TooSlowError:
-        view.error = f"site {name} did not answer within {timeout_s * 2:g} s"
+        view.error = f"site {where.name} did not answer within {timeout_s * 2:g} s"
         await site.aclose()
     return view
 

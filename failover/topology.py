@@ -26,6 +26,15 @@ Two formats are read (``load_topology`` tells them apart by the file's suffix):
       mirror_admin = "http://10.1.0.5:8090"
       token_file = "/etc/strait/mirror.token"   # relative paths are relative to this file
 
+A site whose listeners are secured takes ``tls`` and ``sasl``, in the shapes of a mirror link's
+site table (docs/mirror.md): ``tls = { ca = "east-ca.pem" }`` (also ``cert``, ``key``,
+``check_hostname``; ``true``: the system's CAs), ``sasl = { mechanism = "SCRAM-SHA-512",
+username = "ops", password_file = "ops.pw" }``; relative paths are relative to the topology
+file. The commands then reach the site's nodes over TLS and authenticate as that user, who
+needs what a failover does (ALTER_CONFIGS and DESCRIBE on the topics, ALTER on the cluster for
+TruncatePartitions): a super user, typically. ``appliance.json`` carries the same objects for a
+secured appliance (``strait up --secure``: the CA and its ``admin`` user).
+
 ``zookeeper_digest_file`` is for a site whose nodes secure their ZooKeeper
 (``zookeeper.set.acl=true``): a file holding the nodes' credential, one line ``user:password``
 (the format of their ``strait.zookeeper.digest.file``; a relative path is relative to the
@@ -47,13 +56,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mirror import MirrorError, SaslConfig, TlsConfig, parse_sasl, parse_tls
 from node.zkkit import ZkDigest, read_digest_file
 
 from .errors import TopologyError
 
 DEFAULT_TOPOLOGY = Path(".strait") / "appliance.json"
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
-_SITE_KEYS = ("bootstrap", "zookeeper", "zookeeper_digest_file", "node_admin")
+_SITE_KEYS = ("bootstrap", "zookeeper", "zookeeper_digest_file", "node_admin", "tls", "sasl")
 _DIGEST_KEY = "zookeeper_digest_file"
 _LINK_KEYS = ("name", "source", "target", "mirror_admin", "token_file")
 
@@ -68,6 +78,21 @@ class Site:
     zookeeper: str  # "host:port,host:port/chroot"
     node_admin: tuple[str, ...] = ()
     zookeeper_digest_file: Path | None = None  # one line user:password; None: connect anonymously
+    tls: TlsConfig | None = None  # TLS to the site's nodes; None: PLAINTEXT
+    sasl: SaslConfig | None = None  # SASL to the site's nodes; None: no authentication
+
+    def client_security(self) -> dict[str, Any]:
+        """``node.client.SiteClient``'s ``ssl_context`` and ``sasl`` keywords for this site (the
+        password read now). Raises TopologyError naming the site when a file cannot be used."""
+        out: dict[str, Any] = {}
+        try:
+            if self.tls is not None:
+                out["ssl_context"] = self.tls.context()
+            if self.sasl is not None:
+                out["sasl"] = self.sasl.credentials()
+        except MirrorError as exc:
+            raise TopologyError(f"site {self.name}: {exc}") from None
+        return out
 
     def zookeeper_digest(self) -> ZkDigest | None:
         """The credential in :attr:`zookeeper_digest_file`, read now; None without one.
@@ -87,6 +112,8 @@ class Site:
             "zookeeper": self.zookeeper,
             "zookeeper_digest_file": None if self.zookeeper_digest_file is None else str(self.zookeeper_digest_file),
             "node_admin": list(self.node_admin),
+            "tls": None if self.tls is None else self.tls.to_dict(),
+            "sasl": None if self.sasl is None else self.sasl.to_dict(),
         }
 
 
@@ -193,6 +220,8 @@ def parse_appliance(data: Any, *, origin: str, directory: Path) -> Topology:
             zookeeper=_string(entry, "zookeeper", where) + chroot,
             node_admin=_urls(entry.get("admin", []), f"{where}.admin"),
             zookeeper_digest_file=digest_file,
+            tls=_tls(entry, where, directory),
+            sasl=_sasl(entry, where, directory),
         )
     raw_links = data.get("links", [])
     if not isinstance(raw_links, list):
@@ -234,6 +263,8 @@ def parse_toml(data: Mapping[str, Any], *, origin: str, directory: Path) -> Topo
             zookeeper=_string(entry, "zookeeper", where),
             node_admin=_urls(entry.get("node_admin", []), f"{where}.node_admin"),
             zookeeper_digest_file=digest_file,
+            tls=_tls(entry, where, directory),
+            sasl=_sasl(entry, where, directory),
         )
     raw_links = data.get("link", [])
     if not isinstance(raw_links, list) or not all(isinstance(t, dict) for t in raw_links):
@@ -307,6 +338,36 @@ def _path(value: Any, where: str, directory: Path) -> Path:
         raise TopologyError(f"{where}: {value!r} is not a path")
     path = Path(value)
     return path if path.is_absolute() else directory / path
+
+
+def _relative_files(value: Any, keys: tuple[str, ...], directory: Path) -> Any:
+    """``value`` (a table) with its relative file paths under ``keys`` made relative to ``directory``."""
+    if not isinstance(value, dict):
+        return value
+    out = dict(value)
+    for key in keys:
+        path = out.get(key)
+        if isinstance(path, str) and path and not Path(path).is_absolute():
+            out[key] = str(directory / path)
+    return out
+
+
+def _tls(entry: Mapping[str, Any], where: str, directory: Path) -> TlsConfig | None:
+    if entry.get("tls") is None:
+        return None
+    try:
+        return parse_tls(_relative_files(entry["tls"], ("ca", "cert", "key"), directory), where, "tls")
+    except MirrorError as exc:
+        raise TopologyError(str(exc)) from None
+
+
+def _sasl(entry: Mapping[str, Any], where: str, directory: Path) -> SaslConfig | None:
+    if entry.get("sasl") is None:
+        return None
+    try:
+        return parse_sasl(_relative_files(entry["sasl"], ("password_file",), directory), where, "sasl")
+    except MirrorError as exc:
+        raise TopologyError(str(exc)) from None
 
 
 def _digest_file(entry: Mapping[str, Any], where: str, directory: Path) -> Path | None:

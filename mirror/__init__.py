@@ -10,11 +10,14 @@ from ._config import ConfigError as ConfigError
 from ._config import LinkConfig as LinkConfig
 from ._config import MirrorError as MirrorError
 from ._config import NameFilter as NameFilter
+from ._config import SaslConfig as SaslConfig
 from ._config import SiteRef as SiteRef
 from ._config import TlsConfig as TlsConfig
 from ._config import load_links as load_links
 from ._config import parse_link as parse_link
 from ._config import parse_links as parse_links
+from ._config import parse_sasl as parse_sasl
+from ._config import parse_tls as parse_tls
 from ._copier import LATENCY_BUCKETS as LATENCY_BUCKETS
 from ._copier import LatencyHistogram as LatencyHistogram
 from ._copier import PartitionProgress as PartitionProgress

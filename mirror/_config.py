@@ -339,12 +339,12 @@ def _parse_site(value: Any, where: str, key: str) -> SiteRef:
             raise ConfigError(f"{where}: {key}.zookeeper_digest_file: needs {key}.zookeeper")
         if not isinstance(digest_file, str) or not Path(digest_file).is_file():
             raise ConfigError(f"{where}: {key}.zookeeper_digest_file: {digest_file!r} is not a readable file")
-    tls = _parse_tls(value["tls"], where, f"{key}.tls") if "tls" in value else None
-    sasl = _parse_sasl(value["sasl"], where, f"{key}.sasl") if "sasl" in value else None
+    tls = parse_tls(value["tls"], where, f"{key}.tls") if "tls" in value else None
+    sasl = parse_sasl(value["sasl"], where, f"{key}.sasl") if "sasl" in value else None
     return SiteRef(name, ",".join(addresses), zookeeper, tls, sasl, digest_file)
 
 
-def _parse_sasl(value: Any, where: str, key: str) -> SaslConfig:
+def parse_sasl(value: Any, where: str, key: str) -> SaslConfig:
     """``sasl = { mechanism, username, password_file }``."""
     if not isinstance(value, dict):
         raise ConfigError(f"{where}: {key}: must be a table (mechanism, username, password_file)")
@@ -366,7 +366,7 @@ def _is_host_port(address: str) -> bool:
     return bool(host) and port.isdigit() and 0 < int(port) < 65536
 
 
-def _parse_tls(value: Any, where: str, key: str) -> TlsConfig | None:
+def parse_tls(value: Any, where: str, key: str) -> TlsConfig | None:
     """``tls = true`` (system CAs), ``false`` (no TLS) or a table of ca, cert, key, check_hostname."""
     if value is False:
         return None

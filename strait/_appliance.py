@@ -248,13 +248,16 @@ class Appliance:
         """What ``appliance.json`` holds. A lost site keeps its addresses: it comes back on them."""
 
         def site(s: LocalSite) -> dict[str, object]:
-            return {
+            described: dict[str, object] = {
                 "state": s.state,
                 "bootstrap": s.bootstrap,
                 "zookeeper": s.zookeeper,
                 "zookeeper_chroot": f"/{s.name}",
                 "admin": [node.admin_url for node in s.nodes],
             }
+            if self.security is not None:  # how strait failover reaches it: TLS, the admin user, the digest
+                described |= self.security.operator_access(s.name)
+            return described
 
         described: dict[str, object] = {
             "sites": {name: site(s) for name, s in self.sites.items()},

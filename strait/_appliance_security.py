@@ -193,8 +193,10 @@ class ApplianceSecurity:
 
     def site(self, name: str, role: str) -> SiteSecurity:
         """The security of site ``name``, the mirror's ``SOURCE`` or ``TARGET``."""
-        mirror = MIRROR_SOURCE_ACLS if role == SOURCE else MIRROR_TARGET_ACLS
-        return SiteSecurity(self.material, name, {APP: APP_ACLS, MIRROR: mirror})
+        # Both directions on both sites: `strait failover reverse` runs the link from west to east
+        # with the same mirror user, and failback runs it forward again.
+        del role
+        return SiteSecurity(self.material, name, {APP: APP_ACLS, MIRROR: MIRROR_SOURCE_ACLS + MIRROR_TARGET_ACLS})
 
     def link_site_options(self, site: str, *, target: bool) -> str:
         """The TOML keys a link's ``source``/``target`` table gets (after a leading ``, ``)."""
@@ -247,6 +249,16 @@ class ApplianceSecurity:
         atomic_write(client, self.client_properties(first, other=bootstraps), mode=PRIVATE_MODE)
         atomic_write(admin, self.java_properties(ADMIN), mode=PRIVATE_MODE)
         return client, admin
+
+    def operator_access(self, site: str) -> dict[str, object]:
+        """How the operator tools (``strait failover``) reach ``site``, as a failover topology
+        names it: TLS with the CA, SASL as ``admin`` (a super user), the site's ZooKeeper digest."""
+        material = self.material
+        return {
+            "tls": {"ca": str(material.ca_cert)},
+            "sasl": {"mechanism": MECHANISM, "username": ADMIN, "password_file": str(material.password_file(ADMIN))},
+            "zookeeper_digest_file": str(material.zookeeper_digest_file(site)),
+        }
 
     def describe(self, directory: Path) -> dict[str, object]:
         """What ``appliance.json`` says about the security (its presence marks a secured appliance)."""

@@ -49,15 +49,6 @@ def _load(path: Path) -> Topology:
     from failover.errors import TopologyError
     from failover.topology import load_topology
 
-    from ._appliance_security import secured_appliance_file
-
-    if secured_appliance_file(path):
-        # Its clients would reach SASL_SSL listeners in plain text, and its journal needs ZooKeeper's digest.
-        _err(
-            f"error: {path} is a secured appliance's (strait up --secure): strait failover does not work on "
-            "secured sites yet (it connects without TLS, SASL or the ZooKeeper digest); see docs/secure-appliance.md"
-        )
-        sys.exit(TopologyError.exit_code)
     try:
         return load_topology(path)
     except TopologyError as exc:

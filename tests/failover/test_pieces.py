@@ -136,8 +136,12 @@ def test_the_status_text_shows_a_lost_source_with_the_last_values_and_when() -> 
 
 
 class _Mirror:
-    def __init__(self) -> None:
+    def __init__(self, original: Mapping[str, Any] | None = None) -> None:
         self.put: dict[str, Any] = {}
+        self.original = dict(original or {})
+
+    async def status(self) -> dict[str, Any]:
+        return {"link": self.original}
 
     async def put_link(self, name: str, definition: Mapping[str, Any]) -> dict[str, Any]:
         self.put[name] = dict(definition)
@@ -163,3 +167,47 @@ def test_the_reverse_link_carries_the_old_primarys_digest_file_to_the_mirror(tmp
         config = parse_link(definition, origin="the reverse link")  # what the mirror makes of it
         assert config.target.zookeeper == "10.0.0.1:2181/east"
         assert config.target.zookeeper_digest_file == expected
+
+
+def test_the_reverse_link_reaches_each_site_as_the_original_link_did_roles_swapped(tmp_path: Path) -> None:
+    files = {}
+    for name in ("east-ca.pem", "west-ca.pem", "mirror.pw", "east-zk.digest", "west-zk.digest"):
+        files[name] = tmp_path / name
+        files[name].write_text("strait:x\n" if name.endswith("digest") else "x\n")
+    east = Site("east", "10.0.0.1:9092", "10.0.0.1:2181/east")
+    west = Site("west", "10.1.0.1:9092", "10.1.0.1:2181/west")
+    sasl = {"mechanism": "SCRAM-SHA-512", "username": "mirror", "password_file": str(files["mirror.pw"])}
+    original = {  # the forward link as the mirror reports it (LinkConfig.to_dict)
+        "name": "east-to-west",
+        "source": {"name": "east", "bootstrap": east.bootstrap, "zookeeper": east.zookeeper,
+                   "zookeeper_digest_file": str(files["east-zk.digest"]),
+                   "tls": {"ca": str(files["east-ca.pem"]), "cert": None, "key": None, "check_hostname": True},
+                   "sasl": sasl},
+        "target": {"name": "west", "bootstrap": west.bootstrap, "zookeeper": west.zookeeper,
+                   "zookeeper_digest_file": str(files["west-zk.digest"]),
+                   "tls": {"ca": str(files["west-ca.pem"]), "cert": None, "key": None, "check_hostname": True},
+                   "sasl": sasl},
+        "sync_acls": True,
+        "sync_users": True,
+    }  # fmt: skip
+    mirror = _Mirror(original)
+    run = SimpleNamespace(
+        state=SimpleNamespace(facts={}), topology=Topology(sites={"east": east, "west": west}, links={}), mirror=mirror
+    )
+    trio.run(_start_reverse, cast(Run, run), "east-to-west-reverse", "west", "east")
+    config = parse_link(mirror.put["east-to-west-reverse"], origin="the reverse link")
+    assert (config.source.name, config.target.name) == ("west", "east")
+    assert config.source.tls is not None and config.source.tls.ca == str(files["west-ca.pem"])
+    assert config.target.tls is not None and config.target.tls.ca == str(files["east-ca.pem"])
+    assert config.source.sasl == config.target.sasl and config.source.sasl is not None
+    assert config.source.sasl.username == "mirror"
+    # The users flow back from west's ZooKeeper to east's, each with its credential.
+    assert config.sync_users and config.sync_acls
+    assert (config.source.zookeeper, config.source.zookeeper_digest_file) == (
+        west.zookeeper,
+        str(files["west-zk.digest"]),
+    )
+    assert (config.target.zookeeper, config.target.zookeeper_digest_file) == (
+        east.zookeeper,
+        str(files["east-zk.digest"]),
+    )

@@ -16,6 +16,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
+from failover.topology import load_topology
 from mirror import load_links
 from node.config import NodeConfig
 from node.security._acl import AclOperation, ResourceType
@@ -255,13 +256,23 @@ def test_the_acl_tables_and_credential_check() -> None:
     assert not matches(credential, ScramMechanism.from_name("SCRAM-SHA-256"), "s3cret")
 
 
-def test_the_commands_that_cannot_reach_secured_sites_refuse_a_secured_appliance_by_name(tmp_path: Path) -> None:
+def test_failover_reaches_a_secured_appliance_as_admin_and_the_audit_refuses_it_by_name(tmp_path: Path) -> None:
     security, _ = ApplianceSecurity.prepare(tmp_path, {"east": [1], "west": [1]})
     described = tmp_path / "appliance.json"
-    described.write_text(json.dumps(Appliance(tmp_path, nodes=1, security=security).describe()))
-    failover = CliRunner().invoke(main, ["failover", "status", "--topology", str(described)])
-    assert failover.exit_code == 2
-    assert "secured appliance's (strait up --secure): strait failover does not work" in failover.output
+    data = Appliance(tmp_path, nodes=1, security=security).describe()
+    for entry in data["sites"].values():  # type: ignore[attr-defined]
+        entry.update(zookeeper="127.0.0.1:2181", bootstrap="127.0.0.1:9093", admin=[])  # as when the sites run
+    data["links"][0]["admin"] = "http://127.0.0.1:8090"  # type: ignore[index]
+    described.write_text(json.dumps(data))
+    topology = load_topology(described)
+    for name in ("east", "west"):
+        site = topology.site(name)
+        assert site.tls is not None and site.tls.ca == str(security.material.ca_cert)
+        assert site.sasl is not None and (site.sasl.mechanism, site.sasl.username) == ("SCRAM-SHA-512", "admin")
+        assert site.zookeeper_digest() == security.material.zookeeper_digest(name)
+        client = site.client_security()
+        assert client["sasl"].password == security.material.password("admin")
+        assert client["ssl_context"].check_hostname
     audit = CliRunner().invoke(
         main, ["audit", "reconcile", "--topology", str(described), "--link", "east-to-west", "--out", str(tmp_path)]
     )

@@ -38,6 +38,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]  # two sites and a mirr
 
 SESSION_TIMEOUT_MS = 6000  # a revived node waits out its killed predecessor's session
 KCAT_TIMEOUT_S = 30
+LINK_NAME = "east-to-west"
 
 
 @dataclass
@@ -300,10 +301,6 @@ def test_the_secrets_are_private(appliance: Appliance) -> None:
 
 
 def test_commands_on_the_running_appliance_revive_it_or_refuse_clearly(appliance: Appliance) -> None:
-    failover = strait("failover", "status", "--topology", str(appliance.directory / "appliance.json"))
-    assert failover.returncode == 2
-    assert "secured appliance" in failover.stderr and "does not work on secured sites" in failover.stderr
-
     site = json.loads((appliance.directory / "east" / "site.json").read_text())
     kill_9_pid(site["zookeeper_pid"], "east's ZooKeeper")
     kill_9_pid(site["nodes"][0]["pid"], "east's node 1")
@@ -364,6 +361,51 @@ def test_users_and_acls_made_on_east_reach_west_through_the_link(appliance: Appl
         assert security[part]["last_error"] is None, security
         assert "conflicts" not in security[part], security  # both sites' own users are the same credentials
     assert security["users"]["owned"] >= 1 and security["acls"]["owned"] >= 2, security
+
+
+def failover(appliance: Appliance, *args: str) -> tuple[int, dict[str, Any], str]:
+    """``strait failover ARGS --json`` on the appliance's topology: (exit code, answer, stderr)."""
+    topology = str(appliance.directory / "appliance.json")
+    done = subprocess.run(
+        [sys.executable, "-m", "strait.cli", "failover", *args, "--json", "--topology", topology],
+        capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    return done.returncode, json.loads(done.stdout) if done.stdout.strip() else {}, done.stderr
+
+
+def test_failover_switches_over_to_west_and_back_over_tls_and_scram(appliance: Appliance, tmp_path: Path) -> None:
+    west = appliance.site("west")["bootstrap"]
+    produced = kcat(appliance, "-P", "-t", "dr-orders", stdin="".join(f"e{i}\n" for i in range(10)))
+    assert produced.returncode == 0, produced.stderr
+    on_east = consumed(appliance, "dr-orders")
+    wait_for("dr-orders on west", lambda: consumed(appliance, "dr-orders", west) == on_east, 60)
+
+    code, status, stderr = failover(appliance, "status", LINK_NAME)
+    assert code == 0, stderr
+    assert status["links"][0]["target"]["reachable"] and status["links"][0]["source"]["reachable"], status
+
+    # Promote west (planned: east fenced, RPO 0), then app writes there with the same credentials.
+    code, answer, stderr = failover(appliance, "promote", LINK_NAME, "--planned", "--timeout", "120")
+    assert code == 0, stderr
+    assert answer["primary"] == "west" and answer["rpo"]["records"] == 0, answer
+    refused = kcat(appliance, "-P", "-t", "dr-orders", stdin="late\n")  # east is fenced now
+    assert refused.returncode != 0 or consumed(appliance, "dr-orders") == on_east
+    written = kcat(appliance, "-P", "-t", "dr-orders", stdin="w0\nw1\n", bootstrap=west)
+    assert written.returncode == 0, written.stderr
+
+    # Reverse (east mirrors west, the mirror still as its own user), then fail back to east.
+    code, answer, stderr = failover(appliance, "reverse", LINK_NAME, "--export", str(tmp_path / "export"))
+    assert code == 0, stderr
+    on_west = consumed(appliance, "dr-orders", west)
+    assert len(on_west) == 12, on_west
+    wait_for("east to mirror west", lambda: consumed(appliance, "dr-orders") == on_west, 60)
+    code, answer, stderr = failover(appliance, "failback", LINK_NAME, "--timeout", "120")
+    assert code == 0, stderr
+    assert answer["primary"] == "east" and answer["state"] == "mirroring", answer
+    assert consumed(appliance, "dr-orders") == consumed(appliance, "dr-orders", west) == on_west
+    again = kcat(appliance, "-P", "-t", "dr-orders", stdin="e10\n")
+    assert again.returncode == 0, again.stderr
+    wait_for("west to mirror east again", lambda: len(consumed(appliance, "dr-orders", west)) == 13, 60)
 
 
 def test_a_restart_reuses_every_secret_credential_and_record(appliance: Appliance) -> None:
