@@ -23,6 +23,11 @@ Rust peer tansu alike (measured side by side: 18 MB/s with the default, 138 MB/s
 setting), while the slower TLS path stayed under the threshold. That measured the client's
 back-off, not the listener.
 
+The Python consumer costs the client more per record than the node spends (about 40 MB/s on
+2 cores whatever the listener), so a second consume figure comes from Debian's kcat (C, nothing
+printed) reading a ``--bulk-records`` topic (2,000,000 records, 200 MB) to its end through each
+listener: there the node's sendfile and TLS paths differ.
+
 TLS cannot use ``sendfile``: a fetch over TLS reads the log in a worker thread and encrypts it
 in the node's process, so the consume ratio is where TLS costs most.
 """
@@ -130,6 +135,39 @@ def client_settings(protocol: str, ca: Path) -> dict[str, Any]:
     return tls | {"sasl.mechanism": "SCRAM-SHA-512", "sasl.username": USER, "sasl.password": PASSWORD}
 
 
+def kcat_settings(protocol: str, ca: Path) -> list[str]:
+    """kcat's ``-X`` arguments for ``protocol`` (the same settings as ``client_settings``)."""
+    return [arg for key, value in client_settings(protocol, ca).items() for arg in ("-X", f"{key}={value}")]
+
+
+def bulk_consume(address: str, kcat_args: list[str], topic: str, records: int, session: int) -> dict[str, float]:
+    """kcat reads ``topic`` (``records`` records) from offset 0 to its end, printing nothing: the
+    consume throughput of a C client that costs no Python per record, and the node's CPU seconds."""
+    cpu0, started = session_cpu_seconds(session), time.perf_counter()
+    argv = ["kcat", "-C", "-b", address, "-t", topic, "-o", "beginning", "-e", "-q", "-f", "",
+            "-X", "queued.min.messages=1000000", *kcat_args]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+    elapsed, cpu = time.perf_counter() - started, session_cpu_seconds(session) - cpu0
+    if done.returncode != 0:
+        raise RuntimeError(f"{address}: kcat exited {done.returncode}: {done.stderr[-500:]}")
+    return {"bulk_consume_mb_s": records * VALUE_BYTES / 1e6 / elapsed, "bulk_consume_cpu_s": cpu}
+
+
+def fill_bulk_topic(address: str, records: int, admin: AdminClient) -> str:
+    """A one-partition topic of ``records`` 100-byte values, written over PLAINTEXT (not timed)."""
+    topic = f"bulk-{uuid.uuid4().hex[:8]}"
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    deliveries = Deliveries()
+    config = PRODUCER_SETTINGS | {"bootstrap.servers": address, "acks": "1", "on_delivery": deliveries.on_delivery}
+    with open_producer(config) as producer:
+        produce_all(producer, topic, b"x" * VALUE_BYTES, records)
+        producer.flush(600)
+    if deliveries.failed or deliveries.delivered != records:
+        raise RuntimeError(f"{address}: {deliveries.delivered} of {records} bulk records delivered")
+    return topic
+
+
+RATIO_BULK = "bulk_consume_mb_s"
 # See the module docstring: without it the consume figures measure librdkafka's fetch-queue back-off.
 CONSUMER_SETTINGS = {"queued.min.messages": 1_000_000}
 
@@ -176,7 +214,8 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.security_bench", description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=300_000)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--quick", action="store_true", help="30,000 records, one repeat")
+    parser.add_argument("--bulk-records", type=int, default=2_000_000, help="records of the topic kcat reads")
+    parser.add_argument("--quick", action="store_true", help="30,000 records (200,000 for kcat), one repeat")
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     parser.add_argument("--strait", type=Path, default=Path(sys.executable).parent / "strait")
     parser.add_argument(
@@ -184,6 +223,7 @@ def main(argv: list[str]) -> int:
     )
     args = parser.parse_args(argv)
     records, repeat = (30_000, 1) if args.quick else (args.records, args.repeat)
+    bulk_records = 200_000 if args.quick else args.bulk_records
     extra = dict(item.split("=", 1) for item in args.node_property)
     started_at = datetime.datetime.now(datetime.UTC)
 
@@ -205,32 +245,39 @@ def main(argv: list[str]) -> int:
                                                       PASSWORD.encode())  # fmt: skip
                 for future in admin.alter_user_scram_credentials([upsert]).values():
                     future.result(30)
+                bulk = fill_bulk_topic(addresses["PLAINTEXT"], bulk_records, admin)
                 for i in range(repeat):
                     order = PROTOCOLS[i % 3 :] + PROTOCOLS[: i % 3]
                     for protocol in order:
                         result = measure(addresses[protocol], client_settings(protocol, ca), records, pid, admin)
+                        kcat_args = kcat_settings(protocol, ca)
+                        result |= bulk_consume(addresses[protocol], kcat_args, bulk, bulk_records, pid)
                         runs[protocol].append(result)
                         print(f"run {i + 1} {protocol}: " + ", ".join(f"{k} {v:.2f}" for k, v in result.items()))
             machine = machine_info(work)
         medians = {p: {k: statistics.median(r[k] for r in runs[p]) for k in runs[p][0]} for p in PROTOCOLS}
         ratios = {
-            p: {k: medians[p][k] / medians["PLAINTEXT"][k] for k in ("produce_mb_s", "consume_mb_s")}
+            p: {k: medians[p][k] / medians["PLAINTEXT"][k] for k in ("produce_mb_s", "consume_mb_s", RATIO_BULK)}
             for p in PROTOCOLS[1:]
         }
         command = command_line("bench.security_bench", argv)
         stem = result_stem(args.out, "security", started_at)
         write_json(stem.with_suffix(".json"), {**run_fields(started_at, time.perf_counter() - t0, command),
-                   "machine": machine, "records": records, "repeat": repeat, "runs": runs, "medians": medians,
+                   "machine": machine, "records": records, "bulk_records": bulk_records, "repeat": repeat,
+                   "runs": runs, "medians": medians,
                    "ratios": ratios, "commit": git_commit()})  # fmt: skip
         table = [
             [p, f"{medians[p]['produce_mb_s']:.1f}", f"{medians[p]['consume_mb_s']:.1f}",
              f"{medians[p]['produce_cpu_s']:.2f}", f"{medians[p]['consume_cpu_s']:.2f}",
              "1.00" if p == "PLAINTEXT" else f"{ratios[p]['produce_mb_s']:.2f}",
-             "1.00" if p == "PLAINTEXT" else f"{ratios[p]['consume_mb_s']:.2f}"]
+             "1.00" if p == "PLAINTEXT" else f"{ratios[p]['consume_mb_s']:.2f}",
+             f"{medians[p]['bulk_consume_mb_s']:.1f}", f"{medians[p]['bulk_consume_cpu_s']:.2f}",
+             "1.00" if p == "PLAINTEXT" else f"{ratios[p]['bulk_consume_mb_s']:.2f}"]
             for p in PROTOCOLS
         ]  # fmt: skip
         headers = ["listener", "produce MB/s", "consume MB/s", "node CPU s (produce)", "node CPU s (consume)",
-                   "produce / PLAINTEXT", "consume / PLAINTEXT"]  # fmt: skip
+                   "produce / PLAINTEXT", "consume / PLAINTEXT", "kcat consume MB/s", "node CPU s (kcat consume)",
+                   "kcat consume / PLAINTEXT"]  # fmt: skip
         lines = [
             f"# Security benchmark, {started_at:%Y-%m-%d}",
             "",
@@ -239,7 +286,9 @@ def main(argv: list[str]) -> int:
             *machine_lines(machine),
             "",
             f"{records:,} records of {VALUE_BYTES} bytes per listener and run, acks=1, one partition; "
-            f"median of {repeat} run(s); the order of the listeners rotates between runs.",
+            f"median of {repeat} run(s); the order of the listeners rotates between runs. kcat consume: "
+            f"Debian's kcat reads one topic of {bulk_records:,} such records (written once over PLAINTEXT) "
+            "to its end through each listener, printing nothing.",
             "",
             markdown_table(headers, table),
             "",

@@ -24,6 +24,8 @@ def test_a_quick_run_measures_every_listener_and_writes_its_report(tmp_path: Pat
     assert data["records"] == 30_000 and set(data["medians"]) == {"PLAINTEXT", "SSL", "SASL_SSL"}
     for protocol, figures in data["medians"].items():
         assert figures["produce_mb_s"] > 0 and figures["consume_mb_s"] > 0, protocol
+        assert figures["bulk_consume_mb_s"] > 0 and figures["bulk_consume_cpu_s"] >= 0, protocol
     assert set(data["ratios"]) == {"SSL", "SASL_SSL"}
     markdown = report.with_suffix(".md").read_text()
-    assert "| SASL_SSL |" in markdown and "produce / PLAINTEXT" in markdown
+    assert "| SASL_SSL |" in markdown and "produce / PLAINTEXT" in markdown and "kcat consume / PLAINTEXT" in markdown
+    assert data["bulk_records"] == 200_000
