@@ -155,7 +155,12 @@ def test_nodes_reach_each_other_only_through_the_inter_broker_listener(
     for n in nodes:
         assert listeners_of(n)[dead] == f"127.0.0.1:{closed_port}"
     clients = on(nodes, inter_broker)
-    assert set(metadata_brokers(listeners_of(nodes[0])[inter_broker])) == {1, 2, 3}
+    # A node learns of the others' registrations through a ZooKeeper watch: eventually, as in Kafka.
+    wait_for(
+        "node 1's metadata to list all three",
+        lambda: set(metadata_brokers(listeners_of(nodes[0])[inter_broker])) == {1, 2, 3},
+        20,
+    )
 
     # acks=all with min.insync.replicas=3 is acknowledged only once both followers fetched.
     create_topic(clients, "ledger", 3, **{"min.insync.replicas": "3"})
