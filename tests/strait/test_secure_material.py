@@ -224,7 +224,8 @@ def test_the_client_files_work_as_kcat_and_strait_read_them(tmp_path: Path) -> N
     loaded = load_command_config(str(admin))
     assert (loaded.protocol, loaded.sasl_mechanism, loaded.sasl_username) == ("SASL_SSL", "SCRAM-SHA-512", "admin")
     assert loaded.sasl_password == security.material.password("admin")
-    assert loaded.ssl_context is not None and loaded.ssl_context.check_hostname
+    context = loaded.ssl_context()
+    assert context is not None and context.check_hostname
 
     appliance = Appliance(tmp_path, nodes=1, security=security)
     described = tmp_path / "appliance.json"
