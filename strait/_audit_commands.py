@@ -6,18 +6,27 @@ import). ``strait audit reconcile`` also takes ``--topology FILE --link NAME`` (
 commands' topology): the link's source and target sites become ``--source``/``--target``, and
 the mirror's admin API says whether the link is offset-preserving or MM2 (``--mode``,
 ``--source-alias``, ``--target-alias``), so an operator names a link instead of bootstrap lists.
+``strait audit ledger`` and ``replay`` take ``--topology FILE`` too: their ``--site`` then names
+a site of it. A topology site's ``tls`` and ``sasl`` (a secured appliance's CA and ``admin``
+user) become the job's security settings, as its ``--command-config`` would give them; a
+``--command-config`` given on the command line wins.
 
 Exit status (every job): 0 clean, 1 something found, 2 bad input, 3 the job could not run.
 """
 
 from __future__ import annotations
 
+import copy
 import importlib
 import importlib.util
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from failover.topology import Site
+    from node.client import ClientSecurity
 
 #: The jobs and their one-line help (shown without importing PySpark).
 JOBS = {
@@ -52,7 +61,9 @@ class _Jobs(click.Group):
                 ) from None
             raise
         command: click.Command = module.command
-        return with_topology(command) if name == "reconcile" else command
+        if name == "reconcile":
+            return with_topology(command)
+        return with_site_topology(command) if name in ("ledger", "replay") else command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         with formatter.section("Commands"):
@@ -86,7 +97,8 @@ def with_topology(job: click.Command) -> click.Command:
         type=click.Path(dir_okay=False, path_type=Path),
         default=None,
         help="A failover topology (strait up's appliance.json or a TOML file): with --link, the link's "
-        "sites and mode fill in --source, --target, --mode and --source-alias.",
+        "sites and mode fill in --source, --target, --mode and --source-alias, and each site's tls and sasl "
+        "its side's security (unless a --*command-config is given).",
     )
     return click.Command(
         job.name,
@@ -106,22 +118,19 @@ def resolve_link(topology_path: Path, name: str | None, given: set[str]) -> dict
 
     if not name:
         raise click.UsageError("--topology needs --link NAME (the mirror link to reconcile)")
-    from ._appliance_security import secured_appliance_file
-
-    if secured_appliance_file(topology_path):
-        raise click.UsageError(
-            f"{topology_path} is a secured appliance's (strait up --secure): the audit jobs read the sites "
-            "without TLS or SASL; see docs/secure-appliance.md"
-        )
     try:
         topology = load_topology(topology_path)
         link = topology.link(name)
-        found: dict[str, Any] = {
-            "source": topology.site(link.source).bootstrap,
-            "target": topology.site(link.target).bootstrap,
-        }
+        sites = {"source": topology.site(link.source), "target": topology.site(link.target)}
     except TopologyError as exc:
         raise click.UsageError(str(exc)) from None
+    found: dict[str, Any] = {}
+    for side, site in sites.items():
+        if side in given:
+            continue  # a side named on the command line: its security is the command line's too
+        found[side] = site.bootstrap
+        if (site.tls or site.sasl) and not {"command_config", f"{side}_command_config"} & given:
+            found[f"{side}_command_config"] = site_security(site)
     mode = _link_mode(link.mirror_admin, name)
     if mode is not None:
         found["mode"] = mode
@@ -146,3 +155,93 @@ def _link_mode(admin_url: str, name: str) -> str | None:
         return None
     mode = status.get("link", {}).get("mode")
     return "mm2" if mode == "mm2" else "offset" if mode else None
+
+
+def with_site_topology(job: click.Command) -> click.Command:
+    """``job`` (ledger, replay) with ``--topology FILE``: ``--site NAME`` then names a site of it,
+    whose bootstrap servers and security (``tls``, ``sasl``) the job uses; ``--command-config``
+    on the command line wins over the site's security."""
+
+    def callback(topology_path: Path | None, **kwargs: Any) -> Any:
+        ctx = click.get_current_context()
+        if topology_path is not None:
+            if not kwargs.get("site"):
+                raise click.UsageError("--topology needs --site NAME (a site of the topology)")
+            site = _topology_site(topology_path, kwargs["site"])
+            kwargs["site"] = site.bootstrap
+            given = ctx.get_parameter_source("security") not in (None, click.core.ParameterSource.DEFAULT)
+            if (site.tls or site.sasl) and not given:
+                kwargs["security"] = site_security(site)
+        assert job.callback is not None
+        return ctx.invoke(job.callback, **kwargs)
+
+    def site_param(param: click.Parameter) -> click.Parameter:
+        """``--site`` checks its value as host:port only without --topology (with it, a name)."""
+        checked = param.callback
+        if param.name != "site" or checked is None:
+            return param
+        unchecked = copy.copy(param)
+
+        def check(ctx: click.Context, p: click.Parameter, value: Any) -> Any:
+            if value is None or ctx.params.get("topology_path") is not None:
+                return value
+            return checked(ctx, p, value)
+
+        unchecked.callback = check
+        return unchecked
+
+    topology = click.Option(
+        ["--topology", "topology_path"],
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        is_eager=True,  # --site's check needs to know whether it names a site of it
+        help="A failover topology (strait up's appliance.json or a TOML file): --site then names one of its "
+        "sites, whose bootstrap servers and tls and sasl (unless --command-config is given) are used.",
+    )
+    return click.Command(
+        job.name,
+        params=[*(site_param(p) for p in job.params), topology],
+        callback=callback,
+        help=job.help,
+        short_help=job.short_help,
+        epilog=job.epilog,
+        context_settings=job.context_settings,
+    )
+
+
+def _topology_site(topology_path: Path, name: str) -> Site:
+    from failover.errors import TopologyError
+    from failover.topology import load_topology
+
+    try:
+        return load_topology(topology_path).site(name)
+    except TopologyError as exc:
+        raise click.UsageError(f"--site: {exc}") from None
+
+
+def site_security(site: Site) -> ClientSecurity:
+    """A topology site's ``tls`` and ``sasl`` as a client's security settings, the password read
+    now from its file. Raises UsageError naming the site (never the password)."""
+    from mirror import MirrorError
+    from node.client import ClientSecurity
+
+    tls, sasl = site.tls, site.sasl
+    settings: dict[str, Any] = {"protocol": ("SASL_" if sasl else "") + ("SSL" if tls else "PLAINTEXT")}
+    if tls is not None:
+        if tls.cert is not None and tls.key not in (None, tls.cert):
+            raise click.UsageError(
+                f"site {site.name}: tls.cert and tls.key are two files; the audit jobs take a client certificate as "
+                "Kafka's ssl.keystore.location does, its key and chain in one PEM file: give that file as both"
+            )
+        settings |= {"truststore": tls.ca, "keystore": tls.cert, "check_hostname": tls.check_hostname}
+    if sasl is not None:
+        try:
+            credentials = sasl.credentials()
+        except MirrorError as exc:
+            raise click.UsageError(f"site {site.name}: {exc}") from None
+        settings |= {
+            "sasl_mechanism": credentials.mechanism,
+            "sasl_username": credentials.username,
+            "sasl_password": credentials.password,
+        }
+    return ClientSecurity(**settings)

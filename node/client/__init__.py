@@ -13,7 +13,9 @@ By concern:
 - ``_groups``: consumer-group verbs (``GroupAdmin``);
 - ``_data``: produce, fetch and list offsets of a partition, and record-set helpers;
 - ``_mirror``: MirrorAppend (strait's API 1000);
-- ``_reconnect``: the reconnect-with-backoff loop of long-running copiers.
+- ``_reconnect``: the reconnect-with-backoff loop of long-running copiers;
+- ``_security``: Kafka client properties (``security.protocol``, ``ssl.*``, ``sasl.*``) read into
+  ``ClientSecurity``, which builds a ``SiteClient``'s TLS context and SASL credentials.
 """
 
 from ._admin import AdminClient as AdminClient
@@ -43,6 +45,11 @@ from ._mirror import MirrorAppendResult as MirrorAppendResult
 from ._mirror import mirror_append as mirror_append
 from ._reconnect import aclose_quietly as aclose_quietly
 from ._reconnect import run_reconnecting as run_reconnecting
+from ._security import SECURITY_KEYS as SECURITY_KEYS
+from ._security import ClientSecurity as ClientSecurity
+from ._security import SecurityConfigError as SecurityConfigError
+from ._security import parse_client_security as parse_client_security
+from ._security import read_client_properties as read_client_properties
 from ._site import NodeRoute as NodeRoute
 from ._site import PartitionMeta as PartitionMeta
 from ._site import Route as Route

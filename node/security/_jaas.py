@@ -11,7 +11,7 @@ The form (Kafka's, from Java's JAAS configuration syntax)::
 
 Values are double-quoted (``\\"`` and ``\\\\`` escape inside them) or bare words; the entry ends
 with ``;``. :func:`parse_jaas_config` raises ValueError naming what does not parse, without
-ever quoting a password.
+ever quoting a password; :func:`format_jaas_config` writes an entry it reads back.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["PLAIN_MODULE", "SCRAM_MODULE", "JaasEntry", "parse_jaas_config"]
+__all__ = ["PLAIN_MODULE", "SCRAM_MODULE", "JaasEntry", "format_jaas_config", "parse_jaas_config"]
 
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
@@ -83,3 +83,13 @@ def parse_jaas_config(text: str) -> JaasEntry:
     if rest[pos:].strip():
         raise ValueError("only one login module entry is supported; text follows its ';'")
     return JaasEntry(module, flag, options)
+
+
+def format_jaas_config(module: str, options: dict[str, str], flag: str = "required") -> str:
+    """The entry ``module flag key="value" ...;`` with every value quoted (``"`` and ``\\`` escaped):
+    what :func:`parse_jaas_config` reads back as ``JaasEntry(module, flag, options)``."""
+
+    def quoted(value: str) -> str:
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    return " ".join([module, flag, *(f"{key}={quoted(value)}" for key, value in options.items())]) + ";"

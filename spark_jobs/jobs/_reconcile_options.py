@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ._reconcile_sides import Side
+from ._security import describe
 
 
 @dataclass
@@ -40,6 +41,11 @@ class Options:
             "source_kind": self.source.kind,
             "target": self.target.value,
             "target_kind": self.target.kind,
+            **{
+                f"{side.option.lstrip('-')}_security": describe(side.security)
+                for side in (self.source, self.target)
+                if side.kind == "kafka"
+            },
             "link": self.link,
             "mode": self.mode,
             "source_alias": self.source_alias,

@@ -7,7 +7,8 @@ the driver: its topics and partitions, and each partition's log range ``[log sta
 (a live site: ListOffsets earliest and latest, the high watermark; files: the log start
 checkpoint (or the first segment) and the end of the last whole batch, of the copy that
 reaches furthest when several nodes' dirs hold the partition). Its rows are then read exactly
-over those ranges, so what is counted is what was compared.
+over those ranges, so what is counted is what was compared. A live side is reached as its
+``security`` says (TLS, SASL), by the driver and by ``strait-kafka`` alike.
 """
 
 from __future__ import annotations
@@ -15,16 +16,27 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import trio
 
-from node.client import EARLIEST, LATEST, READ_COMMITTED, READ_UNCOMMITTED, ClientError, SiteClient, list_offsets
+from node.client import (
+    EARLIEST,
+    LATEST,
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    ClientError,
+    ClientSecurity,
+    SecurityConfigError,
+    SiteClient,
+    list_offsets,
+)
 from storage import StorageError
 
 from ..schema import BATCH_SCHEMA, RECORD_SCHEMA
+from ..sources._kafka_options import security_options
 from ..sources._segments_files import (
     LOG_START_OFFSET_CHECKPOINT,
     Checkpoints,
@@ -61,6 +73,7 @@ class Side:
     kind: Literal["kafka", "segments"]
     entries: tuple[str, ...]
     timeout_s: float = 30.0
+    security: ClientSecurity = field(default_factory=ClientSecurity)  # a live site's TLS and SASL
 
     @property
     def describe(self) -> str:
@@ -134,7 +147,7 @@ class Side:
             reader = spark.read.format("strait-segments").option("path", ",".join(chosen))
             reader = reader.option("topics", ",".join(topics)).option("rows", rows)
         else:
-            reader = spark.read.format("strait-kafka").option("kafka.bootstrap.servers", self.value)
+            reader = self._kafka(spark)
             assigned: dict[str, list[int]] = {}
             for t, p in sorted(ranges):
                 assigned.setdefault(t, []).append(p)
@@ -151,8 +164,13 @@ class Side:
         if self.kind == "segments":
             reader = spark.read.format("strait-segments").option("path", ",".join(self.entries))
             return reader.option("topics", topic).load()
-        reader = spark.read.format("strait-kafka").option("kafka.bootstrap.servers", self.value)
-        return reader.option("subscribe", topic).load()
+        return self._kafka(spark).option("subscribe", topic).load()
+
+    def _kafka(self, spark: Any) -> Any:
+        """A ``strait-kafka`` reader of the site: its bootstrap servers and security options."""
+        return spark.read.format("strait-kafka").options(
+            **{"kafka.bootstrap.servers": self.value, **security_options(self.security)}
+        )
 
     # -- helpers --------------------------------------------------------------------------------------
 
@@ -168,8 +186,15 @@ class Side:
         return longest(self._copies())
 
     def _on_site(self, call: Callable[[SiteClient], Awaitable[T]]) -> T:
+        try:
+            secured = self.security.site_client_kwargs()
+        except SecurityConfigError as exc:
+            raise BadInput(f"{self.describe}: {exc}") from None
+
         async def main() -> T:
-            site = SiteClient(self.option.lstrip("-"), self.value, client_id=CLIENT_ID, timeout=self.timeout_s)
+            site = SiteClient(
+                self.option.lstrip("-"), self.value, client_id=CLIENT_ID, timeout=self.timeout_s, **secured
+            )
             try:
                 with trio.fail_after(3 * self.timeout_s):
                     return await call(site)
@@ -182,9 +207,9 @@ class Side:
             raise SiteUnreachable(f"{self.describe}: the site did not answer ({exc or 'timed out'})") from None
 
 
-def parse_side(option: str, value: str, *, timeout_s: float = 30.0) -> Side:
-    """The side ``value`` names; BadInput naming ``option`` when it is neither existing paths
-    nor a ``host:port`` list."""
+def parse_side(option: str, value: str, *, timeout_s: float = 30.0, security: ClientSecurity | None = None) -> Side:
+    """The side ``value`` names, a live one reached as ``security`` says (default PLAINTEXT);
+    BadInput naming ``option`` when it is neither existing paths nor a ``host:port`` list."""
     entries = tuple(e.strip() for e in value.split(",") if e.strip())
     if not entries:
         raise BadInput(f"{option}: empty; give host:port,... of a site or segment paths")
@@ -197,7 +222,7 @@ def parse_side(option: str, value: str, *, timeout_s: float = 30.0) -> Side:
     bad = next((e for e in entries if not _HOST_PORT.match(e)), None)
     if bad is not None:
         raise BadInput(f"{option}: {bad!r} is neither an existing path nor host:port")
-    return Side(option, ",".join(entries), "kafka", entries, timeout_s)
+    return Side(option, ",".join(entries), "kafka", entries, timeout_s, security or ClientSecurity())
 
 
 def _offsets_json(offsets: Mapping[TP, int]) -> str:

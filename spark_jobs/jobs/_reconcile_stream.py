@@ -33,6 +33,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from ..sources._kafka_options import security_options
 from ._common import BadInput, Job
 from ._reconcile_compare import COUNT_KEYS, DISCREPANCY_COLUMNS, DISCREPANCY_SCHEMA, Comparison, Ranges, compare_offsets
 from ._reconcile_options import Options
@@ -228,6 +229,7 @@ def follow(job: Job, opts: Options, topics: dict[str, list[int]]) -> dict[str, A
     stream = (
         job.spark.readStream.format("strait-kafka")
         .option("kafka.bootstrap.servers", opts.target.value)
+        .options(**security_options(opts.target.security))
         .option("subscribe", ",".join(sorted(topics)))
         .option("startingOffsets", "earliest")
         .option("kafka.request.timeout.ms", str(int(opts.target.timeout_s * 1000)))

@@ -9,10 +9,11 @@ even while clients keep writing.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import trio
 
-from node.client import AdminClient, ClientError, SiteClient
+from node.client import AdminClient, ClientError, ClientSecurity, SecurityConfigError, SiteClient
 
 CLIENT_ID = "strait-audit"
 LOG_APPEND_TIME = "LogAppendTime"
@@ -35,15 +36,26 @@ class SiteTopic:
 
 
 def describe_topics(
-    bootstrap: str, topics: list[str], *, option: str = "--site", timeout_s: float = 30.0
+    bootstrap: str,
+    topics: list[str],
+    *,
+    option: str = "--site",
+    timeout_s: float = 30.0,
+    security: ClientSecurity | None = None,
 ) -> dict[str, SiteTopic | None]:
-    """Each of ``topics`` on the site at ``bootstrap`` (None when the site has no such topic).
+    """Each of ``topics`` on the site at ``bootstrap``, reached as ``security`` says (default
+    PLAINTEXT); None when the site has no such topic.
 
     Raises SiteUnreachable naming ``option`` and the site when no broker answers within
-    ``timeout_s``, or when a partition's leader does not tell its offsets. Blocks (runs trio).
+    ``timeout_s`` (a refused TLS handshake or SASL authentication among the reasons), or when
+    a partition's leader does not tell its offsets. Blocks (runs trio).
     """
     try:
-        return trio.run(_describe, bootstrap, topics, timeout_s)
+        secured = (security or ClientSecurity()).site_client_kwargs()
+    except SecurityConfigError as exc:
+        raise SiteUnreachable(f"{option} {bootstrap}: {exc}") from None
+    try:
+        return trio.run(_describe, bootstrap, topics, timeout_s, secured)
     except (ClientError, trio.TooSlowError) as exc:
         reason = f"no answer within {timeout_s:g} s" if isinstance(exc, trio.TooSlowError) else str(exc)
         raise SiteUnreachable(f"{option} {bootstrap}: {reason}") from None
@@ -55,8 +67,10 @@ class _NoOffsets(Exception):
     pass
 
 
-async def _describe(bootstrap: str, topics: list[str], timeout_s: float) -> dict[str, SiteTopic | None]:
-    site = SiteClient("site", bootstrap, client_id=CLIENT_ID, timeout=min(10.0, timeout_s))
+async def _describe(
+    bootstrap: str, topics: list[str], timeout_s: float, secured: dict[str, Any]
+) -> dict[str, SiteTopic | None]:
+    site = SiteClient("site", bootstrap, client_id=CLIENT_ID, timeout=min(10.0, timeout_s), **secured)
     try:
         with trio.fail_after(timeout_s):
             known = await site.refresh(sorted(set(topics))) if topics else {}

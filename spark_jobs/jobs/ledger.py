@@ -18,6 +18,7 @@ Options: ``--history`` (repeatable; a file, or a run directory holding ``*.jsonl
 ``*/history.jsonl``), ``--site BOOTSTRAP`` or ``--segments DIR`` (repeatable; log dirs or nodes'
 data dirs), ``--topics`` (default: every topic the history acknowledged a write to),
 ``--history-site`` (the name the history gives the audited site; default: its primary),
+``--command-config FILE`` (Kafka client properties for a secured ``--site``: TLS, SASL),
 ``--out``, ``--overwrite``, ``--master``. Output: ``discrepancies/`` (one row per anomaly: kind,
 topic, partition, offset, detail, value, process, file, index, positions, values),
 ``summary.json``, ``report.html``; exit status 0 clean, 1 found, 2 bad input (a malformed
@@ -32,9 +33,12 @@ from typing import Any
 
 import click
 
+from node.client import ClientSecurity
 from spark_jobs.jobs._common import BadInput, Job, run_job
 from spark_jobs.jobs._history import History, HistoryError, history_files, read_history
 from spark_jobs.jobs._ledger import audit
+from spark_jobs.jobs._security import command_config_option, describe
+from spark_jobs.sources._kafka_options import security_options
 
 JOB = "ledger"
 
@@ -49,6 +53,7 @@ JOB = "ledger"
     help="A chaos history (JSON Lines), or a run directory holding *.jsonl (or */history.jsonl). Repeatable.",
 )
 @click.option("--site", metavar="BOOTSTRAP", help="The site to audit, live: its bootstrap servers (host:port,...).")
+@command_config_option("--command-config", "security", help="--site is a secured listener")
 @click.option(
     "--segments",
     multiple=True,
@@ -69,6 +74,7 @@ JOB = "ledger"
 def command(
     histories: tuple[str, ...],
     site: str | None,
+    security: ClientSecurity | None,
     segments: tuple[str, ...],
     topics: str | None,
     history_site: str | None,
@@ -79,6 +85,8 @@ def command(
     """Audit a chaos history against a site: lost, moved, duplicate and inconsistent-offsets records."""
     if bool(site) == bool(segments):
         raise click.UsageError("give the site to audit: --site BOOTSTRAP (live) or --segments DIR (its log files)")
+    if security is not None and not site:
+        raise click.UsageError("--command-config: only with --site (segments are read without a site)")
     try:
         files = history_files(histories)
     except HistoryError as exc:
@@ -108,11 +116,16 @@ def command(
             source = reader.option("topics", ",".join(chosen)).load()
         else:
             reader = job.spark.read.format("strait-kafka").option("kafka.bootstrap.servers", site)
+            reader = reader.options(**security_options(security or ClientSecurity()))
             source = reader.option("subscribe", ",".join(chosen)).load()
         ledger = audit(history, source, audited, chosen)
         job.inputs = {
             "history": files,
-            **({"segments": list(segments)} if segments else {"site": site}),
+            **(
+                {"segments": list(segments)}
+                if segments
+                else {"site": site, "site_security": describe(security or ClientSecurity())}
+            ),
             "topics": chosen,
             "history_site": sorted({str(name) for name in audited.values()}),
         }

@@ -9,6 +9,11 @@ links). The rules are in :mod:`._reconcile_compare`; offset-preserving links fir
 batches by digest (:mod:`._reconcile_batches`) unless ``--by-record``; ``--continuous`` is
 :mod:`._reconcile_stream`.
 
+A live side behind a TLS or SASL listener is reached as ``--command-config FILE`` (both sides)
+or ``--source-command-config`` / ``--target-command-config`` (one) say: Kafka client properties,
+read by :mod:`._security`; ``strait audit reconcile --topology`` fills them in from each site's
+``tls`` and ``sasl``.
+
 Order of reads (live sites): the target's log ranges first, then the source's, so a record the
 mirror copies while the job runs is at worst counted ``behind``, never ``missing``. MM2 links
 read the offset syncs before both.
@@ -48,6 +53,7 @@ from spark_jobs.jobs._reconcile_mm2 import compare_mm2, copy_window, offset_sync
 from spark_jobs.jobs._reconcile_options import Options
 from spark_jobs.jobs._reconcile_sides import TP, Side, is_internal, parse_side
 from spark_jobs.jobs._reconcile_stream import follow, resumes
+from spark_jobs.jobs._security import command_config_option, either
 
 JOB = "reconcile"
 _SYNCS_PREFIX, _SYNCS_SUFFIX = "mm2-offset-syncs.", ".internal"
@@ -312,6 +318,9 @@ SIDE_HELP = (
     help="mm2: the target site's alias (offset syncs in mm2-offset-syncs.<alias>.internal on the source) "
     "[default: the only such topic the source has].",
 )
+@command_config_option("--command-config", help="Both live sides are secured listeners")
+@command_config_option("--source-command-config", help="The live --source only (wins over --command-config)")
+@command_config_option("--target-command-config", help="The live --target only (wins over --command-config)")
 @click.option("--link", help="The link's name (recorded in the summary).")
 @click.option("--overwrite", is_flag=True, help="Replace a result already in --out.")
 @click.option("--master", help="Spark master [default: spark-submit's, else local[*]].")
@@ -355,14 +364,21 @@ def command(ctx: click.Context, /, out: Path, overwrite: bool, master: str | Non
     Exit status: 0 clean, 1 discrepancies or invalid rows found, 2 bad input, 3 the job could not run.
     """
     # Checked here, not by click: ``strait audit reconcile --topology FILE --link NAME`` fills
-    # --source and --target in from the topology after click has parsed the command line.
+    # --source and --target (and their security) in from the topology after click has parsed
+    # the command line.
+    shared = kw.pop("command_config")
     for side in ("source", "target"):
         if kw[side] is None:
             raise click.UsageError(f"--{side}: required (host:port,... of a site, or segment paths)", ctx)
+        own = kw.pop(f"{side}_command_config")
         try:
-            kw[side] = parse_side(f"--{side}", kw[side], timeout_s=timeout)
+            kw[side] = parse_side(f"--{side}", kw[side], timeout_s=timeout, security=either(own, shared))
         except BadInput as exc:
             raise click.UsageError(str(exc), ctx) from None
+        if own is not None and kw[side].kind != "kafka":
+            raise click.UsageError(f"--{side}-command-config: --{side} is segment paths, read without a site", ctx)
+    if shared is not None and kw["source"].kind != "kafka" and kw["target"].kind != "kafka":
+        raise click.UsageError("--command-config: both sides are segment paths, read without a site", ctx)
     if kw["mode"] == "mm2" and not kw["source_alias"]:
         raise click.UsageError("--source-alias: required with --mode mm2 (remote topics are <alias>.<topic>)", ctx)
     if kw["mode"] != "mm2" and (kw["source_alias"] or kw["target_alias"]):

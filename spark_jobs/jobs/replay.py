@@ -6,7 +6,7 @@ primary, skipping the ones it already holds, and reports every record as a row::
 
     strait audit replay --export DIR --site BOOTSTRAP --out OUT [--topics T,...] [--from TIME]
                         [--to TIME] [--include-transactional] [--present-from cut|earliest]
-                        [--execute] [--overwrite] [--master URL]
+                        [--command-config FILE] [--execute] [--overwrite] [--master URL]
     spark-submit spark_jobs/jobs/replay.py ...the same options...
 
 **Dry run by default**: it reads the export and the new primary and reports what it would
@@ -45,6 +45,7 @@ import click
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from node.client import ClientSecurity
 from spark_jobs.jobs._common import DISCREPANCY_COLUMNS, EXIT_BAD_INPUT, EXIT_FAILED, BadInput, Job, run_job
 from spark_jobs.jobs._divergence import Export, find_exports, read_exports
 from spark_jobs.jobs._replay_match import (
@@ -56,9 +57,11 @@ from spark_jobs.jobs._replay_match import (
     Rules,
     classify,
 )
+from spark_jobs.jobs._security import command_config_option, describe
 from spark_jobs.jobs._site import SiteUnreachable, describe_topics
 from spark_jobs.schema import RECORD_SCHEMA
 from spark_jobs.session import get_session
+from spark_jobs.sources._kafka_options import security_options
 
 JOB = "replay"
 RECORDS = "records"
@@ -81,6 +84,7 @@ Exit status:
 class Settings:
     exports: list[Export]
     site: str
+    security: ClientSecurity  # how the new primary is reached (TLS, SASL)
     rules: Rules
     execute: bool
     present_from: str
@@ -133,6 +137,7 @@ def _bootstrap(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.option(
     "--site", required=True, callback=_bootstrap, metavar="HOST:PORT,...", help="The new primary's bootstrap servers."
 )
+@command_config_option("--command-config", "security", help="--site is a secured listener")
 @click.option("--out", required=True, type=click.Path(path_type=Path), help="Where the result goes.")
 @click.option(
     "--topics",
@@ -167,6 +172,7 @@ def _bootstrap(ctx: click.Context, param: click.Parameter, value: str) -> str:
 def command(
     export_path: Path,
     site: str,
+    security: ClientSecurity | None,
     out: Path,
     topics: frozenset[str] | None,
     from_ms: int | None,
@@ -189,7 +195,7 @@ def command(
     except BadInput as exc:
         _fail(str(exc), EXIT_BAD_INPUT)
     selection = Rules(topics, from_ms, to_ms, include_transactional)
-    settings = _plan(exports, site, selection, present_from=present_from, execute=execute)
+    settings = _plan(exports, site, security or ClientSecurity(), selection, present_from=present_from, execute=execute)
     if execute:
         # A Spark task that is retried re-sends its records (the writer is idempotent within a task
         # only): fail the job instead; a second run writes only what is still missing.
@@ -202,7 +208,9 @@ def _fail(message: str, status: int) -> NoReturn:
     sys.exit(status)
 
 
-def _plan(exports: list[Export], site: str, selection: Rules, *, present_from: str, execute: bool) -> Settings:
+def _plan(
+    exports: list[Export], site: str, security: ClientSecurity, selection: Rules, *, present_from: str, execute: bool
+) -> Settings:
     """Check ``selection`` (topics, time range, transactions) against the export and the new
     primary; decide where records go, how they are compared and what to read. Exits (2, 3) on
     a topic the export or the site lacks, and on a site that does not answer."""
@@ -221,7 +229,7 @@ def _plan(exports: list[Export], site: str, selection: Rules, *, present_from: s
         )
     wanted = sorted(t for t, n in exported.items() if n and (topics is None or t in topics))
     try:
-        described = describe_topics(site, wanted)
+        described = describe_topics(site, wanted, security=security)
     except SiteUnreachable as exc:
         _fail(str(exc), EXIT_FAILED)
     absent = [t for t in wanted if described[t] is None]
@@ -265,13 +273,15 @@ def _plan(exports: list[Export], site: str, selection: Rules, *, present_from: s
     log_append = frozenset(t for t, d in on_site.items() if d.log_append_time)
     notes += [f"{t}: LogAppendTime on the new primary: timestamps are not compared" for t in sorted(log_append)]
     rules = replace(selection, by_key=by_key, log_append=log_append)
-    return Settings(exports, site, rules, execute, present_from, ranges, notes)
+    return Settings(exports, site, security, rules, execute, present_from, ranges, notes)
 
 
 # -- the Spark part ---------------------------------------------------------------------------------
 
 
-def read_site(spark: SparkSession, site: str, ranges: dict[tuple[str, int], tuple[int, int]]) -> DataFrame:
+def read_site(
+    spark: SparkSession, site: str, security: ClientSecurity, ranges: dict[tuple[str, int], tuple[int, int]]
+) -> DataFrame:
     """The new primary's records in ``ranges`` ([start, end) per partition) through ``strait-kafka``."""
     wanted = {tp: r for tp, r in ranges.items() if r[1] > r[0]}
     if not wanted:
@@ -286,6 +296,7 @@ def read_site(spark: SparkSession, site: str, ranges: dict[tuple[str, int], tupl
     return (
         spark.read.format("strait-kafka")
         .option("kafka.bootstrap.servers", site)
+        .options(**security_options(security))
         .option("assign", _json(assign))
         .option("startingOffsets", _json(starting))
         .option("endingOffsets", _json(ending))
@@ -293,7 +304,7 @@ def read_site(spark: SparkSession, site: str, ranges: dict[tuple[str, int], tupl
     )
 
 
-def write_site(records: DataFrame, site: str, tasks: int) -> None:
+def write_site(records: DataFrame, site: str, security: ClientSecurity, tasks: int) -> None:
     """Produce ``records`` (``topic``, ``targetPartition``, ``key``, ``value``, ``headers``,
     ``timestampMs``) through ``strait-kafka``'s idempotent writer: each target partition's records
     from one task, in export order, in at most ``tasks`` tasks."""
@@ -308,7 +319,8 @@ def write_site(records: DataFrame, site: str, tasks: int) -> None:
         "headers",
         F.timestamp_millis(F.col("timestampMs")).alias("timestamp"),
     )
-    rows.write.format("strait-kafka").option("kafka.bootstrap.servers", site).mode("append").save()
+    writer = rows.write.format("strait-kafka").option("kafka.bootstrap.servers", site)
+    writer.options(**security_options(security)).mode("append").save()
 
 
 def _json(value: object) -> str:
@@ -321,6 +333,7 @@ def _run(job: Job, settings: Settings) -> dict[str, Any]:
     job.inputs = {
         "source": [str(e.directory) for e in settings.exports],
         "target": settings.site,
+        "target_security": describe(settings.security),
         "link": ",".join(sorted({e.link for e in settings.exports})),
         "exports": [e.describe() for e in settings.exports],
         "topics": sorted(rules.topics) if rules.topics is not None else "all",
@@ -332,7 +345,7 @@ def _run(job: Job, settings: Settings) -> dict[str, Any]:
     }
     job.notes.extend(settings.notes)
     records = read_exports(spark, settings.exports)
-    target = read_site(spark, settings.site, settings.ranges)
+    target = read_site(spark, settings.site, settings.security, settings.ranges)
     read = target.groupBy("valid", "error").count().collect()
     invalid = {r["error"] or "invalid": r["count"] for r in read if not r["valid"]}
     target_records = sum(r["count"] for r in read if r["valid"])
@@ -347,7 +360,8 @@ def _run(job: Job, settings: Settings) -> dict[str, Any]:
     if settings.execute:
         records_path = job.out.path(RECORDS)
         if pending and not invalid:
-            write_site(plan.where(F.col("kind") == WOULD_REPLAY), settings.site, len(settings.ranges))
+            pending_rows = plan.where(F.col("kind") == WOULD_REPLAY)
+            write_site(pending_rows, settings.site, settings.security, len(settings.ranges))
             _read_back(spark, plan, settings).write.parquet(records_path)
             shutil.rmtree(plan_path)
             outcome = f"wrote {pending} record(s) to {settings.site}"
@@ -387,14 +401,14 @@ def _run(job: Job, settings: Settings) -> dict[str, Any]:
 def _read_back(spark: SparkSession, plan: DataFrame, settings: Settings) -> DataFrame:
     """After the write: each record as the new primary now shows it (replayed, or missing)."""
     topics = sorted({t for t, _ in settings.ranges})
-    now = describe_topics(settings.site, topics)
+    now = describe_topics(settings.site, topics, security=settings.security)
     ranges = {}
     for (t, p), (start, _end) in settings.ranges.items():
         described = now[t]
         ranges[(t, p)] = (start, described.partitions[p][1] if described is not None else start)
     again = classify(
         plan.withColumnRenamed("kind", "planKind").drop("detail", "targetPartition", "targetOffset", "contentHash"),
-        read_site(spark, settings.site, ranges),
+        read_site(spark, settings.site, settings.security, ranges),
         settings.rules,
         pending=MISSING,
     )

@@ -8,6 +8,13 @@ with lower-cased keys; messages use the documented spelling.
 Every bad value is an :class:`OptionError` (a ValueError) naming the option and the value. An
 option this source does not know is an error too: a misspelt ``startingOffset`` silently read
 from the latest offset is the worst kind of mistake in an audit.
+
+The security options are Spark's too (``kafka.security.protocol``, ``kafka.ssl.*``,
+``kafka.sasl.*``: the Java client's keys), read by ``node.client``'s one reader of them into a
+:class:`~node.client.ClientSecurity`, plain values that the executors build their TLS context
+and SASL credentials from. They are checked here, on the driver, files included; an ``ssl.*`` or
+``sasl.*`` option that ``kafka.security.protocol`` would ignore is an error (a forgotten
+protocol must not read over PLAINTEXT unnoticed). A password is never in a message or a repr.
 """
 
 from __future__ import annotations
@@ -18,7 +25,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from node.client import READ_COMMITTED, READ_UNCOMMITTED
+from node.client import (
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    SECURITY_KEYS,
+    ClientSecurity,
+    SecurityConfigError,
+    parse_client_security,
+)
 
 #: Offsets in the JSON forms, as in Spark: -2 the log start, -1 the end (high watermark).
 EARLIEST, LATEST = -2, -1
@@ -58,6 +72,7 @@ _SPELLING = {
         "kafka.group.id",
         "rows",
         "topic",
+        *(f"kafka.{key}" for key in SECURITY_KEYS),
     )
 }
 _BATCH_ONLY = ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp")
@@ -65,10 +80,24 @@ _BATCH_ONLY = ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp")
 # an existing query runs unchanged; headers are always read.
 _NO_EFFECT = ("groupidprefix", "kafka.group.id", "includeheaders")
 _READ = frozenset(_SPELLING) - {"topic"}
-_WRITE = frozenset({"kafka.bootstrap.servers", "bootstrap.servers", "topic", "kafka.request.timeout.ms"})
+_SECURITY = frozenset(f"kafka.{key}" for key in SECURITY_KEYS)
+_WRITE = frozenset({"kafka.bootstrap.servers", "bootstrap.servers", "topic", "kafka.request.timeout.ms"}) | _SECURITY
 # Producer settings the writer fixes: idempotence and acks=all are what make it safe, and Spark's
 # sink refuses serializers the same way (the rows are bytes already).
 _WRITER_FIXED = ("enable.idempotence", "acks", "key.serializer", "value.serializer", "transactional.id")
+# librdkafka's own security settings: the writer takes Spark's names, as the reader does, and
+# sets these itself from them (two spellings of one setting could disagree).
+_WRITER_SECURITY = (
+    "ssl.ca.location",
+    "ssl.ca.pem",
+    "ssl.certificate.location",
+    "ssl.certificate.pem",
+    "ssl.key.location",
+    "ssl.key.pem",
+    "ssl.keystore.password",
+    "sasl.username",
+    "sasl.password",
+)
 
 DEFAULT_MAX_RECORDS_PER_PARTITION = 1_000_000
 DEFAULT_FETCH_MAX_BYTES = 4 * 1024 * 1024
@@ -142,6 +171,7 @@ class ReadOptions:
     offset_retries: int = DEFAULT_OFFSET_RETRIES
     offset_retry_interval_s: float = DEFAULT_OFFSET_RETRY_INTERVAL_MS / 1000
     rows: Literal["records", "batches"] = "records"
+    security: ClientSecurity = field(default_factory=ClientSecurity)  # PLAINTEXT
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +180,7 @@ class WriteOptions:
     topic: str | None
     request_timeout_s: float
     producer: dict[str, str] = field(default_factory=dict)  # kafka.* settings passed to the producer
+    security: ClientSecurity = field(default_factory=ClientSecurity)  # PLAINTEXT
 
 
 # -- parsing -------------------------------------------------------------------------------------
@@ -209,6 +240,7 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
         offset_retry_interval_s=_non_negative(opts, "fetchoffset.retryintervalms", DEFAULT_OFFSET_RETRY_INTERVAL_MS)
         / 1000,
         rows=rows,
+        security=security_of(opts),
     )
 
 
@@ -231,6 +263,12 @@ def write_options(options: Mapping[str, str]) -> WriteOptions:
             continue
         if key.startswith("kafka."):
             name = key[len("kafka.") :]
+            if name in _WRITER_SECURITY:  # the value is not shown: it may be a password
+                raise OptionError(
+                    f"{key}: the writer takes security options as the reader does, in Spark's names "
+                    "(kafka.security.protocol, kafka.ssl.truststore.location, kafka.ssl.keystore.location, "
+                    "kafka.sasl.mechanism, kafka.sasl.jaas.config), and sets its producer's from them"
+                )
             if name in _WRITER_FIXED:
                 raise OptionError(
                     f"{key}={value}: the writer always produces idempotently with acks=all and bytes as they are; "
@@ -249,7 +287,32 @@ def write_options(options: Mapping[str, str]) -> WriteOptions:
         topic=topic.strip() if topic else None,
         request_timeout_s=_positive(opts, "kafka.request.timeout.ms", DEFAULT_REQUEST_TIMEOUT_MS) / 1000,
         producer=producer,
+        security=security_of(opts),
     )
+
+
+def security_of(options: Mapping[str, str]) -> ClientSecurity:
+    """The security options (``kafka.security.protocol``, ``kafka.ssl.*``, ``kafka.sasl.*``),
+    checked on the driver: their values, and that the TLS files load here. Raises OptionError
+    naming the option, never a password."""
+    opts = {k.lower(): str(v) for k, v in options.items()}
+    try:
+        security = parse_client_security(opts, prefix="kafka.")
+        ignored = [
+            key
+            for key in sorted(_SECURITY & set(opts))
+            if (key.startswith("kafka.ssl.") and not security.uses_tls)
+            or (key.startswith("kafka.sasl.") and not security.uses_sasl)
+        ]
+        if ignored:
+            raise OptionError(
+                f"{', '.join(ignored)}: set, but kafka.security.protocol is {security.protocol}, which would ignore "
+                f"{'it' if len(ignored) == 1 else 'them'}; set kafka.security.protocol (SSL, SASL_PLAINTEXT, SASL_SSL)"
+            )
+        security.site_client_kwargs()  # the files load (the executors load them again, from the same paths)
+    except SecurityConfigError as exc:
+        raise OptionError(str(exc)) from None
+    return security
 
 
 def _unknown_message(unknown: list[str], known: frozenset[str], what: str) -> str:
@@ -406,3 +469,12 @@ def _non_negative(opts: dict[str, str], key: str, default: int) -> int:
     if not _is_int_text(raw) or int(raw) < 0:
         raise OptionError(f"{spelled(key)}={raw}: expected a whole number >= 0")
     return int(raw)
+
+
+def security_options(security: ClientSecurity) -> dict[str, str]:
+    """The options that stand for ``security`` (none for PLAINTEXT): what :func:`security_of` reads
+    back. A job's driver, which has the settings from a ``--command-config`` file or a topology,
+    hands them to the source with these."""
+    if security.protocol == "PLAINTEXT":
+        return {}
+    return {f"kafka.{key}": value for key, value in security.properties().items()}

@@ -1,7 +1,8 @@
 """Planning a read in the driver: which topic-partitions, from which offset to which, in how many pieces.
 
-Each step runs with ``trio.run`` on a fresh :class:`~node.client.SiteClient` (:func:`on_site`):
-the driver's planner is a plain Python process and keeps no connection between steps. Offsets
+Each step runs with ``trio.run`` on a fresh :class:`~node.client.SiteClient` (:func:`on_site`),
+over TLS and SASL as the security options say: the driver's planner is a plain Python process
+and keeps no connection between steps. Offsets
 come from ListOffsets asked of each partition's leader, retried as ``fetchOffset.numRetries``
 and ``fetchOffset.retryIntervalMs`` say while leaders move.
 
@@ -22,7 +23,7 @@ from typing import TypeVar
 import trio
 from pyspark.sql.datasource import InputPartition
 
-from node.client import EARLIEST, LATEST, ClientError, SiteClient, list_offsets
+from node.client import EARLIEST, LATEST, ClientError, ClientSecurity, SiteClient, list_offsets
 
 from ._kafka_options import Offsets, OffsetSpec, OptionError, ReadOptions, Subscription, TopicPartition
 
@@ -59,13 +60,17 @@ class OffsetRange(InputPartition):
 # -- talking to the site from the driver -------------------------------------------------------------
 
 
-def on_site(bootstrap: str, timeout_s: float, step: Callable[[SiteClient], Awaitable[T]]) -> T:
-    """``trio.run`` one step on a fresh client of the site; the first metadata answer must come
-    within ``timeout_s``. Raises KafkaSourceError naming the bootstrap servers when no broker
-    answers, and what ``step`` raises."""
+def on_site(
+    bootstrap: str, timeout_s: float, step: Callable[[SiteClient], Awaitable[T]], security: ClientSecurity
+) -> T:
+    """``trio.run`` one step on a fresh client of the site, connecting as ``security`` says; the
+    first metadata answer must come within ``timeout_s``. Raises KafkaSourceError naming the
+    bootstrap servers when no broker answers (the reason: a refused TLS handshake, a failed SASL
+    authentication, ...), and what ``step`` raises."""
+    secured = security.site_client_kwargs()
 
     async def run() -> T:
-        site = SiteClient(bootstrap, bootstrap, client_id=CLIENT_ID, timeout=timeout_s)
+        site = SiteClient(bootstrap, bootstrap, client_id=CLIENT_ID, timeout=timeout_s, **secured)
         try:
             try:
                 with trio.fail_after(timeout_s):

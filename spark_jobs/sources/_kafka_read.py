@@ -76,6 +76,7 @@ class RangeReader:
         else:
             self.rows = Rows(include_control=opts.include_control, bounds=bounds)
         self._max_bytes = opts.fetch_max_bytes
+        self._secured = opts.security.site_client_kwargs()  # one TLS context for the task's connections
         self._brokers: dict[int, str] = {}
         self._topics: dict[str, TopicMeta] = {}
         self._progress_at = time.monotonic()
@@ -103,7 +104,9 @@ class RangeReader:
     async def _fill(self) -> None:
         """Fetch until the Arrow batch is full or the range is read, on a client of its own."""
         opts = self.opts
-        site = SiteClient(opts.bootstrap, opts.bootstrap, client_id=CLIENT_ID, timeout=opts.request_timeout_s)
+        site = SiteClient(
+            opts.bootstrap, opts.bootstrap, client_id=CLIENT_ID, timeout=opts.request_timeout_s, **self._secured
+        )
         site.brokers, site.topics = self._brokers, self._topics
         self._progress_at = time.monotonic()  # the time Spark spent between two batches is not ours
         try:

@@ -96,7 +96,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 check_start(self.opts, tp, start, found[tp], found[tp][1])
             return starts
 
-        return to_json(on_site(self.opts.bootstrap, self.opts.request_timeout_s, initial))
+        return to_json(on_site(self.opts.bootstrap, self.opts.request_timeout_s, initial, self.opts.security))
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.opts.max_offsets_per_trigger is not None:
@@ -110,7 +110,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         async def current(site: SiteClient) -> Bounds:
             return await bounds(site, self.opts, await topic_partitions(site, self.opts.subscription))
 
-        return on_site(self.opts.bootstrap, self.opts.request_timeout_s, current)
+        return on_site(self.opts.bootstrap, self.opts.request_timeout_s, current, self.opts.security)
 
     def latestOffset(self, start: dict[str, dict[str, int]], limit: ReadLimit) -> JsonOffsets:
         begin = from_json(start)

@@ -13,6 +13,13 @@ retries. The task flushes and fails on the first delivery error, or when a recor
 acknowledged in time, so a failed write fails the job. **A Spark task retry re-sends the
 task's rows** (its producer is a new one): across task retries the write is at-least-once,
 exactly as Spark's own Kafka sink. The commit message of each task carries its counts.
+
+Security: the writer takes the reader's options (``kafka.security.protocol``, ``kafka.ssl.*``,
+``kafka.sasl.*``, Spark's names) and gives its producer librdkafka's equivalents
+(:func:`producer_security`): ``security.protocol``, ``ssl.ca.location``,
+``ssl.certificate.location`` and ``ssl.key.location`` (both the PEM keystore), ``ssl.key.password``,
+``ssl.endpoint.identification.algorithm``, ``sasl.mechanism``, ``sasl.username``,
+``sasl.password``. librdkafka's messages are scrubbed of the passwords before they are raised.
 """
 
 from __future__ import annotations
@@ -38,7 +45,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from node.client import SiteClient
+from node.client import ClientSecurity, SiteClient
 
 from ._kafka_options import OptionError, WriteOptions
 from ._kafka_plan import KafkaSourceError, on_site
@@ -105,12 +112,21 @@ class KafkaWriter(DataSourceArrowWriter):
         try:
             Producer(self.config).close()  # librdkafka checks every setting's name and value here
         except KafkaException as exc:
-            raise OptionError(f"a kafka.* option is not a valid producer setting: {exc.args[0].str()}") from None
+            raise OptionError(
+                f"a kafka.* option is not a valid producer setting: {self._scrub(exc.args[0].str())}"
+            ) from None
 
         async def reachable(site: SiteClient) -> None:
             return None
 
-        on_site(opts.bootstrap, opts.request_timeout_s, reachable)
+        on_site(opts.bootstrap, opts.request_timeout_s, reachable, opts.security)
+
+    def _scrub(self, text: str) -> str:
+        """``text`` without the passwords the producer was given."""
+        for secret in (self.opts.security.sasl_password, self.opts.security.key_password):
+            if secret:
+                text = text.replace(secret, "***")
+        return text
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaWriteResult:
         """Produce every row, flush, and return the counts. Raises KafkaSourceError on any
@@ -146,7 +162,7 @@ class KafkaWriter(DataSourceArrowWriter):
         if failures:
             raise KafkaSourceError(
                 f"writing to kafka.bootstrap.servers={self.opts.bootstrap} failed for {len(failures)} record(s); "
-                f"first: {failures[0]}"
+                f"first: {self._scrub(failures[0])}"
             )
         if unacknowledged:
             raise KafkaSourceError(
@@ -175,8 +191,32 @@ def producer_config(opts: WriteOptions) -> dict[str, Any]:
     config |= opts.producer
     if "delivery.timeout.ms" in config:  # the Java client's name for librdkafka's message.timeout.ms
         config["message.timeout.ms"] = config.pop("delivery.timeout.ms")
+    config |= producer_security(opts.security)
     config |= {"bootstrap.servers": opts.bootstrap, "enable.idempotence": True, "acks": "all"}
     return config
+
+
+def producer_security(security: ClientSecurity) -> dict[str, str]:
+    """librdkafka's settings for the security options (empty for PLAINTEXT)."""
+    if security.protocol == "PLAINTEXT":
+        return {}
+    out = {"security.protocol": security.protocol.lower()}
+    if security.uses_tls:
+        if security.truststore is not None:
+            out["ssl.ca.location"] = security.truststore
+        if security.keystore is not None:  # one PEM file: OpenSSL finds the key and the chain in it
+            out["ssl.certificate.location"] = out["ssl.key.location"] = security.keystore
+        if security.key_password is not None:
+            out["ssl.key.password"] = security.key_password
+        out["ssl.endpoint.identification.algorithm"] = "https" if security.check_hostname else "none"
+    if security.uses_sasl:
+        assert security.sasl_mechanism and security.sasl_username is not None and security.sasl_password is not None
+        out |= {
+            "sasl.mechanism": security.sasl_mechanism,
+            "sasl.username": security.sasl_username,
+            "sasl.password": security.sasl_password,
+        }
+    return out
 
 
 def _total(messages: list[WriterCommitMessage | None]) -> KafkaWriteResult:

@@ -66,6 +66,18 @@ option                                    default    meaning
                                                      ...); idempotence, acks, serializers fixed
 ========================================  =========  ===============================================
 
+**Secured sites** (read and write) take Spark's Kafka security options, the Java client's keys:
+``kafka.security.protocol`` (``PLAINTEXT`` by default, ``SSL``, ``SASL_PLAINTEXT``,
+``SASL_SSL``); ``kafka.ssl.truststore.location`` (the CA certificates, PEM; default: the
+system's), ``kafka.ssl.keystore.location`` (a client certificate: key and chain in one PEM file)
+and ``kafka.ssl.key.password``, ``kafka.ssl.truststore.type`` / ``kafka.ssl.keystore.type``
+(``PEM``; JKS and PKCS12 are refused), ``kafka.ssl.endpoint.identification.algorithm``
+(``https`` by default; empty: no host-name check); ``kafka.sasl.mechanism`` (``PLAIN``,
+``SCRAM-SHA-256``, ``SCRAM-SHA-512``) and ``kafka.sasl.jaas.config`` (a login module entry with
+``username`` and ``password``). They are checked on the driver (the files must load there, and
+on every executor at the same paths); an ``ssl.*`` or ``sasl.*`` option the protocol would ignore
+is an error. A password is never shown: not in an error, a log line, a repr or Spark's plan.
+
 Unknown options and bad values are a ValueError (:class:`OptionError`) naming the option and the
 value; so are values the site contradicts (an unknown topic or partition, an offset past the
 end, offsets that do not name every partition). A site that does not answer within
@@ -132,7 +144,8 @@ class KafkaBatchReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         opts = self.opts
-        ranges = on_site(opts.bootstrap, opts.request_timeout_s, functools.partial(plan_batch, opts=opts))
+        plan = functools.partial(plan_batch, opts=opts)
+        ranges = on_site(opts.bootstrap, opts.request_timeout_s, plan, opts.security)
         return split(ranges, opts.max_records_per_partition, opts.min_partitions)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

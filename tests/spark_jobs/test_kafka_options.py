@@ -5,6 +5,9 @@ how ranges are cut, how maxOffsetsPerTrigger is shared, and how one Fetch answer
 from __future__ import annotations
 
 import itertools
+import pickle
+import re
+from pathlib import Path
 
 import pytest
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructField, StructType
@@ -13,6 +16,7 @@ from node.client import READ_COMMITTED, FetchedPartition
 from spark_jobs.sources._kafka_options import (
     OptionError,
     read_options,
+    security_options,
     write_options,
 )
 from spark_jobs.sources._kafka_plan import OffsetRange, split
@@ -20,6 +24,7 @@ from spark_jobs.sources._kafka_read import RangeReader
 from spark_jobs.sources._kafka_stream import from_json, rate_limit, to_json
 from spark_jobs.sources._kafka_write import check_columns, producer_config
 from storage.records import BatchBuilder, Offset, build_batch, build_control_batch
+from tests.tls import TestCa, subject
 
 BOOT = {"kafka.bootstrap.servers": "127.0.0.1:9092"}
 
@@ -103,7 +108,7 @@ BAD_READS = [
         opts(startingOffset="earliest"),
         "does not know the read option\\(s\\) startingoffset; it knows .*startingOffsets",
     ),
-    (opts(**{"kafka.security.protocol": "SSL"}), "does not know the read option\\(s\\) kafka.security.protocol"),
+    (opts(**{"kafka.sasl.username": "u"}), "does not know the read option\\(s\\) kafka.sasl.username"),
     (opts(topic="orders"), "does not know the read option\\(s\\) topic"),
     (opts(rows="pages"), "rows=pages: expected 'records' \\(one row per record\\) or 'batches'"),
 ]
@@ -137,6 +142,101 @@ def test_write_options_pass_producer_settings_and_refuse_what_would_break_idempo
         write_options({**BOOT, "subscribe": "a"})
     with pytest.raises(OptionError, match="topic='': expected a topic name"):
         write_options({**BOOT, "topic": " "})
+
+
+SECRET = "the-Secret-1"
+JAAS = f'org.apache.kafka.common.security.scram.ScramLoginModule required username="reader" password="{SECRET}";'
+
+
+def secured(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """Spark's Kafka security options for SASL_SSL + SCRAM-SHA-512 with a CA of the test's."""
+    ca = TestCa(tmp_path / "pki")
+    return {
+        "kafka.security.protocol": "SASL_SSL",
+        "kafka.ssl.truststore.type": "PEM",
+        "kafka.ssl.truststore.location": str(ca.pem),
+        "kafka.sasl.mechanism": "SCRAM-SHA-512",
+        "kafka.sasl.jaas.config": JAAS,
+        **extra,
+    }
+
+
+def test_security_options_are_sparks_and_read_into_picklable_settings_without_the_password(tmp_path: Path) -> None:
+    options = secured(tmp_path, **{"kafka.ssl.endpoint.identification.algorithm": ""})
+    read = read_options(opts(**options), streaming=False)
+    security = read.security
+    assert (security.protocol, security.sasl_mechanism, security.sasl_username, security.sasl_password) == (
+        "SASL_SSL",
+        "SCRAM-SHA-512",
+        "reader",
+        SECRET,
+    )
+    assert security.truststore == options["kafka.ssl.truststore.location"] and not security.check_hostname
+    assert read_options(opts(**options), streaming=True).security == security
+    write = write_options({**BOOT, "topic": "t", **{k.lower(): v for k, v in options.items()}})
+    assert write.security == security and write.producer == {}  # none of them goes to the producer as it is
+    for shown in (repr(read), repr(write), str(pickle.loads(pickle.dumps(read)))):
+        assert SECRET not in shown
+    # What a job's driver hands the source reads back as the same settings.
+    assert read_options(opts(**security_options(security)), streaming=False).security == security
+    assert security_options(read_options(opts(), streaming=False).security) == {}
+
+
+def test_the_writer_gives_its_producer_librdkafkas_security_settings(tmp_path: Path) -> None:
+    ca = TestCa(tmp_path / "pki")
+    client = ca.issue("client", subject(CN="writer"))
+    options = secured(tmp_path, **{"kafka.ssl.keystore.location": str(client.pem)})
+    config = producer_config(write_options({**BOOT, "topic": "t", **options}))
+    assert {k: v for k, v in config.items() if k.startswith(("security.", "ssl.", "sasl."))} == {
+        "security.protocol": "sasl_ssl",
+        "ssl.ca.location": options["kafka.ssl.truststore.location"],
+        "ssl.certificate.location": str(client.pem),
+        "ssl.key.location": str(client.pem),
+        "ssl.endpoint.identification.algorithm": "https",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "reader",
+        "sasl.password": SECRET,
+    }
+    for key in ("kafka.sasl.password", "kafka.ssl.ca.location", "kafka.sasl.username"):  # librdkafka's own names
+        with pytest.raises(OptionError, match=f"{key}: the writer takes security options as the reader does") as caught:
+            write_options({**BOOT, "topic": "t", key: SECRET})
+        assert SECRET not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"kafka.security.protocol": "SASL_TLS"}, "kafka.security.protocol 'SASL_TLS' is not one of"),
+        ({"kafka.ssl.truststore.type": "JKS"}, "kafka.ssl.truststore.type 'JKS': strait reads PEM files only"),
+        ({"kafka.ssl.keystore.type": "PKCS12"}, "kafka.ssl.keystore.type 'PKCS12': strait reads PEM files only"),
+        ({"kafka.ssl.truststore.location": "/nowhere/ca.pem"}, "kafka.ssl.truststore.location /nowhere/ca.pem"),
+        ({"kafka.ssl.keystore.location": "/nowhere/me.pem"}, "kafka.ssl.keystore.location /nowhere/me.pem"),
+        ({"kafka.sasl.mechanism": "OAUTHBEARER"}, "kafka.sasl.mechanism is 'OAUTHBEARER'; strait speaks PLAIN"),
+        ({"kafka.sasl.jaas.config": f'x.Login required password="{SECRET}";'}, "needs both username and password"),
+        ({"kafka.sasl.jaas.config": f'x.Login required username=u password="{SECRET}"'}, "kafka.sasl.jaas.config:"),
+        (
+            {"kafka.security.protocol": "SSL"},
+            "kafka.sasl.jaas.config, kafka.sasl.mechanism: set, but kafka.security.protocol is SSL, which would "
+            "ignore them",
+        ),
+        (
+            {"kafka.security.protocol": "PLAINTEXT", "kafka.sasl.jaas.config": JAAS, "kafka.sasl.mechanism": "PLAIN"},
+            "kafka.sasl.jaas.config, kafka.sasl.mechanism, kafka.ssl.truststore.location, kafka.ssl.truststore.type: "
+            "set, but kafka.security.protocol is PLAINTEXT",
+        ),
+    ],
+)
+def test_every_bad_security_option_is_named_on_the_driver_and_no_password_shown(
+    tmp_path: Path, extra: dict[str, str], message: str
+) -> None:
+    options = secured(tmp_path) | extra
+    for parse in (
+        lambda: read_options(opts(**options), streaming=False),
+        lambda: write_options({**BOOT, "topic": "t", **options}),
+    ):
+        with pytest.raises(OptionError, match=re.escape(message)) as caught:
+            parse()
+        assert SECRET not in str(caught.value)
 
 
 def test_writer_columns_are_checked_by_name_and_type() -> None:

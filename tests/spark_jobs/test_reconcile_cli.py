@@ -89,6 +89,45 @@ def test_bad_options_exit_2_naming_the_option_and_write_nothing(tmp_path: Path, 
     assert not out.exists()
 
 
+def test_command_configs_give_each_live_side_its_security_and_their_errors_name_the_option(tmp_path: Path) -> None:
+    from node.client import ClientSecurity
+    from spark_jobs.jobs._security import load_command_config
+
+    both = tmp_path / "both.properties"
+    both.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\nbootstrap.servers=ignored:1\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="a" password="s3cr3t";\n'
+    )
+    assert load_command_config("--command-config", str(both)) == ClientSecurity(
+        "SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-256", sasl_username="a", sasl_password="s3cr3t"
+    )
+    (tmp_path / "here").mkdir()
+    jks = tmp_path / "jks.properties"
+    jks.write_text("security.protocol=SSL\nssl.truststore.type=JKS\nssl.truststore.location=/x.jks\n")
+    cases = [
+        (["--source-command-config", str(jks)], "--source-command-config", "ssl.truststore.type 'JKS'"),
+        (["--command-config", str(jks)], "--command-config", "strait reads PEM files only"),
+        (["--target-command-config", str(tmp_path / "none")], "--target-command-config", "does not exist"),
+        (
+            ["--target", str(tmp_path / "here"), "--target-command-config", str(both)],
+            "--target-command-config",
+            "--target is segment paths",
+        ),
+        (
+            ["--source", str(tmp_path / "here"), "--target", str(tmp_path / "here"), "--command-config", str(both)],
+            "--command-config",
+            "both sides are segment paths",
+        ),
+    ]
+    for args, option, message in cases:
+        sides = ["--source", "h:1", "--target", "h:2"]
+        result = invoke(*sides, *args, "--out", str(tmp_path / "out"))
+        assert result.exit_code == 2 and option in result.output and message in result.output, (args, result.output)
+        assert "s3cr3t" not in result.output
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.spark
 def test_an_unreachable_site_exits_3_naming_the_option(spark: Any, tmp_path: Path) -> None:
     out = tmp_path / "out"

@@ -12,7 +12,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from strait._audit_commands import JOBS, audit_group, resolve_link, with_topology
+from strait._audit_commands import JOBS, audit_group, resolve_link, with_site_topology, with_topology
 from strait.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -94,3 +94,89 @@ def test_with_topology_passes_the_resolved_options_to_the_job(tmp_path: Path) ->
         "link": "east-to-west",
     }
     assert audit_group.name == "audit"
+
+
+def write_secured_topology(tmp_path: Path, tls: str) -> Path:
+    """A TOML topology whose site ``east`` is SASL_SSL (``tls`` its table) and ``west`` PLAINTEXT."""
+    (tmp_path / "ca.pem").write_text("not read here\n")
+    (tmp_path / "ops.pw").write_text("ops-secret\n")
+    path = tmp_path / "sites.toml"
+    path.write_text(
+        f"""
+[sites.east]
+bootstrap = "127.0.0.1:9093"
+zookeeper = "127.0.0.1:2181/east"
+tls = {tls}
+sasl = {{ mechanism = "SCRAM-SHA-512", username = "ops", password_file = "ops.pw" }}
+
+[sites.west]
+bootstrap = "127.0.0.1:9094"
+zookeeper = "127.0.0.1:2181/west"
+
+[[link]]
+name = "east-to-west"
+source = "east"
+target = "west"
+mirror_admin = "http://127.0.0.1:9"
+"""
+    )
+    return path
+
+
+def test_a_secured_site_of_the_topology_is_reached_with_its_tls_and_sasl(tmp_path: Path) -> None:
+    from node.client import ClientSecurity
+
+    topology = write_secured_topology(tmp_path, '{ ca = "ca.pem", check_hostname = false }')
+    found = resolve_link(topology, "east-to-west", set())
+    assert found["source_command_config"] == ClientSecurity(
+        "SASL_SSL",
+        truststore=str(tmp_path / "ca.pem"),
+        check_hostname=False,
+        sasl_mechanism="SCRAM-SHA-512",
+        sasl_username="ops",
+        sasl_password="ops-secret",
+    )
+    assert "target_command_config" not in found  # west is PLAINTEXT: nothing to say
+    assert "source_command_config" not in resolve_link(topology, "east-to-west", {"command_config"})
+    two_files = write_secured_topology(tmp_path, '{ ca = "ca.pem", cert = "ca.pem", key = "ops.pw" }')
+    with pytest.raises(click.UsageError, match=r"site east: tls\.cert and tls\.key are two files") as caught:
+        resolve_link(two_files, "east-to-west", set())
+    assert "ops-secret" not in str(caught.value)
+
+
+def test_ledger_and_replay_take_a_site_of_the_topology_by_name(tmp_path: Path) -> None:
+    from spark_jobs.jobs._security import command_config_option
+
+    seen: dict[str, object] = {}
+
+    def bootstrap(ctx: click.Context, param: click.Parameter, value: str) -> str:
+        if ":" not in value:
+            raise click.BadParameter(f"{value!r} is not host:port")
+        return value
+
+    @click.command("replay")
+    @click.option("--site", required=True, callback=bootstrap)
+    @command_config_option("--command-config", "security", help="--site is secured")
+    def job(**kwargs: object) -> None:
+        seen.clear()
+        seen.update(kwargs)
+
+    command = with_site_topology(job)
+    topology = write_secured_topology(tmp_path, '{ ca = "ca.pem" }')
+    result = CliRunner().invoke(command, ["--site", "east", "--topology", str(topology)])
+    assert result.exit_code == 0, result.output
+    assert seen["site"] == "127.0.0.1:9093"
+    security = seen["security"]
+    assert security is not None and (security.protocol, security.sasl_username) == ("SASL_SSL", "ops")  # type: ignore[attr-defined]
+    result = CliRunner().invoke(command, ["--topology", str(topology), "--site", "west"])
+    assert result.exit_code == 0 and seen == {"site": "127.0.0.1:9094", "security": None}, result.output
+    plain = tmp_path / "plain.properties"
+    plain.write_text("security.protocol=PLAINTEXT\n")
+    result = CliRunner().invoke(
+        command, ["--topology", str(topology), "--site", "east", "--command-config", str(plain)]
+    )
+    assert result.exit_code == 0 and seen["security"].protocol == "PLAINTEXT", result.output  # type: ignore[attr-defined]
+    result = CliRunner().invoke(command, ["--topology", str(topology), "--site", "north"])
+    assert result.exit_code == 2 and "--site:" in result.output and "no site 'north'" in result.output
+    result = CliRunner().invoke(command, ["--site", "east"])  # without --topology, --site is host:port
+    assert result.exit_code == 2 and "'east' is not host:port" in result.output

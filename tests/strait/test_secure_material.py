@@ -29,6 +29,7 @@ from strait._appliance_security import (
     check_mode,
     secured_appliance_file,
 )
+from strait._audit_commands import resolve_link
 from strait._command_config import load_command_config
 from strait._secure_material import MaterialError, ensure_material
 from strait._security_bootstrap import APP_ACLS, MIRROR_TARGET_ACLS, bindings, matches
@@ -224,7 +225,8 @@ def test_the_client_files_work_as_kcat_and_strait_read_them(tmp_path: Path) -> N
     loaded = load_command_config(str(admin))
     assert (loaded.protocol, loaded.sasl_mechanism, loaded.sasl_username) == ("SASL_SSL", "SCRAM-SHA-512", "admin")
     assert loaded.sasl_password == security.material.password("admin")
-    assert loaded.ssl_context is not None and loaded.ssl_context.check_hostname
+    context = loaded.ssl_context()
+    assert context is not None and context.check_hostname
 
     appliance = Appliance(tmp_path, nodes=1, security=security)
     described = tmp_path / "appliance.json"
@@ -256,7 +258,7 @@ def test_the_acl_tables_and_credential_check() -> None:
     assert not matches(credential, ScramMechanism.from_name("SCRAM-SHA-256"), "s3cret")
 
 
-def test_failover_reaches_a_secured_appliance_as_admin_and_the_audit_refuses_it_by_name(tmp_path: Path) -> None:
+def test_failover_and_the_audit_reach_a_secured_appliance_as_admin(tmp_path: Path) -> None:
     security, _ = ApplianceSecurity.prepare(tmp_path, {"east": [1], "west": [1]})
     described = tmp_path / "appliance.json"
     data = Appliance(tmp_path, nodes=1, security=security).describe()
@@ -273,8 +275,18 @@ def test_failover_reaches_a_secured_appliance_as_admin_and_the_audit_refuses_it_
         client = site.client_security()
         assert client["sasl"].password == security.material.password("admin")
         assert client["ssl_context"].check_hostname
-    audit = CliRunner().invoke(
-        main, ["audit", "reconcile", "--topology", str(described), "--link", "east-to-west", "--out", str(tmp_path)]
-    )
-    assert audit.exit_code == 2, audit.output
-    assert "the audit jobs read the sites without TLS or SASL" in audit.output
+    # The audit's sides: each site's CA and admin user, as Kafka client settings for strait-kafka.
+    found = resolve_link(described, "east-to-west", set())
+    for side in ("source", "target"):
+        secured = found[f"{side}_command_config"]
+        assert (secured.protocol, secured.truststore, secured.check_hostname) == (
+            "SASL_SSL",
+            str(security.material.ca_cert),
+            True,
+        )
+        assert (secured.sasl_mechanism, secured.sasl_username) == ("SCRAM-SHA-512", "admin")
+        assert secured.sasl_password == security.material.password("admin")
+        assert security.material.password("admin") not in repr(secured)
+    # A side named on the command line keeps the command line's security.
+    assert "source_command_config" not in resolve_link(described, "east-to-west", {"source"})
+    assert "target_command_config" not in resolve_link(described, "east-to-west", {"target_command_config"})
