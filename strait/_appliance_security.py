@@ -97,17 +97,6 @@ def check_secured_settings(properties: Mapping[str, str]) -> None:
             raise ValueError(f"--set {key}: the secured appliance sets {key} itself for each node")
 
 
-def secured_appliance_file(path: Path) -> bool:
-    """Whether ``path`` is the ``appliance.json`` of a secured appliance (False for anything else)."""
-    if path.suffix != ".json":
-        return False
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(data, dict) and isinstance(data.get("security"), dict)
-
-
 def _toml(text: str | Path) -> str:
     """A TOML basic string (JSON's escapes are TOML's for what a path holds)."""
     return json.dumps(str(text))
