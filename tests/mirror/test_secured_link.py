@@ -48,18 +48,24 @@ def add_user(bootstrap: str, user: str, password: str) -> None:
         future.result(30)
 
 
+def secured_site_props(keystore: Path) -> dict[str, str]:
+    """A one-node site's properties: SASL_SSL (SCRAM-SHA-512) for the world on listener CLIENTS,
+    PLAINTEXT on loopback for the test's own setup, ``keystore`` its certificate."""
+    return {
+        "listeners": "PLAINTEXT://127.0.0.1:0,CLIENTS://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CLIENTS:SASL_SSL",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "ssl.keystore.location": str(keystore),
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "default.replication.factor": "1",
+    }
+
+
 @pytest.fixture
 def secured_sites(tmp_path: Path, zookeeper: str) -> Iterator[tuple[SecuredSite, SecuredSite, TestCa]]:
     ca = TestCa(tmp_path / "pki")
     server = ca.issue("node", subject(CN="node"), ip="127.0.0.1")
-    props = {
-        "listeners": "PLAINTEXT://127.0.0.1:0,CLIENTS://127.0.0.1:0",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CLIENTS:SASL_SSL",
-        "inter.broker.listener.name": "PLAINTEXT",
-        "ssl.keystore.location": str(server.pem),
-        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
-        "default.replication.factor": "1",
-    }
+    props = secured_site_props(server.pem)
     nodes = [
         NodeProcess(1, tmp_path / name, f"{zookeeper}/{name}-{uuid.uuid4().hex}", dict(props))
         for name in ("east", "west")

@@ -39,7 +39,7 @@ from spark_jobs.sources.kafka import KafkaSource
 from storage.records import Offset, build_batch
 from tests.chaos.checkers.builder import Builder, rec
 from tests.mirror.test_link import RunningLink
-from tests.mirror.test_secured_link import SecuredSite, add_user
+from tests.mirror.test_secured_link import SecuredSite, add_user, secured_site_props
 from tests.node.harness import NodeProcess, wait_for
 from tests.spark_jobs.audit_run import audit
 from tests.spark_jobs.ledger_agreement import write_history
@@ -78,15 +78,7 @@ def sites(tmp_path_factory: pytest.TempPathFactory, zookeeper: str) -> Iterator[
     root = tmp_path_factory.mktemp("secured-sites")
     ca = TestCa(root / "pki")
     server = ca.issue("node", subject(CN="node"), ip="127.0.0.1")
-    props = {
-        "listeners": "PLAINTEXT://127.0.0.1:0,CLIENTS://127.0.0.1:0",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CLIENTS:SASL_SSL",
-        "inter.broker.listener.name": "PLAINTEXT",
-        "ssl.keystore.location": str(server.pem),
-        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
-        "default.replication.factor": "1",
-        "offsets.topic.replication.factor": "1",
-    }
+    props = secured_site_props(server.pem) | {"offsets.topic.replication.factor": "1"}
     nodes = [
         NodeProcess(1, root / name, f"{zookeeper}/{name}-{uuid.uuid4().hex}", dict(props)) for name in ("east", "west")
     ]
