@@ -78,8 +78,8 @@ class LocalMirror:
         mirror processes could share the link through the target's ZooKeeper. Secured: TLS and
         SASL to both sites as the user ``mirror``, and the target's ZooKeeper digest."""
         security = self.security
-        source_options = "" if security is None else security.link_site_options(self.source.name, target=False)
-        target_options = "" if security is None else security.link_site_options(self.target.name, target=True)
+        source_options = "" if security is None else security.link_site_options(self.source.name)
+        target_options = "" if security is None else security.link_site_options(self.target.name)
         # Secured: the link also copies the SCRAM users from east's ZooKeeper to west's.
         source_zookeeper = "" if security is None else f', zookeeper = "{self.source.zookeeper_connect}"'
         return (
@@ -213,7 +213,7 @@ class Appliance:
         self.security = security
         west_base = base_port + 100 if base_port else 0
 
-        def site(name: str, other: str, base: int, role: str) -> LocalSite:
+        def site(name: str, other: str, base: int) -> LocalSite:
             advice = (
                 f"strait up keeps site {other} and the mirror running; bring it back with: {self.revive_command(name)}"
             )
@@ -224,11 +224,11 @@ class Appliance:
                 base_port=base,
                 properties=properties,
                 loss_advice=advice,
-                security=None if security is None else security.site(name, role),
+                security=None if security is None else security.site(name),
             )
 
-        self.east = site("east", "west", base_port, "source")
-        self.west = site("west", "east", west_base, "target")
+        self.east = site("east", "west", base_port)
+        self.west = site("west", "east", west_base)
         self.mirror = LocalMirror(self.directory / "mirror", self.east, self.west, security)
         self.inbox = Inbox(self.directory)
         self._written: dict[str, str] = {}  # each site's state as appliance.json last said it

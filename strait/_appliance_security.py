@@ -52,7 +52,6 @@ PROTOCOL = "SASL_SSL"
 MECHANISM = "SCRAM-SHA-512"
 AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
 SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
-SOURCE, TARGET = "source", "target"
 # What an appliance directory holds once a site or the mirror ran in it.
 _APPLIANCE_PARTS = ("east", "west", "mirror")
 #: The server.properties keys a secured site sets on every node (``--set`` may not change them).
@@ -180,14 +179,13 @@ class ApplianceSecurity:
             raise SecurityError(str(exc)) from None
         return cls(material), created
 
-    def site(self, name: str, role: str) -> SiteSecurity:
-        """The security of site ``name``, the mirror's ``SOURCE`` or ``TARGET``."""
-        # Both directions on both sites: `strait failover reverse` runs the link from west to east
-        # with the same mirror user, and failback runs it forward again.
-        del role
+    def site(self, name: str) -> SiteSecurity:
+        """The security of site ``name``. The mirror's grants are both directions' on both sites:
+        `strait failover reverse` runs the link from west to east with the same mirror user, and
+        failback runs it forward again."""
         return SiteSecurity(self.material, name, {APP: APP_ACLS, MIRROR: MIRROR_SOURCE_ACLS + MIRROR_TARGET_ACLS})
 
-    def link_site_options(self, site: str, *, target: bool) -> str:
+    def link_site_options(self, site: str) -> str:
         """The TOML keys a link's ``source``/``target`` table gets (after a leading ``, ``)."""
         material = self.material
         password_file = _toml(material.password_file(MIRROR))

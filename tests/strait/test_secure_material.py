@@ -186,7 +186,7 @@ def test_the_secured_nodes_properties_load_and_the_link_file_parses(tmp_path: Pa
         node.bootstrap = "127.0.0.1:9093"
         props = site.node_properties(node) | {"zookeeper.connect": f"127.0.0.1:2181/{site.name}"}
         assert props["listeners"] == f"SASL_SSL://127.0.0.1:{node.port}"
-        assert set(security.site(site.name, "source").node_properties(1)) <= SECURED_KEYS
+        assert set(security.site(site.name).node_properties(1)) <= SECURED_KEYS
         config = NodeConfig.from_properties(props, source="test")
         assert config.authorizer_class_name and not config.allow_everyone_if_no_acl_found
         assert config.super_users == ("User:broker", "User:admin")
