@@ -67,6 +67,8 @@ def start(directory: Path, log: Path) -> Appliance:
     up = spawn(argv, log, name="strait up --secure")
     try:
         info = wait_ready_file(up, directory / "appliance.json", Deadline(180, "strait up --secure to be ready"))
+        # appliance.json is written just before the banner is printed.
+        wait_for("strait up's banner", lambda: "strait is up" in log.read_text(), 15)
     except BaseException:
         up.kill()
         raise
@@ -309,9 +311,15 @@ def test_commands_on_the_running_appliance_revive_it_or_refuse_clearly(appliance
     assert revive.returncode == 0, revive.stdout + revive.stderr
     produced = kcat(appliance, "-P", "-t", "orders", "-K:", stdin="k9:after-revive\n")
     assert produced.returncode == 0, produced.stderr
+    on_east = wait_for(
+        "the new record on east",
+        lambda: [line for line in consumed(appliance, "orders") if line.endswith(" k9 after-revive")],
+        30,
+    )
+    assert len(on_east) == 1, on_east  # "partition offset k9 after-revive": west must hold it at the same offset
     wait_for(
         "the new record on west",
-        lambda: "0 20 k9 after-revive" in consumed(appliance, "orders", appliance.site("west")["bootstrap"]),
+        lambda: on_east[0] in consumed(appliance, "orders", appliance.site("west")["bootstrap"]),
         60,
     )
 
