@@ -177,7 +177,7 @@ class Broker:
             stall = StallWatch(config.zookeeper_session_timeout_ms / 3000, lambda _seconds: self.zk.post("stalled"))
             cluster.stall = stall
             stall.start()
-            replicas = self.replicas = ReplicaManager(config, cluster, self.zk)
+            replicas = self.replicas = ReplicaManager(config, cluster, self.zk, self.metrics)
             controller = self.controller = Controller(config, cluster, self.zk)
             cluster.on_refresh.append(lambda: sync_coordinator(cluster, self.groups))
             cluster.on_refresh.append(controller.poke)

@@ -21,6 +21,21 @@ Metric names (all prefixed ``strait_``)::
     strait_request_latency_seconds{api}            histogram
     strait_produce_latency_seconds                 histogram
     strait_fetch_latency_seconds                   histogram
+    strait_request_phase_seconds{api,phase}        histogram  where a request's time went, phase =
+        unread  from the kernel's receipt of the request (its latest bytes read with its first) to
+                its handling: time it waited behind earlier requests of its connection (plain TCP
+                listeners; TLS hides the socket)
+        local   decoding it and the handler's own work
+        remote  the handler waiting on other nodes or data: acks=all until the high watermark
+                passes the batch, a fetch's long poll
+        send    encoding the response and writing it to the socket
+    strait_replica_fetch_wakeup_seconds            histogram  leader: a follower's parked fetch, from the
+                                                              append (or HW move) that woke it to running
+    strait_replica_fetch_round_trip_seconds        histogram  follower: a replica fetch that brought records,
+                                                              from sending it to its decoded response
+    strait_replica_fetch_turnaround_seconds        histogram  follower: appending a fetch's records and
+                                                              sending the next fetch (the turnaround that
+                                                              delays the leader's high watermark)
     strait_connections                             gauge
     strait_connections_closed_total{reason}        counter    malformed, oversized, idle, eof, ...
     strait_partitions                              gauge      from the view
@@ -54,7 +69,7 @@ from typing import Protocol
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-__all__ = ["LATENCY_BUCKETS", "MetricsView", "NodeMetrics"]
+__all__ = ["LATENCY_BUCKETS", "PHASE_BUCKETS", "MetricsView", "NodeMetrics"]
 
 #: Histogram buckets in seconds: 0.1 ms to 10 s in 1-2.5-5 steps (+Inf is added by prometheus_client).
 LATENCY_BUCKETS: tuple[float, ...] = (
@@ -75,6 +90,9 @@ LATENCY_BUCKETS: tuple[float, ...] = (
     5.0,
     10.0,
 )
+#: Finer buckets for the phases of a request: 10 us to 10 s. The phases of a replicated write are
+#: fractions of a millisecond each, below LATENCY_BUCKETS' first step.
+PHASE_BUCKETS: tuple[float, ...] = (0.00001, 0.000025, 0.00005, *LATENCY_BUCKETS)
 
 
 class MetricsView(Protocol):
@@ -166,6 +184,31 @@ class NodeMetrics:
             buckets=LATENCY_BUCKETS,
             registry=registry,
         )
+        self._request_phase = Histogram(
+            "strait_request_phase_seconds",
+            "Where a Kafka request's time went, by API and phase (unread, local, remote, send).",
+            ["api", "phase"],
+            buckets=PHASE_BUCKETS,
+            registry=registry,
+        )
+        self._replica_wakeup = Histogram(
+            "strait_replica_fetch_wakeup_seconds",
+            "Leader: from the append that woke a follower's parked fetch to the fetch running again.",
+            buckets=PHASE_BUCKETS,
+            registry=registry,
+        )
+        self._replica_round_trip = Histogram(
+            "strait_replica_fetch_round_trip_seconds",
+            "Follower: a replica fetch that brought records, from sending it to its decoded response.",
+            buckets=PHASE_BUCKETS,
+            registry=registry,
+        )
+        self._replica_turnaround = Histogram(
+            "strait_replica_fetch_turnaround_seconds",
+            "Follower: from a fetch's response to the next fetch sent (appending the records included).",
+            buckets=PHASE_BUCKETS,
+            registry=registry,
+        )
         self._connections = Gauge("strait_connections", "Open Kafka client connections.", registry=registry)
         self._connections_closed = Counter(
             "strait_connections_closed",
@@ -177,6 +220,7 @@ class NodeMetrics:
         registry.register(self._view_collector)
 
         self._api_series: dict[str, _ApiSeries] = {}
+        self._phase_series: dict[str, tuple[Histogram, Histogram, Histogram, Histogram]] = {}
         self._error_series: dict[tuple[str, str], Counter] = {}
         self._closed_series: dict[str, Counter] = {}
 
@@ -204,6 +248,37 @@ class NodeMetrics:
         series.request_bytes.inc(request_bytes)
         series.response_bytes.inc(response_bytes)
         series.latency.observe(seconds)
+
+    def record_phases(self, api: str, unread: float | None, local: float, remote: float, send: float) -> None:
+        """Where one request of ``api`` spent its time (see ``strait_request_phase_seconds``);
+        ``unread`` is None where it is not known (TLS). A negative time is counted as 0: the
+        kernel's receive stamp and the clock may disagree by a few microseconds."""
+        series = self._phase_series.get(api)
+        if series is None:
+            phase = self._request_phase
+            series = self._phase_series[api] = (
+                phase.labels(api=api, phase="unread"),
+                phase.labels(api=api, phase="local"),
+                phase.labels(api=api, phase="remote"),
+                phase.labels(api=api, phase="send"),
+            )
+        if unread is not None:
+            series[0].observe(max(unread, 0.0))
+        series[1].observe(max(local, 0.0))
+        series[2].observe(max(remote, 0.0))
+        series[3].observe(max(send, 0.0))
+
+    def observe_replica_wakeup(self, seconds: float) -> None:
+        """Leader: a follower's parked fetch ran ``seconds`` after the wake that ended its wait."""
+        self._replica_wakeup.observe(max(seconds, 0.0))
+
+    def observe_replica_round_trip(self, seconds: float) -> None:
+        """Follower: a replica fetch that brought records took ``seconds`` from sending to its response."""
+        self._replica_round_trip.observe(max(seconds, 0.0))
+
+    def observe_replica_turnaround(self, seconds: float) -> None:
+        """Follower: ``seconds`` from such a fetch's response to the next fetch sent."""
+        self._replica_turnaround.observe(max(seconds, 0.0))
 
     def record_error(self, api: str, error: str) -> None:
         """Count one Kafka error (by its protocol name, e.g. ``NOT_LEADER_OR_FOLLOWER``) returned by ``api``."""

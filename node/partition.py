@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -120,6 +121,7 @@ class Partition:
         self.producers = ProducerStateManager(producer_max_ids)
         self.rebuild_producer_state()
         self._waiters: set[trio.Event] = set()
+        self.woken_at = 0.0  # time.perf_counter() when wake() last set a waiter's event
 
     def rebuild_producer_state(self) -> None:
         self.producers = ProducerStateManager(self._producer_max_ids)
@@ -558,8 +560,9 @@ class Partition:
                 )
 
     def wake(self) -> None:
-        """Wake every fetcher waiting on this partition."""
+        """Wake every fetcher waiting on this partition (and note when, in ``woken_at``)."""
         if self._waiters:
+            self.woken_at = time.perf_counter()
             for event in self._waiters:
                 event.set()
             self._waiters.clear()

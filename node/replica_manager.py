@@ -33,9 +33,10 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 import trio
 
@@ -82,9 +83,31 @@ class TokenBucket:
         self._stamp = now
 
 
+class ReplicaMetrics(Protocol):
+    """What the fetcher reports (``node.metrics.NodeMetrics``)."""
+
+    def observe_replica_round_trip(self, seconds: float) -> None: ...
+
+    def observe_replica_turnaround(self, seconds: float) -> None: ...
+
+
+class _NoMetrics:
+    def observe_replica_round_trip(self, seconds: float) -> None:
+        pass
+
+    def observe_replica_turnaround(self, seconds: float) -> None:
+        pass
+
+
+NO_METRICS: ReplicaMetrics = _NoMetrics()
+
+
 class ReplicaManager:
-    def __init__(self, config: NodeConfig, cluster: ClusterState, zk: ZkState) -> None:
+    def __init__(
+        self, config: NodeConfig, cluster: ClusterState, zk: ZkState, metrics: ReplicaMetrics = NO_METRICS
+    ) -> None:
         self.config = config
+        self.metrics = metrics
         self.broker_id = config.broker_id
         self.cluster = cluster
         self.zk = zk
@@ -335,6 +358,7 @@ class ReplicaManager:
 
         Raises what the connection raises (ClientError, ProtocolError, OSError); cancellable."""
         timeout = self.config.replica_socket_timeout_ms / 1000
+        answered: float | None = None  # when the last fetch that brought records was answered
         while True:
             partitions = self._followed(leader_id)
             if not partitions:
@@ -373,12 +397,19 @@ class ReplicaManager:
                 "rack_id": self.config.broker_rack or "",
             }
             epochs = {p.tp: p.leader_epoch for p in chosen}
+            sent = time.perf_counter()
+            if answered is not None:
+                self.metrics.observe_replica_turnaround(sent - answered)
             body = await conn.request(
                 ApiKey.FETCH, FETCH_VERSION, request, timeout=timeout + self.config.replica_fetch_wait_max_ms / 1000
             )
+            arrived = time.perf_counter()
             if body.error_code:
                 raise ClientError.from_code(body.error_code, "replica fetch")
-            self._apply_fetch(body, epochs, moving)
+            answered = None
+            if self._apply_fetch(body, epochs, moving):
+                self.metrics.observe_replica_round_trip(arrived - sent)
+                answered = arrived  # the leader's high watermark waits for the next fetch
 
     def _backing_off(self, partition: Partition, now: float) -> bool:
         delay = self._retry_at.get(partition.tp)
@@ -401,8 +432,10 @@ class ReplicaManager:
                 out.add(local.tp)
         return out
 
-    def _apply_fetch(self, body: Any, epochs: dict[TopicPartition, LeaderEpoch], moving: set[TopicPartition]) -> None:
+    def _apply_fetch(self, body: Any, epochs: dict[TopicPartition, LeaderEpoch], moving: set[TopicPartition]) -> bool:
+        """Append what the leader sent; whether any records were appended."""
         cluster = self.cluster
+        appended = False
         for topic in body.responses:
             for part in topic.partitions:
                 tp = TopicPartition(topic.topic, part.partition_index)
@@ -426,6 +459,7 @@ class ReplicaManager:
                         if tp in moving:
                             self.throttle.take(trio.current_time(), len(records))
                         partition.append_replica(records)
+                        appended = True
                     plog = partition.log
                     if part.log_start_offset > plog.log_start_offset and part.log_start_offset <= plog.log_end_offset:
                         plog.delete_records_before(part.log_start_offset)
@@ -438,6 +472,7 @@ class ReplicaManager:
                 except StorageError as exc:
                     log.error("%s: appending replicated data failed: %s", tp, exc)
                     partition.needs_truncation = True
+        return appended
 
     def _out_of_range(self, partition: Partition, leader_start: Offset) -> None:
         plog = partition.log

@@ -9,7 +9,7 @@ authenticate (SASL/TLS, by ``security_protocol``); until then every request is a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from node.protocol import RequestHeader, Struct
 
@@ -30,6 +30,17 @@ class ConnectionInfo:
         return self.peer.rsplit(":", 1)[0]
 
 
+class RequestTiming:
+    """What a handler tells the server about its time: ``remote`` is the seconds it spent waiting
+    on other nodes or on data (acks=all waiting for the high watermark, a fetch's long poll), as
+    opposed to working (Kafka's RemoteTimeMs against LocalTimeMs)."""
+
+    __slots__ = ("remote",)
+
+    def __init__(self) -> None:
+        self.remote = 0.0
+
+
 @dataclass(frozen=True, slots=True)
 class Request:
     """One decoded request and where it came from; handlers take this, never the server."""
@@ -37,6 +48,7 @@ class Request:
     header: RequestHeader
     body: Struct
     connection: ConnectionInfo
+    timing: RequestTiming = field(default_factory=RequestTiming, compare=False, repr=False)
 
     @property
     def api_version(self) -> int:

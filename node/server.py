@@ -18,7 +18,9 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import socket
 import struct
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -103,7 +105,13 @@ class ServerLimits:
 
 
 class Transport(Protocol):
-    """A connection's byte stream: the plain socket, or TLS over it."""
+    """A connection's byte stream: the plain socket, or TLS over it.
+
+    ``last_stamp`` is the kernel's receive time (``time.time()`` seconds) of the latest bytes the
+    last ``recv``/``recv_into`` returned, or None where the transport cannot tell (TLS).
+    """
+
+    last_stamp: float | None
 
     async def recv(self, max_bytes: int) -> bytes:
         """Up to ``max_bytes``; b"" at the end of the stream."""
@@ -119,16 +127,27 @@ class Transport(Protocol):
 
 
 class PlainTransport:
-    """The socket itself; log file ranges go out with ``os.sendfile`` (zero copy)."""
+    """The socket itself; log file ranges go out with ``os.sendfile`` (zero copy). On Linux every
+    receive carries the kernel's receive time (``SO_TIMESTAMPNS``) for ``last_stamp``."""
 
     def __init__(self, sock: trio.socket.SocketType) -> None:
         self.sock = sock
+        self.last_stamp: float | None = None
+        self._stamped = _enable_receive_stamps(sock)
 
     async def recv(self, max_bytes: int) -> bytes:
-        return await self.sock.recv(max_bytes)
+        if not self._stamped:
+            return await self.sock.recv(max_bytes)
+        data, ancdata, _flags, _address = await self.sock.recvmsg(max_bytes, _STAMP_SPACE)
+        self.last_stamp = _receive_stamp(ancdata)
+        return data
 
     async def recv_into(self, view: memoryview, max_bytes: int) -> int:
-        return await self.sock.recv_into(view, max_bytes)
+        if not self._stamped:
+            return await self.sock.recv_into(view, max_bytes)
+        count, ancdata, _flags, _address = await self.sock.recvmsg_into([view[:max_bytes]], _STAMP_SPACE)
+        self.last_stamp = _receive_stamp(ancdata)
+        return count
 
     async def send_all(self, data: bytes | memoryview) -> None:
         await _send_all(self.sock, data)
@@ -140,6 +159,8 @@ class PlainTransport:
 class TlsTransport:
     """TLS over the socket (``trio.SSLStream``). Log file ranges are read (in a worker thread, so a
     cold read never stalls the node) and encrypted: TLS cannot use ``os.sendfile``."""
+
+    last_stamp: float | None = None  # records are decrypted from data read earlier: no stamp means anything
 
     def __init__(self, stream: trio.SSLStream[trio.SocketStream]) -> None:
         self.stream = stream
@@ -167,7 +188,12 @@ class TlsTransport:
 
 
 class _FrameReader:
-    """Size-prefixed frames from a connection, with one reusable read buffer."""
+    """Size-prefixed frames from a connection, with one reusable read buffer.
+
+    ``arrived`` is the kernel's receive stamp of the read that completed the last frame returned
+    (None on TLS): a frame is only read once the one before it has been answered, so the time
+    from it to the frame's handling is the time the frame waited unread.
+    """
 
     def __init__(self, sock: Transport, max_bytes: int, limit_name: str = "socket.request.max.bytes") -> None:
         self._sock = sock
@@ -175,9 +201,12 @@ class _FrameReader:
         self.limit_name = limit_name
         self._buf = bytearray()
         self._pos = 0
+        self.arrived: float | None = None
+        self._filled: float | None = None  # the stamp of the latest fill: it completed every frame buffered
 
     async def _fill(self) -> bool:
         chunk = await self._sock.recv(_READ_CHUNK)
+        self._filled = self._sock.last_stamp
         if not chunk:
             return False
         if self._pos:
@@ -200,6 +229,7 @@ class _FrameReader:
         have = len(self._buf) - start
         if have >= size:
             self._pos = start + size
+            self.arrived = self._filled
             return memoryview(bytes(self._buf[start : start + size]))
         # A large request: read it straight into its own buffer.
         frame = bytearray(size)
@@ -212,7 +242,33 @@ class _FrameReader:
             if n == 0:
                 raise CloseConnection(f"connection closed after {have} of {size} request bytes")
             have += n
+        self.arrived = self._sock.last_stamp  # the loop ran: its last read completed the frame
         return view
+
+
+#: Linux's SO_TIMESTAMPNS (asm-generic SO_TIMESTAMPNS_OLD; Python has no name for it): each receive
+#: carries, as ancillary data, a struct timespec of when the kernel received its latest bytes.
+_SO_TIMESTAMPNS = 35
+_TIMESPEC = struct.Struct("@qq")
+_STAMP_SPACE = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
+
+
+def _enable_receive_stamps(sock: trio.socket.SocketType) -> bool:
+    if not sys.platform.startswith("linux") or not _STAMP_SPACE:
+        return False
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+    except OSError:
+        return False
+    return True
+
+
+def _receive_stamp(ancdata: list[tuple[int, int, bytes]]) -> float | None:
+    for level, kind, data in ancdata:
+        if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(data) >= _TIMESPEC.size:
+            seconds, nanoseconds = _TIMESPEC.unpack_from(data)
+            return float(seconds + nanoseconds / 1e9)
+    return None
 
 
 async def _send_all(sock: trio.socket.SocketType, data: bytes | memoryview) -> None:
@@ -392,7 +448,7 @@ class KafkaServer:
                 if session.expired(trio.current_time()):
                     log.info("closing connection from %s: its SASL session expired", conn.peer)
                     return "reauth"
-            started = self._clock()
+            started, taken_at = self._clock(), time.time()
             try:
                 header, body_at = read_request_header(frame)
             except UnsupportedVersion as exc:
@@ -417,13 +473,20 @@ class KafkaServer:
                     f"malformed {api_name(header.api_key)} v{header.api_version} request "
                     f"(correlation id {header.correlation_id}): {exc}"
                 ) from None
-            response = await self.handler.handle(Request(header, body, conn))
+            request = Request(header, body, conn)
+            response = await self.handler.handle(request)
+            handled = self._clock()
             out = 0
             if response is not None:
                 encoded = encode_response(header, response)
                 out = encoded.size
                 await write_frame(sock, encoded)
-            self.metrics.record_request(api_name(header.api_key), len(frame) + 4, out, self._clock() - started)
+            done = self._clock()
+            api = api_name(header.api_key)
+            self.metrics.record_request(api, len(frame) + 4, out, done - started)
+            remote = request.timing.remote
+            unread = None if reader.arrived is None else taken_at - reader.arrived
+            self.metrics.record_phases(api, unread, handled - started - remote, remote, done - handled)
 
     # -- SASL -------------------------------------------------------------------------------------
 

@@ -147,6 +147,8 @@ class RequestMetrics(Protocol):
 
     def observe_fetch(self, seconds: float) -> None: ...
 
+    def observe_replica_wakeup(self, seconds: float) -> None: ...
+
 
 # -- authorisation ----------------------------------------------------------------------------------------------------
 

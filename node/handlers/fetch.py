@@ -132,6 +132,11 @@ def _read_once(
     return responses, total, errors, seen
 
 
+def _woken_after(seen: list[Partition]) -> float:
+    """Seconds since the latest wake of a partition in ``seen``: how long a woken fetch took to run."""
+    return max(0.0, time.perf_counter() - max(p.woken_at for p in seen))
+
+
 async def handle_fetch(services: FetchServices, request: Request) -> dict[str, Any]:
     started = time.perf_counter()
     req = request.body
@@ -152,12 +157,16 @@ async def handle_fetch(services: FetchServices, request: Request) -> dict[str, A
         arrived = trio.Event()
         for p in seen:
             p.add_waiter(arrived)
+        waiting = time.perf_counter()
         try:
             with trio.move_on_at(deadline):
                 await arrived.wait()
         finally:
             for p in seen:
                 p.discard_waiter(arrived)
+        request.timing.remote += time.perf_counter() - waiting
+        if req.replica_id >= 0 and arrived.is_set():
+            services.metrics.observe_replica_wakeup(_woken_after(seen))
     body["responses"] = responses
     services.metrics.observe_fetch(time.perf_counter() - started)
     return body

@@ -108,6 +108,7 @@ async def handle_produce(services: ProduceServices, request: Request) -> dict[st
         responses.append({"name": topic.name, "partition_responses": partitions})
     if replicating:
         # acks=all: answer once every written batch is below its partition's high watermark.
+        waiting = time.perf_counter()
         deadline = trio.current_time() + max(req.timeout_ms, 0) / 1000
         for entry, partition, last_offset, name in replicating:
             with answer_errors(entry) as answer:
@@ -116,6 +117,7 @@ async def handle_produce(services: ProduceServices, request: Request) -> dict[st
                 entry["base_offset"] = -1
                 services.metrics.record_error("Produce", answer.error.code.name)
                 log.info("produce to %s-%d not committed: %s", name, entry["index"], answer.error.message)
+        request.timing.remote += time.perf_counter() - waiting
     services.metrics.observe_produce(time.perf_counter() - started)
     if acks == 0:
         if failed:

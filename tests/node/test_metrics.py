@@ -141,6 +141,39 @@ def test_record_request_counts_requests_bytes_and_latency_per_api() -> None:
     assert value(s, "strait_request_latency_seconds_bucket", api="Produce", le="+Inf") == 2
 
 
+def test_request_phases_are_one_histogram_by_api_and_phase_and_unread_may_be_unknown() -> None:
+    metrics = NodeMetrics()
+    metrics.record_phases("Produce", 0.00002, 0.0003, 0.002, 0.00004)
+    metrics.record_phases("Produce", None, 0.0001, 0.0, 0.00001)  # a TLS connection: no kernel stamp
+    metrics.record_phases("Fetch", -0.000001, 0.0001, 0.5, 0.0001)  # a stamp a microsecond ahead of the clock
+
+    s = scrape(metrics)
+    name = "strait_request_phase_seconds"
+    assert value(s, f"{name}_count", api="Produce", phase="unread") == 1
+    assert value(s, f"{name}_count", api="Produce", phase="local") == 2
+    assert value(s, f"{name}_sum", api="Produce", phase="remote") == pytest.approx(0.002)
+    assert value(s, f"{name}_sum", api="Produce", phase="send") == pytest.approx(0.00005)
+    assert value(s, f"{name}_sum", api="Fetch", phase="unread") == 0  # counted as 0, never negative
+    # Finer than the request latency: 20 us and 40 us fall in buckets of their own.
+    assert value(s, f"{name}_bucket", api="Produce", phase="unread", le="2.5e-05") == 1
+    assert value(s, f"{name}_bucket", api="Produce", phase="send", le="1e-05") == 1
+    assert value(s, f"{name}_bucket", api="Produce", phase="send", le="5e-05") == 2
+
+
+def test_replica_fetch_timings_are_histograms_of_their_own() -> None:
+    metrics = NodeMetrics()
+    metrics.observe_replica_wakeup(0.0002)
+    metrics.observe_replica_round_trip(0.001)
+    metrics.observe_replica_turnaround(0.0004)
+    metrics.observe_replica_turnaround(-0.0000001)
+
+    s = scrape(metrics)
+    assert value(s, "strait_replica_fetch_wakeup_seconds_sum") == pytest.approx(0.0002)
+    assert value(s, "strait_replica_fetch_round_trip_seconds_count") == 1
+    assert value(s, "strait_replica_fetch_turnaround_seconds_count") == 2
+    assert value(s, "strait_replica_fetch_turnaround_seconds_sum") == pytest.approx(0.0004)
+
+
 def test_latency_buckets_span_a_tenth_of_a_millisecond_to_ten_seconds() -> None:
     metrics = NodeMetrics()
     metrics.observe_produce(0.00005)

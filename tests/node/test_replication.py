@@ -322,3 +322,51 @@ def test_a_replica_catches_up_from_a_compacted_leader_keeping_its_holes(site: Si
         ),
         timeout=60,
     )
+
+
+def scrape(node: NodeProcess) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """Every sample of the node's /metrics, by name and labels."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"{node.admin_url}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def phase(samples: dict[tuple[str, frozenset[tuple[str, str]]], float], api: str, name: str, what: str) -> float:
+    key = ("strait_request_phase_seconds_" + what, frozenset({("api", api), ("phase", name)}))
+    return samples.get(key, 0.0)
+
+
+def test_the_phases_of_a_replicated_write_are_in_metrics(site: Site) -> None:
+    nodes = site(3)
+    create_topic(nodes, "phased", partitions=1, rf=3, **{"min.insync.replicas": "2"})
+    leader = leader_of(nodes, "phased")
+    followers = [n for n in nodes if n is not leader]
+    before = scrape(leader)
+    produce(leader.bootstrap, "phased", [b"x" * 100] * 2000, acks="1", **{"enable.idempotence": False})
+    after_acks1 = scrape(leader)
+    produce(leader.bootstrap, "phased", [b"x" * 100] * 2000)
+    after = scrape(leader)
+
+    def grew(a: dict[Any, float], b: dict[Any, float], name: str, what: str) -> float:
+        return phase(b, "Produce", name, what) - phase(a, "Produce", name, what)
+
+    acks1 = grew(before, after_acks1, "local", "count")
+    assert acks1 >= 1
+    assert grew(before, after_acks1, "remote", "sum") == 0  # acks=1 waits on nobody
+    assert grew(before, after_acks1, "unread", "count") == acks1  # a plain TCP listener stamps every request
+    acks_all = grew(after_acks1, after, "remote", "count")
+    assert acks_all >= 1 and grew(after_acks1, after, "remote", "sum") > 0  # waiting for the followers
+    for what in ("local", "send", "unread"):
+        assert grew(after_acks1, after, what, "count") == acks_all, what
+    assert after[("strait_replica_fetch_wakeup_seconds_count", frozenset())] >= 1
+    for follower in followers:
+        samples = scrape(follower)
+        assert samples[("strait_replica_fetch_round_trip_seconds_count", frozenset())] >= 1
+        assert samples[("strait_replica_fetch_turnaround_seconds_count", frozenset())] >= 1
+        assert samples[("strait_replica_fetch_turnaround_seconds_sum", frozenset())] > 0

@@ -108,6 +108,7 @@ class FakeMetrics:
     errors: list[tuple[str, str]] = field(default_factory=list)
     produces: int = 0
     fetches: int = 0
+    wakeups: list[float] = field(default_factory=list)
 
     def record_error(self, api: str, error: str) -> None:
         self.errors.append((api, error))
@@ -117,6 +118,9 @@ class FakeMetrics:
 
     def observe_fetch(self, seconds: float) -> None:
         self.fetches += 1
+
+    def observe_replica_wakeup(self, seconds: float) -> None:
+        self.wakeups.append(seconds)
 
 
 @dataclass
