@@ -291,6 +291,32 @@ REQUEST_SERIES = {
     'strait_produce_latency_seconds_bucket{le="0.01"}': "produce_within_10ms",
     'strait_produce_latency_seconds_bucket{le="0.1"}': "produce_within_100ms",
 }
+# Where the time of a request goes (node.metrics: strait_request_phase_seconds) and the replica
+# fetch timings; "<name>_s" sums seconds, "<name>_n" counts.
+PHASES = ("unread", "local", "remote", "send")
+for _api in ("Produce", "Fetch"):
+    for _phase in PHASES:
+        for _part, _suffix in (("sum", "s"), ("count", "n")):
+            _line = f'strait_request_phase_seconds_{_part}{{api="{_api}",phase="{_phase}"}}'
+            REQUEST_SERIES[_line] = f"{_api.lower()}_{_phase}_{_suffix}"
+for _name in ("wakeup", "round_trip", "turnaround"):
+    REQUEST_SERIES[f"strait_replica_fetch_{_name}_seconds_sum"] = f"replica_{_name}_s"
+    REQUEST_SERIES[f"strait_replica_fetch_{_name}_seconds_count"] = f"replica_{_name}_n"
+#: The phase table's columns: (header, REQUEST_SERIES name without _s/_n).
+PHASE_COLUMNS = (
+    *((f"produce {phase}", f"produce_{phase}") for phase in PHASES),
+    ("replica fetch: leader wake-up", "replica_wakeup"),
+    ("leader unread", "fetch_unread"),
+    ("leader send", "fetch_send"),
+    ("follower round trip", "replica_round_trip"),
+    ("follower turnaround", "replica_turnaround"),
+)
+
+
+def mean_ms(requests: dict[str, float], name: str) -> float | None:
+    """The mean of a timed series over a run, in ms; None if nothing was timed."""
+    count = requests.get(f"{name}_n", 0.0)
+    return 1e3 * requests[f"{name}_s"] / count if count else None
 
 
 # -- measurements --------------------------------------------------------------------------
@@ -710,6 +736,26 @@ def latency_table(latencies: list[LatencySummary]) -> tuple[list[str], list[list
     return headers, rows
 
 
+def phase_table(measured: list[Throughput], latency: list[Latency]) -> tuple[list[str], list[list[str]]]:
+    """Where a replicated produce request's time goes: per partition count, for every replicated
+    throughput case and the latency runs, the median over runs of each phase's mean (ms)."""
+    headers = ["partitions", "runs", *(h for h, _ in PHASE_COLUMNS)]
+    groups: dict[tuple[int, str], list[dict[str, float]]] = {}
+    for m in measured:
+        if m.target == "strait" and m.case in {c.key for c in (REPLICATED, *DIAGNOSTICS) if c.replication > 1}:
+            groups.setdefault((m.partitions, _labels()[m.case]), []).append(m.requests)
+    for r in latency:
+        groups.setdefault((r.partitions, "latency: RF 3, acks=all, paced"), []).append(r.requests)
+    rows = []
+    for (partitions, label), runs in sorted(groups.items()):
+        cells = []
+        for _, name in PHASE_COLUMNS:
+            known = [x for x in (mean_ms(run, name) for run in runs) if x is not None]
+            cells.append(f"{statistics.median(known):.3f}" if known else "-")
+        rows.append([str(partitions), label, *cells])
+    return headers, rows
+
+
 def client_table(clients: list[ClientView]) -> tuple[list[str], list[list[str]]]:
     headers = ["partitions", "case", "requests in flight (mean)", "(max)", "round trip ms", "records/batch"]
     rows = [
@@ -752,6 +798,7 @@ def print_tables(
     settings: Settings,
     measured: list[Throughput],
     summaries: list[Summary],
+    latency: list[Latency],
     latencies: list[LatencySummary],
     profiles: list[NodeProfile],
     clients: list[ClientView],
@@ -765,6 +812,7 @@ def print_tables(
             f"of max ({runs})",
             latency_table(latencies),
         ),
+        ("Where the time goes: mean ms per phase, node metrics (median of runs)", phase_table(measured, latency)),
     ]
     if profiles:
         tables.append(("py-spy on every node (a separate run, sampling included)", profile_overview(profiles, 3)))
@@ -878,6 +926,19 @@ def profile_markdown(settings: Settings, profiles: list[NodeProfile], clients: l
     return md
 
 
+PHASE_NOTE = (
+    "Where the time goes (the nodes' own metrics, `strait_request_phase_seconds` and "
+    "`strait_replica_fetch_*_seconds`; mean ms per request over each run, median of the runs). A "
+    "produce request: *unread*, from the kernel's receipt of its bytes to its handling (it waited "
+    "behind its connection's earlier request, or for the node's event loop); *local*, decoding and "
+    "appending; *remote*, waiting for the high watermark (acks=all); *send*, writing the answer. A "
+    "follower's fetch: the leader's *wake-up* from the append to the parked fetch running, the "
+    "leader's *unread* and *send* of the fetch, the follower's *round trip* of a fetch that brought "
+    "records (a long poll's wait included) and its *turnaround* from that answer to its next fetch, "
+    "the one that moves the high watermark."
+)
+
+
 def write_report(
     settings: Settings,
     machine: dict[str, Any],
@@ -933,6 +994,10 @@ def write_report(
         markdown_table(*throughput_table(summaries)),
         "",
         markdown_table(*latency_table(latencies)),
+        "",
+        PHASE_NOTE,
+        "",
+        markdown_table(*phase_table(measured, latency)),
         "",
     ]
     if notes:
@@ -1062,7 +1127,7 @@ def run(settings: Settings) -> int:
     elapsed = time.perf_counter() - t0
     summaries = summarise(settings, measured)
     latencies = [summarise_latency([r for r in latency if r.partitions == p]) for p in settings.partitions]
-    print_tables(settings, measured, summaries, latencies, profiles, clients)
+    print_tables(settings, measured, summaries, latency, latencies, profiles, clients)
     if settings.out is not None:
         paths = write_report(
             settings, machine, measured, summaries, latency, latencies, profiles, clients, started, elapsed

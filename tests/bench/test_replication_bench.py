@@ -90,6 +90,11 @@ def test_a_tiny_run_measures_every_case_and_writes_its_report(tmp_path: Path, zo
     assert {r["case"] for r in data["runs"]} == {c.key for c in settings.cases}
     assert all(r["target"] == "strait" and r["records"] == 2000 for r in data["runs"])
     assert all(r["records_per_request"] for r in data["runs"])  # the nodes' request counters were read
+    # The phases of a replicated produce were read from the nodes' metrics: acks=all waited (remote).
+    replicated = next(r for r in data["runs"] if r["case"] == REPLICATED.key)["requests"]
+    for name in ("produce_local", "produce_remote", "produce_send", "replica_round_trip", "replica_turnaround"):
+        assert rb.mean_ms(replicated, name) is not None, name
+    assert rb.mean_ms(replicated, "produce_remote") > 0  # type: ignore[operator]
     (latency,) = data["latency_summary"]
     assert set(latency["latency_ms"]) == {name for name, _ in PERCENTILES}
     assert {(p["case"], p["broker_id"]) for p in data["profiles"]} == {
@@ -103,4 +108,5 @@ def test_a_tiny_run_measures_every_case_and_writes_its_report(tmp_path: Path, zo
     text = md_path.read_text()
     for heading in ("## Machine", "## Settings", "## Results", "## Profile"):
         assert heading in text
+    assert "| partitions | runs | produce unread | produce local | produce remote |" in text
     assert not (tmp_path / "data").exists() or not any((tmp_path / "data").iterdir())  # scratch removed
