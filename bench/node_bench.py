@@ -14,13 +14,18 @@ for that run, with confluent-kafka (librdkafka) and 100-byte values:
    uses ``assign()`` (no group), timed from ``assign()`` until all records were seen. Records are
    counted; watermarks are never used (tansu reports wrong end offsets);
 3. produce latency at a fixed rate (``--latency-rate`` 5,000 records/s for ``--latency-seconds``
-   10 s, acks=all): percentiles of the time from ``produce()`` to the delivery report.
+   10 s, acks=all): percentiles of the time from ``produce()`` to the delivery report;
+4. on 1 partition, the C clients (``bench/_c_clients.py``: kcat and librdkafka's
+   rdkafka_performance, which a Python client cannot bound): rdkafka_performance produces
+   ``--c-records`` 100 B records; both read that many 100 B records, then ``--large-mb`` MB of
+   100 KB records in ~1 MB batches, against this machine's TCP loopback measured in the run.
 
 Brokers run one at a time; the one that goes first alternates from one run to the next, and
 each figure is the median of ``--repeat`` runs. For every phase the broker's own CPU time
 (user + system, all its processes) is read from /proc, so that a client-bound run still shows
-which broker works less per record. The goals (strait/tansu: produce >= 1.0, consume >= 2.0)
-and the settings are in bench/NODE.md. Throughputs in MB/s count value bytes, 1 MB = 10^6 bytes.
+which broker works less per record. The goals (strait/tansu: produce >= 1.0, consume >= 2.0; C
+clients: consume >= 2.0, produce >= 1.2, 1 MB batches >= 50 % of loopback) and the settings are
+in bench/README.md. Throughputs in MB/s count value bytes, 1 MB = 10^6 bytes.
 
 Why one long file: a benchmark script is read top to bottom as the record of one experiment
 (its cases, their order, what each number means); the pieces every benchmark shares live in
