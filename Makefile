@@ -4,6 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 CACHE ?= .cache
 KAFKA_JARS := $(CACHE)/kafka-jars
+RDKAFKA_PERF := $(CACHE)/rdkafka-perf/rdkafka_performance
 
 .PHONY: setup run test lint bench rdkafka-perf clean
 
@@ -34,16 +35,19 @@ lint: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: setup $(KAFKA_JARS)/.ok lint
+test: setup $(KAFKA_JARS)/.ok $(RDKAFKA_PERF) lint
 	STRAIT_KAFKA_JARS=$(abspath $(KAFKA_JARS)) $(BIN)/pytest -n 2 --dist loadscope
 
-bench: setup
+bench: setup $(RDKAFKA_PERF)
 	$(BIN)/python -m bench.storage_bench --out bench/results
 	$(BIN)/python -m bench.node_bench --out bench/results
 	$(BIN)/python -m bench.replication_bench --out bench/results
 
-rdkafka-perf:  # librdkafka's rdkafka_performance for bench/node_bench.py (root on Debian: apt)
+# librdkafka's rdkafka_performance for bench/node_bench.py and its test (root on Debian: apt)
+$(RDKAFKA_PERF): bench/build_rdkafka_performance.sh
 	bench/build_rdkafka_performance.sh $(CACHE)/rdkafka-perf
+
+rdkafka-perf: $(RDKAFKA_PERF)
 
 clean:
 	rm -rf $(VENV) $(CACHE) .strait-demo .strait
