@@ -9,7 +9,9 @@ authenticate (SASL/TLS, by ``security_protocol``); until then every request is a
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from node.protocol import RequestHeader, Struct
 
@@ -61,6 +63,21 @@ class Request:
     @property
     def principal(self) -> str:
         return self.connection.principal
+
+
+class Deferred:
+    """What a handler returns once its own work is done and only waiting is left (acks=all
+    waiting for the high watermark): the server calls ``result`` for the response when the
+    answers before it have been written, and may read the connection's next Produce meanwhile
+    (``node.server``). ``result`` must not hold the request's bytes."""
+
+    __slots__ = ("_finish",)
+
+    def __init__(self, finish: Callable[[], Awaitable[Any]]) -> None:
+        self._finish = finish
+
+    async def result(self) -> Any:
+        return await self._finish()
 
 
 class CloseConnection(Exception):

@@ -2,9 +2,10 @@
 
 Each connection reads size-prefixed frames, decodes them with ``node.protocol`` and hands
 them to the broker's ``RequestHandler`` one at a time, as Kafka does (it mutes a connection
-while a request is in flight): responses therefore leave in request order, and a pipelining
-client is served from the bytes already buffered. A connection holds at most one request
-(bounded by ``socket.request.max.bytes``) plus a read buffer.
+while a request is in flight), except that an acks=all Produce waiting for its high watermark
+lets the next Produce in (``_Answers``): responses leave in request order, and a pipelining
+client is served from the bytes already buffered. A connection holds at most one request's
+bytes (bounded by ``socket.request.max.bytes``) plus a read buffer.
 
 What closes a connection (logged, counted, never fatal to the node): a size prefix that is
 negative or above the limit, a frame that does not parse, an API key or version we do not
@@ -15,6 +16,7 @@ Fetch data goes out with ``os.sendfile`` from the log's files.
 
 from __future__ import annotations
 
+import collections
 import errno
 import logging
 import os
@@ -36,6 +38,7 @@ from node.protocol import (
     MalformedRequest,
     ProtocolError,
     Region,
+    RequestHeader,
     UnknownApi,
     UnsupportedVersion,
     api_versions_fallback,
@@ -44,7 +47,7 @@ from node.protocol import (
     read_request_header,
     schema,
 )
-from node.request import ANONYMOUS, CloseConnection, ConnectionInfo, Request
+from node.request import ANONYMOUS, CloseConnection, ConnectionInfo, Deferred, Request, RequestTiming
 from node.sasl import ServerSasl
 from node.security._sasl import SaslFailure, SaslServer
 from node.tls import ServerTls, TlsError
@@ -420,6 +423,23 @@ class KafkaServer:
         return TlsTransport(stream), principal
 
     async def _loop(self, sock: Transport, conn: ConnectionInfo) -> str:
+        """Serve the connection's requests; how it ended ("eof", "idle", ...). Raises what the
+        reading or the writing of answers raised, as itself (never in an exception group)."""
+        failure: Exception | None = None
+        ended = "eof"
+        async with trio.open_nursery() as nursery:
+            answers = _Answers(self, sock, conn, nursery)
+            try:
+                ended = await self._requests(sock, conn, answers)
+            except Exception as exc:  # Cancelled (a BaseException) goes to the nursery as it should
+                failure = exc
+            nursery.cancel_scope.cancel()  # every answer is written before a clean end; else drop them
+        answers.raise_failure()  # the writer's error first: the reader only saw the Cancelled it caused
+        if failure is not None:
+            raise failure
+        return ended
+
+    async def _requests(self, sock: Transport, conn: ConnectionInfo, answers: _Answers) -> str:
         reader = _FrameReader(sock, self.limits.max_request_bytes)
         ranges = self.handler.api_ranges
         session: _Session | None = None
@@ -434,10 +454,14 @@ class KafkaServer:
             with trio.move_on_after(self.limits.idle_timeout_s) as idle:
                 frame = await reader.next_frame()
             if idle.cancelled_caught:
+                if answers.pending:
+                    continue  # not idle: an answer is still waiting (acks=all), bounded by its request's timeout
                 log.info("closing connection from %s: idle for %.0f s", conn.peer, self.limits.idle_timeout_s)
                 return "idle"
             if frame is None:
+                await answers.drained()
                 return "eof"
+            await answers.room_for(_api_key_of(frame))
             if session is not None:
                 if _api_key_of(frame) == ApiKey.SASL_HANDSHAKE:  # KIP-368 re-authentication
                     again = await self._authenticate(reader, sock, conn, session, frame)
@@ -446,6 +470,7 @@ class KafkaServer:
                     session = again
                     continue
                 if session.expired(trio.current_time()):
+                    await answers.drained()
                     log.info("closing connection from %s: its SASL session expired", conn.peer)
                     return "reauth"
             started, taken_at = self._clock(), time.time()
@@ -475,18 +500,13 @@ class KafkaServer:
                 ) from None
             request = Request(header, body, conn)
             response = await self.handler.handle(request)
-            handled = self._clock()
-            out = 0
-            if response is not None:
-                encoded = encode_response(header, response)
-                out = encoded.size
-                await write_frame(sock, encoded)
-            done = self._clock()
-            api = api_name(header.api_key)
-            self.metrics.record_request(api, len(frame) + 4, out, done - started)
-            remote = request.timing.remote
             unread = None if reader.arrived is None else taken_at - reader.arrived
-            self.metrics.record_phases(api, unread, handled - started - remote, remote, done - handled)
+            answer = _Answer(header, len(frame) + 4, started, unread, self._clock(), request.timing, response)
+            del request, body, frame  # a pipelined answer must not hold its request's bytes
+            if isinstance(response, Deferred) or answers.pending:
+                answers.add(answer)
+            else:
+                await answers.write(answer, response, queued=False)
 
     # -- SASL -------------------------------------------------------------------------------------
 
@@ -620,6 +640,129 @@ class KafkaServer:
         expires = trio.current_time() + reauth_ms / 1000 if reauth_ms > 0 else None
         log.debug("connection from %s authenticated as %s (%s)", conn.peer, principal, exchange.mechanism)
         return _Session(principal, exchange.mechanism, expires)
+
+
+#: Produce requests of one connection whose answers may wait at once (acks=all waiting for the
+#: high watermark) while the next is read: as many as an idempotent producer may have in flight.
+MAX_PIPELINED = 5
+
+
+@dataclass(slots=True)
+class _Answer:
+    """A request's answer, from its handling until it is written."""
+
+    header: RequestHeader
+    request_bytes: int
+    started: float
+    unread: float | None
+    handled: float
+    timing: RequestTiming
+    response: Any
+
+
+class _Answers:
+    """A connection's answers not yet written, in request order (Kafka's rule: responses leave in
+    the order the requests came).
+
+    Kafka mutes a connection while a request is in flight. strait does too, but for one case: a
+    Produce whose handler has appended and only waits for the high watermark (it returns a
+    ``Deferred``) lets the next Produce of the connection be read and appended meanwhile, up to
+    ``MAX_PIPELINED`` waiting at once, so a client with several partitions on one leader is not
+    held up by the replication of each in turn. Any other request is read only once every answer
+    before it has been written, exactly as with muting. The answers are written by a task of the
+    connection, in order; its failure (CloseConnection, a socket error) ends the connection.
+    """
+
+    def __init__(self, server: KafkaServer, sock: Transport, conn: ConnectionInfo, nursery: trio.Nursery) -> None:
+        self._server = server
+        self._sock = sock
+        self._conn = conn
+        self._nursery = nursery
+        self._queue: collections.deque[_Answer] = collections.deque()
+        self._moved = trio.Event()  # set whenever an answer is written
+        self._writing = False
+        self._failure: BaseException | None = None
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._queue)
+
+    async def room_for(self, api_key: int) -> None:
+        """Wait until a request of ``api_key`` may be handled: at once with nothing waiting, a Produce
+        while fewer than MAX_PIPELINED answers wait, anything else once all are written."""
+        limit = MAX_PIPELINED if api_key == ApiKey.PRODUCE else 1
+        while len(self._queue) >= limit:
+            await self._next_move()
+
+    async def drained(self) -> None:
+        while self._queue:
+            await self._next_move()
+
+    async def _next_move(self) -> None:
+        self._moved = trio.Event()
+        await self._moved.wait()
+
+    def add(self, answer: _Answer) -> None:
+        self._queue.append(answer)
+        if not self._writing:
+            self._writing = True
+            self._nursery.start_soon(self._write_in_order)
+
+    def raise_failure(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+
+    async def _write_in_order(self) -> None:
+        try:
+            while self._queue:
+                answer = self._queue[0]
+                response = answer.response
+                if isinstance(response, Deferred):
+                    response = await self._finish(answer, response)
+                await self.write(answer, response)
+                self._queue.popleft()
+                self._moved.set()
+        except Exception as exc:
+            self._failure = exc
+            self._nursery.cancel_scope.cancel()
+        finally:
+            self._writing = False
+
+    async def _finish(self, answer: _Answer, deferred: Deferred) -> Any:
+        try:
+            return await deferred.result()
+        except (CloseConnection, trio.Cancelled):
+            raise
+        except Exception:
+            header = answer.header
+            log.exception(
+                "%s v%d from %s (correlation id %d) failed",
+                api_name(header.api_key),
+                header.api_version,
+                self._conn.peer,
+                header.correlation_id,
+            )
+            raise CloseConnection("internal error while handling the request") from None
+
+    async def write(self, answer: _Answer, response: Any, *, queued: bool = True) -> None:
+        """Encode and write ``response`` (None: nothing, acks=0) and record the request's metrics;
+        ``queued``: it waited in the queue (else it is written as its handler returned it)."""
+        server = self._server
+        header = answer.header
+        written = server._clock() if queued else answer.handled
+        out = 0
+        if response is not None:
+            encoded = encode_response(header, response)
+            out = encoded.size
+            await write_frame(self._sock, encoded)
+        done = server._clock()
+        api = api_name(header.api_key)
+        server.metrics.record_request(api, answer.request_bytes, out, done - answer.started)
+        # Remote: what the handler waited on, plus, for an answer that waited to be written, that
+        # wait (acks=all's high watermark, or the answers before it).
+        remote = answer.timing.remote + (written - answer.handled)
+        local = answer.handled - answer.started - answer.timing.remote
+        server.metrics.record_phases(api, answer.unread, local, remote, done - written)
 
 
 @dataclass(frozen=True, slots=True)

@@ -296,8 +296,9 @@ class NodeConfig:
     queued_max_requests: int = setting(ConfigKey(
         name="queued.max.requests", type=_I, default="500", minimum=1, group=_NET, effect=False,
         doc="Kafka: the shared request queue size. strait handles one request per connection at a "
-            "time (as Kafka mutes a connection) and holds at most one request plus a 256 KiB read buffer "
-            "per connection, so there is no queue to bound.",
+            "time (as Kafka mutes a connection; only acks=all Produce answers may wait, 5 at most) and "
+            "holds at most one request plus a 256 KiB read buffer per connection, so there is no queue "
+            "to bound.",
     ))
     connections_max_idle_ms: int = setting(ConfigKey(
         name="connections.max.idle.ms", type=_L, default="600000", minimum=1, group=_NET,

@@ -20,6 +20,7 @@ only at InitProducerId.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ import trio
 from node.errors import BrokerError, answer_errors
 from node.offsets_topic import OFFSETS_TOPIC
 from node.protocol import ErrorCode
-from node.request import CloseConnection, Request
+from node.request import CloseConnection, Deferred, Request
 from node.security._acl import AclOperation, ResourceType
 
 from ._services import NO_AUTHORIZER, PartitionSource, RequestMetrics, SecurityServices, denied
@@ -52,7 +53,7 @@ class ProduceServices:
     security: SecurityServices = NO_AUTHORIZER
 
 
-async def handle_produce(services: ProduceServices, request: Request) -> dict[str, Any] | None:
+async def handle_produce(services: ProduceServices, request: Request) -> dict[str, Any] | Deferred | None:
     started = time.perf_counter()
     req = request.body
     acks = req.acks
@@ -106,22 +107,35 @@ async def handle_produce(services: ProduceServices, request: Request) -> dict[st
                 log.info("produce to %s-%d rejected: %s", topic.name, pd.index, answer.error.message)
             partitions.append(entry)
         responses.append({"name": topic.name, "partition_responses": partitions})
+    body = {"responses": responses, "throttle_time_ms": 0}
     if replicating:
-        # acks=all: answer once every written batch is below its partition's high watermark.
-        waiting = time.perf_counter()
+        # acks=all: answer once every written batch is below its partition's high watermark. The
+        # server reads the connection's next Produce meanwhile (node.server: answers in order).
         deadline = trio.current_time() + max(req.timeout_ms, 0) / 1000
-        for entry, partition, last_offset, name in replicating:
-            with answer_errors(entry) as answer:
-                await partition.wait_for_hw(last_offset, deadline)
-            if answer.error is not None:
-                entry["base_offset"] = -1
-                services.metrics.record_error("Produce", answer.error.code.name)
-                log.info("produce to %s-%d not committed: %s", name, entry["index"], answer.error.message)
-        request.timing.remote += time.perf_counter() - waiting
+        return Deferred(functools.partial(_replicated, services, replicating, deadline, started, body))
     services.metrics.observe_produce(time.perf_counter() - started)
     if acks == 0:
         if failed:
             # Kafka closes the connection so that an acks=0 producer notices something went wrong.
             raise CloseConnection("acks=0 produce failed")
         return None
-    return {"responses": responses, "throttle_time_ms": 0}
+    return body
+
+
+async def _replicated(
+    services: ProduceServices,
+    replicating: list[tuple[dict[str, Any], Partition, int, str]],
+    deadline: float,
+    started: float,
+    body: dict[str, Any],
+) -> dict[str, Any]:
+    """acks=all's answer: each batch committed, or its error (it was written all the same)."""
+    for entry, partition, last_offset, name in replicating:
+        with answer_errors(entry) as answer:
+            await partition.wait_for_hw(last_offset, deadline)
+        if answer.error is not None:
+            entry["base_offset"] = -1
+            services.metrics.record_error("Produce", answer.error.code.name)
+            log.info("produce to %s-%d not committed: %s", name, entry["index"], answer.error.message)
+    services.metrics.observe_produce(time.perf_counter() - started)
+    return body
