@@ -115,6 +115,9 @@ class Transport(Protocol):
     """
 
     last_stamp: float | None
+    #: Whether a call waited for the socket (and so let other tasks run) since this was last
+    #: set to False: the connection's loop yields once a request only if none did.
+    waited: bool
 
     async def recv(self, max_bytes: int) -> bytes:
         """Up to ``max_bytes``; b"" at the end of the stream."""
@@ -137,23 +140,52 @@ class PlainTransport:
         self.sock = sock
         self.last_stamp: float | None = None
         self._stamped = _enable_receive_stamps(sock)
+        # The non-blocking stdlib socket under trio's: trio yields to its scheduler after every
+        # socket call that succeeds, which puts each step of a request behind every other ready
+        # task. These calls yield only when they must wait; the connection's loop yields once per
+        # request (KafkaServer._requests).
+        self._raw: socket.socket = sock._sock  # type: ignore[attr-defined]
+        self.waited = False  # a call waited (and so yielded) since the connection's loop reset it
 
     async def recv(self, max_bytes: int) -> bytes:
-        if not self._stamped:
-            return await self.sock.recv(max_bytes)
-        data, ancdata, _flags, _address = await self.sock.recvmsg(max_bytes, _STAMP_SPACE)
-        self.last_stamp = _receive_stamp(ancdata)
-        return data
+        raw = self._raw
+        while True:
+            try:
+                if not self._stamped:
+                    return raw.recv(max_bytes)
+                data, ancdata, _flags, _address = raw.recvmsg(max_bytes, _STAMP_SPACE)
+            except BlockingIOError:
+                self.waited = True
+                await trio.lowlevel.wait_readable(raw)
+                continue
+            self.last_stamp = _receive_stamp(ancdata)
+            return data
 
     async def recv_into(self, view: memoryview, max_bytes: int) -> int:
-        if not self._stamped:
-            return await self.sock.recv_into(view, max_bytes)
-        count, ancdata, _flags, _address = await self.sock.recvmsg_into([view[:max_bytes]], _STAMP_SPACE)
-        self.last_stamp = _receive_stamp(ancdata)
-        return count
+        raw = self._raw
+        while True:
+            try:
+                if not self._stamped:
+                    return raw.recv_into(view, max_bytes)
+                count, ancdata, _flags, _address = raw.recvmsg_into([view[:max_bytes]], _STAMP_SPACE)
+            except BlockingIOError:
+                self.waited = True
+                await trio.lowlevel.wait_readable(raw)
+                continue
+            self.last_stamp = _receive_stamp(ancdata)
+            return count
 
     async def send_all(self, data: bytes | memoryview) -> None:
-        await _send_all(self.sock, data)
+        raw = self._raw
+        view = memoryview(data)
+        while view:
+            try:
+                sent = raw.send(view)
+            except BlockingIOError:
+                self.waited = True
+                await trio.lowlevel.wait_writable(raw)
+                continue
+            view = view[sent:]
 
     async def send_region(self, region: Region) -> None:
         await _sendfile(self.sock, region)
@@ -164,6 +196,14 @@ class TlsTransport:
     cold read never stalls the node) and encrypted: TLS cannot use ``os.sendfile``."""
 
     last_stamp: float | None = None  # records are decrypted from data read earlier: no stamp means anything
+
+    @property
+    def waited(self) -> bool:
+        return True  # trio's stream yields on every call
+
+    @waited.setter
+    def waited(self, value: bool) -> None:
+        pass
 
     def __init__(self, stream: trio.SSLStream[trio.SocketStream]) -> None:
         self.stream = stream
@@ -274,13 +314,6 @@ def _receive_stamp(ancdata: list[tuple[int, int, bytes]]) -> float | None:
     return None
 
 
-async def _send_all(sock: trio.socket.SocketType, data: bytes | memoryview) -> None:
-    view = memoryview(data)
-    while view:
-        sent = await sock.send(view)
-        view = view[sent:]
-
-
 async def _sendfile(sock: trio.socket.SocketType, region: Region) -> None:
     out_fd = sock.fileno()
     offset, remaining = region.position, region.length
@@ -296,7 +329,6 @@ async def _sendfile(sock: trio.socket.SocketType, region: Region) -> None:
             raise CloseConnection(f"log file ended {remaining} bytes early while sending a fetch response")
         offset += sent
         remaining -= sent
-    await trio.lowlevel.checkpoint()
 
 
 async def write_frame(sock: Transport, frame: EncodedFrame) -> None:
@@ -507,6 +539,9 @@ class KafkaServer:
                 answers.add(answer)
             else:
                 await answers.write(answer, response, queued=False)
+            if not sock.waited:
+                await trio.lowlevel.checkpoint()  # at least once a request: the socket calls need not yield
+            sock.waited = False
 
     # -- SASL -------------------------------------------------------------------------------------
 

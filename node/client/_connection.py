@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import socket
 import ssl
 import struct
 from collections.abc import Mapping
@@ -98,6 +99,12 @@ class NodeConnection:
         self.sasl = sasl
         self._ids = itertools.count(1)
         self._lock = trio.Lock()
+        # A plain TCP stream's non-blocking stdlib socket: trio yields to its scheduler after every
+        # socket call that succeeds; a replica fetcher's request and answer need not wait behind
+        # every other ready task at each call (see _send and _receive, and node.server).
+        raw = stream.socket if isinstance(stream, trio.SocketStream) else None
+        self._raw: socket.socket | None = getattr(raw, "_sock", None)
+        self._waited = False  # a call on _raw waited (and so yielded) since the exchange began
         self._buf = bytearray()
         self.versions: dict[int, tuple[int, int]] = {}
         self.authentications = 0
@@ -186,10 +193,13 @@ class NodeConnection:
         correlation_id = next(self._ids)
         header = RequestHeader(int(api_key), version, correlation_id, self.client_id, 1)
         frame = encode_request(header, body)
+        self._waited = False
         try:
             with trio.fail_after(timeout):
-                await self.stream.send_all(frame)
+                await self._send(frame)
                 payload = await self._read_frame()
+                if self._raw is not None and not self._waited:
+                    await trio.lowlevel.checkpoint()  # an exchange yields at least once, as trio's calls would
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             raise ClientError(f"connection to {self.address} failed: {exc}") from None
         except trio.TooSlowError:
@@ -274,10 +284,35 @@ class NodeConnection:
         return memoryview(frame)
 
     async def _receive(self) -> None:
-        data = await self.stream.receive_some(256 * 1024)
+        raw = self._raw
+        if raw is None:
+            data = await self.stream.receive_some(256 * 1024)
+        else:
+            while True:
+                try:
+                    data = raw.recv(256 * 1024)
+                    break
+                except BlockingIOError:
+                    self._waited = True
+                    await trio.lowlevel.wait_readable(raw)
         if not data:
             raise ClientError(f"{self.address} closed the connection")
         self._buf += data
+
+    async def _send(self, frame: bytes | bytearray | memoryview) -> None:
+        raw = self._raw
+        if raw is None:
+            await self.stream.send_all(frame)
+            return
+        view = memoryview(frame)
+        while view:
+            try:
+                sent = raw.send(view)
+            except BlockingIOError:
+                self._waited = True
+                await trio.lowlevel.wait_writable(raw)
+                continue
+            view = view[sent:]
 
     async def aclose(self) -> None:
         await self.stream.aclose()
