@@ -36,6 +36,8 @@ Metric names (all prefixed ``strait_``)::
     strait_replica_fetch_turnaround_seconds        histogram  follower: appending a fetch's records and
                                                               sending the next fetch (the turnaround that
                                                               delays the leader's high watermark)
+    strait_gc_pause_seconds{generation}            histogram  the process's garbage collections (a pause
+                                                              of every task of the node)
     strait_connections                             gauge
     strait_connections_closed_total{reason}        counter    malformed, oversized, idle, eof, ...
     strait_partitions                              gauge      from the view
@@ -63,7 +65,9 @@ Metric names (all prefixed ``strait_``)::
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import gc
+import time
+from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -209,6 +213,15 @@ class NodeMetrics:
             buckets=PHASE_BUCKETS,
             registry=registry,
         )
+        self._gc_pause = Histogram(
+            "strait_gc_pause_seconds",
+            "Python garbage collections of the node's process, by generation: each pauses every task.",
+            ["generation"],
+            buckets=PHASE_BUCKETS,
+            registry=registry,
+        )
+        self._gc_series = [self._gc_pause.labels(generation=str(g)) for g in range(3)]
+        self._gc_started = 0.0
         self._connections = Gauge("strait_connections", "Open Kafka client connections.", registry=registry)
         self._connections_closed = Counter(
             "strait_connections_closed",
@@ -279,6 +292,19 @@ class NodeMetrics:
     def observe_replica_turnaround(self, seconds: float) -> None:
         """Follower: ``seconds`` from such a fetch's response to the next fetch sent."""
         self._replica_turnaround.observe(max(seconds, 0.0))
+
+    def observe_gc(self, phase: str, info: Mapping[str, int]) -> None:
+        """A ``gc.callbacks`` callback: time each collection, by generation (``watch_gc``)."""
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+        elif self._gc_started:
+            self._gc_series[min(int(info.get("generation", 2)), 2)].observe(time.perf_counter() - self._gc_started)
+            self._gc_started = 0.0
+
+    def watch_gc(self) -> Callable[[], None]:
+        """Time this process's garbage collections from now on; returns what stops it."""
+        gc.callbacks.append(self.observe_gc)
+        return lambda: gc.callbacks.remove(self.observe_gc) if self.observe_gc in gc.callbacks else None
 
     def record_error(self, api: str, error: str) -> None:
         """Count one Kafka error (by its protocol name, e.g. ``NOT_LEADER_OR_FOLLOWER``) returned by ``api``."""

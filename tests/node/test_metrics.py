@@ -174,6 +174,26 @@ def test_replica_fetch_timings_are_histograms_of_their_own() -> None:
     assert value(s, "strait_replica_fetch_turnaround_seconds_sum") == pytest.approx(0.0004)
 
 
+def test_garbage_collections_are_timed_by_generation_while_watched() -> None:
+    import gc
+
+    metrics = NodeMetrics()
+    metrics.observe_gc("start", {"generation": 1})
+    metrics.observe_gc("stop", {"generation": 1, "collected": 0, "uncollectable": 0})
+    metrics.observe_gc("stop", {"generation": 0})  # a stop without its start (watching began mid-way): ignored
+    stop = metrics.watch_gc()
+    try:
+        gc.collect()  # a full collection: generation 2
+    finally:
+        stop()
+    gc.collect()  # no longer watched
+    s = scrape(metrics)
+    assert value(s, "strait_gc_pause_seconds_count", generation="1") == 1
+    assert value(s, "strait_gc_pause_seconds_count", generation="0") == 0
+    assert value(s, "strait_gc_pause_seconds_count", generation="2") == 1
+    assert metrics.observe_gc not in gc.callbacks
+
+
 def test_latency_buckets_span_a_tenth_of_a_millisecond_to_ten_seconds() -> None:
     metrics = NodeMetrics()
     metrics.observe_produce(0.00005)
@@ -266,8 +286,9 @@ def test_hot_path_looks_up_label_children_once_per_label_set(monkeypatch: pytest
         metrics.record_error("Fetch", "NOT_LEADER_OR_FOLLOWER")
         metrics.connection_opened()
         metrics.connection_closed("idle")
-    # Four series per API, one error series, one close-reason series.
-    assert len(calls) == 4 * 2 + 1 + 1
+    # The three garbage collection series, made with the metrics; four series per API, one error
+    # series, one close-reason series.
+    assert len(calls) == 3 + 4 * 2 + 1 + 1
     assert value(scrape(metrics), "strait_requests_total", api="Fetch") == 100
 
 

@@ -365,6 +365,8 @@ def test_the_phases_of_a_replicated_write_are_in_metrics(site: Site) -> None:
     for what in ("local", "send", "unread"):
         assert grew(after_acks1, after, what, "count") == acks_all, what
     assert after[("strait_replica_fetch_wakeup_seconds_count", frozenset())] >= 1
+    # The node process times its garbage collections (4,000 records make young ones at least).
+    assert sum(after.get(("strait_gc_pause_seconds_count", frozenset({("generation", g)})), 0) for g in "012") >= 1
     for follower in followers:
         samples = scrape(follower)
         assert samples[("strait_replica_fetch_round_trip_seconds_count", frozenset())] >= 1
