@@ -42,6 +42,9 @@ def produce(site: Site, topic: str, n: int, codec: str) -> None:
 def read(site: Site, topic: str, partitions: int) -> list[tuple[int, int, bytes | None, bytes | None, object, int]]:
     consumer = Consumer({"bootstrap.servers": site.bootstrap, "group.id": f"r-{time.monotonic_ns()}"})
     try:
+        # The topic's metadata first: without it librdkafka answers watermarks with UNKNOWN_PARTITION
+        # at once (seen on a loaded machine) instead of asking for it.
+        consumer.list_topics(topic, timeout=10)
         ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         out = []
