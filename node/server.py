@@ -30,6 +30,7 @@ from typing import Any, Protocol
 
 import trio
 
+from node.client import send_all_nonblocking
 from node.metrics import NodeMetrics
 from node.protocol import (
     ApiKey,
@@ -176,16 +177,8 @@ class PlainTransport:
             return count
 
     async def send_all(self, data: bytes | memoryview) -> None:
-        raw = self._raw
-        view = memoryview(data)
-        while view:
-            try:
-                sent = raw.send(view)
-            except BlockingIOError:
-                self.waited = True
-                await trio.lowlevel.wait_writable(raw)
-                continue
-            view = view[sent:]
+        if await send_all_nonblocking(self._raw, data):
+            self.waited = True
 
     async def send_region(self, region: Region) -> None:
         await _sendfile(self.sock, region)

@@ -25,6 +25,7 @@ from ._admin import ensure_topic as ensure_topic
 from ._connection import ClientError as ClientError
 from ._connection import NodeConnection as NodeConnection
 from ._connection import SaslCredentials as SaslCredentials
+from ._connection import send_all_nonblocking as send_all_nonblocking
 from ._data import EARLIEST as EARLIEST
 from ._data import LATEST as LATEST
 from ._data import READ_COMMITTED as READ_COMMITTED

@@ -304,15 +304,8 @@ class NodeConnection:
         if raw is None:
             await self.stream.send_all(frame)
             return
-        view = memoryview(frame)
-        while view:
-            try:
-                sent = raw.send(view)
-            except BlockingIOError:
-                self._waited = True
-                await trio.lowlevel.wait_writable(raw)
-                continue
-            view = view[sent:]
+        if await send_all_nonblocking(raw, frame):
+            self._waited = True
 
     async def aclose(self) -> None:
         await self.stream.aclose()
@@ -322,3 +315,22 @@ class NodeConnection:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+async def send_all_nonblocking(raw: socket.socket, data: bytes | bytearray | memoryview) -> bool:
+    """Send all of ``data`` on ``raw``, the non-blocking stdlib socket under a trio socket, waiting
+    (and so yielding to trio) only while its send buffer is full; returns whether it waited.
+
+    trio's own calls yield after every call that succeeds; a caller of this one yields once a
+    request itself when this did not (node.server, NodeConnection)."""
+    view = memoryview(data)
+    waited = False
+    while view:
+        try:
+            sent = raw.send(view)
+        except BlockingIOError:
+            waited = True
+            await trio.lowlevel.wait_writable(raw)
+            continue
+        view = view[sent:]
+    return waited
