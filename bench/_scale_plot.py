@@ -75,7 +75,8 @@ def draw(
         ax.set_xlabel("partitions (site)")
         ax.set_ylabel(unit)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize="small")
+        if ax.get_legend_handles_labels()[0]:  # a panel with nothing measured has no legend
+            ax.legend(fontsize="small")
     ax = axes.flat[5]
     counts = [s["connections"] for s in connection_steps]
     ax.plot(counts, [s["figures"].get("rss_node_mb") for s in connection_steps], marker="o", label="node RSS (MB)")

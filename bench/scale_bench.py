@@ -16,11 +16,12 @@ node properties of bench._site.SITE_PROPERTIES, RF 3). Steps:
 
    - memory: each node's resident set (every process of its session, ``/proc/<pid>/statm``),
      idle; the slope between steps is the memory per idle partition;
-   - Metadata: ``--metadata-requests`` (50) requests for all topics (confluent-kafka
+   - Metadata: ``--metadata-requests`` (20) requests for all topics (confluent-kafka
      ``list_topics()``, one client, after one untimed request); p50/p99;
-   - produce: ``--records`` records, acks=all, not idempotent, round robin over every partition
-     (each with a key), after one untimed record to every partition; records/s from the first
-     ``produce()`` to the last delivery report; memory again after it;
+   - produce: one record to every partition (timed: *first record*), then ``--records`` records,
+     acks=all, not idempotent, round robin over every partition (each with a key); records/s from
+     the first ``produce()`` to the last delivery report, both within ``--produce-timeout``;
+     memory again after it;
    - start-up: a node that is not the controller is stopped with SIGTERM and started again on
      its data: seconds until it *serves* (ready file and a Metadata answer) and until *all led*
      (every node counts every partition, none offline, and the nodes' own leader counts sum to
@@ -60,7 +61,7 @@ from pathlib import Path
 from typing import Any
 
 import confluent_kafka
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
@@ -114,9 +115,12 @@ FAILOVER_GOAL_PARTITIONS = 5000
 FULL: dict[str, Any] = {
     "partitions": (10, 100, 1000, 5000),
     "connections": (10, 100, 1000),
-    "records": 100_000,
-    "metadata_requests": 50,
+    "records": 20_000,
+    # 20 Metadata requests and 60 s for the produce step: a 5,000-partition step alone took ~12 min
+    # with 50 and 180 s on a loaded 2-core VM (its creation ~6 min of it).
+    "metadata_requests": 20,
     "latency_seconds": 5.0,
+    "produce_timeout": 60.0,
 }
 QUICK: dict[str, Any] = {
     "partitions": (10, 100),
@@ -124,6 +128,7 @@ QUICK: dict[str, Any] = {
     "records": 2_000,
     "metadata_requests": 10,
     "latency_seconds": 1.0,
+    "produce_timeout": 60.0,
 }
 
 #: Per partition step: (key, column header, is a cost whose growth is compared with the work's).
@@ -132,6 +137,7 @@ PARTITION_METRICS: tuple[tuple[str, str, bool], ...] = (
     ("rss_total_mb", "RSS idle, 3 nodes MB", True),
     ("rss_max_node_mb", "RSS idle, largest node MB", True),
     ("rss_loaded_mb", "RSS after produce, 3 nodes MB", True),
+    ("first_record_s", "first record to every partition s", True),
     ("produce_rps", "produce rec/s", False),
     ("produce_s", "produce s", True),
     ("metadata_p50_ms", "Metadata p50 ms", True),
@@ -157,7 +163,7 @@ MEASUREMENTS = {
     "create": ("create_s",),
     "memory": ("rss_total_mb", "rss_max_node_mb"),
     "metadata": ("metadata_p50_ms", "metadata_p99_ms"),
-    "produce": ("produce_rps", "produce_s", "rss_loaded_mb"),
+    "produce": ("first_record_s", "produce_rps", "produce_s", "rss_loaded_mb"),
     "clean restart": ("clean_stop_s", "clean_serve_s", "clean_leaders_s", "clean_in_sync_s"),
     "unclean restart": ("unclean_serve_s", "unclean_leaders_s", "unclean_in_sync_s"),
     "failover": ("failover_controller_s", "failover_leaders_s"),
@@ -177,6 +183,7 @@ class Settings:
     metadata_requests: int
     latency_rate: float
     latency_seconds: float
+    produce_timeout_s: float
     zk_session_ms: int
     timeout_s: float
     out: Path | None
@@ -287,19 +294,40 @@ def metadata_step(settings: Settings, site: ScaleSite, step: Step) -> None:
     step.figures["metadata_p50_ms"], step.figures["metadata_p99_ms"] = p50_p99(timings)
 
 
+def drain(producer: Producer, deadline: Deadline) -> int:
+    """Flush in slices of at most a second until nothing is queued or ``deadline`` passes; returns
+    how many records are still queued. (One long ``flush()`` would hold off SIGTERM and Ctrl-C.)"""
+    left: int = producer.flush(min(1.0, max(0.0, deadline.remaining())))
+    while left and not deadline.expired():
+        left = producer.flush(min(1.0, max(0.0, deadline.remaining())))
+    return left
+
+
 def produce_step(settings: Settings, site: ScaleSite, step: Step, value: bytes) -> None:
-    """Every partition one untimed record, then ``settings.records`` round robin over them (keyed),
-    timed from the first produce() to the last delivery report."""
+    """One record to every partition (timed on its own: *first record*), then ``settings.records``
+    round robin over them (keyed), timed from the first produce() to the last delivery report.
+
+    Both must be done within ``settings.produce_timeout_s``; otherwise ``BenchError`` says how far
+    they got (queued records are purged when the producer closes)."""
     targets = sorted(metadata_leaders(site.running.bootstrap, settings.timeout_s))
     if len(targets) != step.work:
         raise BenchError(f"Metadata lists {len(targets)} partitions, expected {step.work}")
     deliveries = Deliveries()
-    config = settings.producer_config(site.running.bootstrap, on_delivery=deliveries.on_delivery)
+    budget = settings.produce_timeout_s
+    config = settings.producer_config(
+        site.running.bootstrap, on_delivery=deliveries.on_delivery, **{"message.timeout.ms": int(budget * 1000)}
+    )
+    deadline = Deadline(budget, f"{step.work} partitions: first records and {settings.records:,} timed records")
     with open_producer(config) as producer:
+        first = time.perf_counter()
         for topic, partition in targets:
-            producer.produce(topic, value, key=b"warm-up", partition=partition)
-        if producer.flush(settings.timeout_s) or deliveries.failed:
-            raise BenchError(f"warm-up records not delivered within {settings.timeout_s} s: {deliveries.failed}")
+            producer.produce(topic, value, key=b"first", partition=partition)
+        if drain(producer, deadline) or deliveries.failed:
+            raise BenchError(
+                f"the first record to every partition: {deliveries.delivered:,} of {len(targets):,} delivered "
+                f"within {budget:g} s (--produce-timeout); failures {dict(deliveries.failed)}"
+            )
+        step.figures["first_record_s"] = deliveries.last - first
         deliveries.delivered = 0
         produce, poll = producer.produce, producer.poll
         start = time.perf_counter()
@@ -311,12 +339,16 @@ def produce_step(settings: Settings, site: ScaleSite, step: Step, value: bytes) 
                     break
                 except BufferError:
                     poll(POLL_S)
+                    if deadline.expired():
+                        break
             if not i & 1023:
                 poll(0)
-        left = producer.flush(settings.timeout_s)
+        left = drain(producer, deadline)
+        step.detail["produce_progress"] = {"delivered": deliveries.delivered, "seconds": time.perf_counter() - start}
     if left or deliveries.failed or deliveries.delivered != settings.records:
         raise BenchError(
-            f"{deliveries.delivered} of {settings.records} records delivered, {left} still queued, "
+            f"{deliveries.delivered:,} of {settings.records:,} records delivered in "
+            f"{time.perf_counter() - start:.0f} s (--produce-timeout {budget:g} s for all), {left:,} still queued, "
             f"failures {dict(deliveries.failed)}"
         )
     seconds = deliveries.last - start
@@ -336,6 +368,10 @@ def restart_step(settings: Settings, site: ScaleSite, step: Step, *, clean: bool
     """Stop a node that is not the controller (SIGTERM or SIGKILL), start it again, and time its
     start-up: until it serves, until every partition is led, until none is under-replicated."""
     prefix = "clean" if clean else "unclean"
+    # After a produce that ran out of time the nodes may still be working off its requests.
+    _until(
+        site, f"{step.work} partitions in sync before a restart", lambda v: settled(v, step.work), settings.timeout_s
+    )
     broker_id = _follower_node(site)
     step.detail[f"{prefix}_node"] = broker_id
     if clean:
@@ -646,8 +682,10 @@ def settings_lines(settings: Settings) -> list[str]:
         f"- Metadata: {settings.metadata_requests} requests for all topics (confluent-kafka `list_topics()`, "
         "one client, one untimed request first); nearest-rank p50/p99",
         f"- Produce: {settings.records:,} records of {VALUE_BYTES} B, acks=all, not idempotent, round robin "
-        "over every partition with a key each, after one untimed record per partition; first produce() "
-        f"to last delivery report; producer `linger.ms={PRODUCER_SETTINGS['linger.ms']}`, "
+        "over every partition with a key each, timed from the first produce() to the last delivery report, after "
+        "one record to every partition, timed on its own (*first record to every partition*); both within "
+        f"{settings.produce_timeout_s:g} s (`--produce-timeout`, else NOT MEASURED with how far they got); "
+        f"producer `linger.ms={PRODUCER_SETTINGS['linger.ms']}`, "
         f"`batch.size={PRODUCER_SETTINGS['batch.size']}`",
         "- Start-up: a node that is not the controller, stopped with SIGTERM (controlled shutdown off) and "
         "started again on its data, then SIGKILLed and started again; from spawn: *serves* (ready file and a "
@@ -798,8 +836,11 @@ def parse_args(argv: list[str] | None) -> Settings:
     p.add_argument("--topic-partitions", type=int, default=10, help="partitions per topic (default 10)")
     p.add_argument("--create-batch", type=int, default=50, help="topics per CreateTopics request (default 50)")
     p.add_argument("--connections", type=counts, help="idle connections to one node (default 10,100,1000)")
-    p.add_argument("--records", type=int, help="records produced at each partition step (default 100000)")
-    p.add_argument("--metadata-requests", type=int, help="timed Metadata requests per step (default 50)")
+    p.add_argument("--records", type=int, help="records produced at each partition step (default 20000)")
+    p.add_argument(
+        "--produce-timeout", type=float, help="s for the first records and the timed ones per step (default 60)"
+    )
+    p.add_argument("--metadata-requests", type=int, help="timed Metadata requests per step (default 20)")
     p.add_argument("--latency-rate", type=float, default=200.0, help="paced producer's records/s (default 200)")
     p.add_argument("--latency-seconds", type=float, help="paced producer's run per connection step (default 5)")
     p.add_argument("--zk-session-ms", type=int, default=6000, help="the nodes' zookeeper.session.timeout.ms (6000)")
@@ -814,8 +855,8 @@ def parse_args(argv: list[str] | None) -> Settings:
     fill_defaults(args, QUICK if args.quick else FULL)
     if min(args.topic_partitions, args.create_batch, args.records, args.metadata_requests) < 1:
         p.error("--topic-partitions, --create-batch, --records and --metadata-requests must be positive")
-    if min(args.latency_rate, args.latency_seconds, args.timeout, args.zk_session_ms) <= 0:
-        p.error("--latency-rate, --latency-seconds, --timeout and --zk-session-ms must be positive")
+    if min(args.latency_rate, args.latency_seconds, args.timeout, args.zk_session_ms, args.produce_timeout) <= 0:
+        p.error("--latency-rate, --latency-seconds, --timeout, --zk-session-ms, --produce-timeout must be positive")
     return Settings(
         partitions=args.partitions,
         topic_partitions=args.topic_partitions,
@@ -825,6 +866,7 @@ def parse_args(argv: list[str] | None) -> Settings:
         metadata_requests=args.metadata_requests,
         latency_rate=args.latency_rate,
         latency_seconds=args.latency_seconds,
+        produce_timeout_s=args.produce_timeout,
         zk_session_ms=args.zk_session_ms,
         timeout_s=args.timeout,
         out=args.out,

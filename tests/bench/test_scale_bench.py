@@ -151,7 +151,7 @@ def test_the_idle_connections_api_versions_request_is_well_formed() -> None:
 
 def test_quick_defaults_yield_to_explicit_flags() -> None:
     full = sb.parse_args([])
-    assert (full.partitions, full.connections, full.records) == ((10, 100, 1000, 5000), (10, 100, 1000), 100_000)
+    assert (full.partitions, full.connections, full.records) == ((10, 100, 1000, 5000), (10, 100, 1000), 20_000)
     quick = sb.parse_args(["--quick", "--partitions", "10,30"])
     assert (quick.partitions, quick.connections, quick.records) == ((10, 30), (10, 100), sb.QUICK["records"])
     assert quick.site_properties["zookeeper.session.timeout.ms"] == "6000"
