@@ -203,9 +203,13 @@ class NodeConnection:
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             raise ClientError(f"connection to {self.address} failed: {exc}") from None
         except trio.TooSlowError:
+            # The answer may still come: a later request on this connection would read it as its
+            # own. The connection is closed, so every later use fails and its owner reconnects.
+            await trio.aclose_forcefully(self.stream)
             raise ClientError(f"no answer from {self.address} within {timeout} s") from None
         got, response = decode_response(api_key, version, payload)
         if got != correlation_id:
+            await trio.aclose_forcefully(self.stream)
             raise ClientError(f"{self.address} answered correlation id {got}, expected {correlation_id}")
         return response
 
