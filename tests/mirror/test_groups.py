@@ -63,6 +63,7 @@ def end_offsets(site: Site, topic: str, partitions: int) -> dict[int, int] | Non
     """Each partition's high watermark, or None while the topic is not there yet (the mirror creates it)."""
     consumer = Consumer({"bootstrap.servers": site.bootstrap, "group.id": "probe"})
     try:
+        consumer.list_topics(topic, timeout=10)  # metadata first, else UNKNOWN_PARTITION under load
         return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
     except KafkaException as e:
         if e.args[0].code() in (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART):

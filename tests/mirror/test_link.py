@@ -290,6 +290,7 @@ def ends(site: Site, topic: str) -> dict[int, int]:
     consumer = Consumer({"bootstrap.servers": site.bootstrap, "group.id": f"ends-{time.monotonic_ns()}"})
     try:
         count = partition_count(site, topic)
+        consumer.list_topics(topic, timeout=10)  # metadata first, else UNKNOWN_PARTITION under load
         return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(count)}
     finally:
         consumer.close()

@@ -358,6 +358,9 @@ def ends(site: Site) -> dict[int, int]:
         return {}
     consumer = Consumer({"bootstrap.servers": site.bootstrap, "group.id": f"ends-{time.monotonic_ns()}"})
     try:
+        # The topic's metadata first: without it librdkafka may answer watermarks with
+        # UNKNOWN_PARTITION at once (seen on a loaded machine) instead of asking for it.
+        consumer.list_topics(TOPIC, timeout=10)
         return {p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10)[1] for p in meta.partitions}
     finally:
         consumer.close()

@@ -79,6 +79,7 @@ def consume_all(bootstrap_servers: str, topic: str, partitions: int = 1) -> list
     consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": "reader", "enable.auto.commit": False})
     try:
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        consumer.list_topics(topic, timeout=10)  # metadata first, else UNKNOWN_PARTITION under load
         ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
         out: list[tuple[int, int, bytes]] = []
         done = {p for p, end in ends.items() if end == 0}

@@ -115,6 +115,7 @@ def read(bootstrap: str, topic: str, partition: int) -> list[tuple[int, Record]]
 def end_offsets(bootstrap: str, topic: str, partitions: int) -> list[int]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "replay-tests"})
     try:
+        consumer.list_topics(topic, timeout=10)  # metadata first, else UNKNOWN_PARTITION under load
         return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)]
     finally:
         consumer.close()
