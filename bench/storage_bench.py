@@ -16,7 +16,7 @@ append is of the same bytes):
    and a cold page cache, against a plain ``pread`` + CRC-32C pass over the same files;
 
 then samples the 16 KiB append loop with py-spy (pyinstrument if py-spy cannot run) and
-lists the hot spots. Each figure is the best of ``--repeats`` runs whose order alternates;
+lists the hot spots. Each figure is the median of ``--repeats`` runs whose order alternates;
 files are deleted and the page cache settled (``fsync`` + ``sync``, untimed) between runs.
 It prints a table and writes ``storage-<date>.md`` and ``.json`` to ``--out``. Throughputs
 are in MB/s, 1 MB = 10^6 bytes. The goals are in bench/README.md.
@@ -73,7 +73,9 @@ BASE_TIMESTAMP = 1_700_000_000_000
 VALUE_BYTES = 1000  # record value size; the last record of a batch is sized to hit the batch size exactly
 SCAN_CHUNK = 8 * MiB  # the recovery baseline reads like storage._scan does
 SOCKET_BUFFER = 4 * MiB
-GOAL_APPEND_RATIO = 0.9
+GOAL_APPEND_RATIO = {16 * 1024: 0.9, 1024 * 1024: 0.95}  # batch size -> strait / os.write, the issue's goals
+FSYNC_EVERY_BATCHES = 16  # the middle fsync policy: flush.messages = this many batches' records
+FSYNC_FLUSH_MS = 100  # the time-based fsync policy: flush.ms
 GOAL_RECOVERY_MBPS = 300.0
 LOOP_FUNCTION = "_strait_append_loop"  # the profiler keeps only samples inside this function
 TOP_N = 12
@@ -90,6 +92,7 @@ class Settings:
     append_large_mib: int
     log_mib: int
     repeats: int
+    fsync_mib: int
     fetch_bytes: int
     fsync: bool
     cold: bool
@@ -188,27 +191,28 @@ class Comparison:
 
     @property
     def strait_mbps(self) -> float:
-        return mbps(self.nbytes, min(self.strait_s))
+        return mbps(self.nbytes, statistics.median(self.strait_s))
 
     @property
     def baseline_mbps(self) -> float:
-        return mbps(self.nbytes, min(self.baseline_s))
+        return mbps(self.nbytes, statistics.median(self.baseline_s))
 
     @property
     def strait_us_per_batch(self) -> float:
-        return min(self.strait_s) / self.batches * 1e6
+        return statistics.median(self.strait_s) / self.batches * 1e6
 
     @property
     def baseline_us_per_batch(self) -> float:
-        return min(self.baseline_s) / self.batches * 1e6
+        return statistics.median(self.baseline_s) / self.batches * 1e6
 
     @property
     def ratio(self) -> float:
+        """Of the median runs (the issue's rule: medians of at least 3 runs)."""
         return self.strait_mbps / self.baseline_mbps
 
     @property
-    def median_ratio(self) -> float:
-        return statistics.median(self.baseline_s) / statistics.median(self.strait_s)
+    def best_ratio(self) -> float:
+        return min(self.baseline_s) / min(self.strait_s)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -219,14 +223,16 @@ class Comparison:
             "baseline_detail": self.baseline_detail,
             "strait_seconds": self.strait_s,
             "baseline_seconds": self.baseline_s,
-            "strait_mbps_best": self.strait_mbps,
-            "baseline_mbps_best": self.baseline_mbps,
+            "strait_mbps_median": self.strait_mbps,
+            "baseline_mbps_median": self.baseline_mbps,
+            "strait_mbps_best": mbps(self.nbytes, min(self.strait_s)),
+            "baseline_mbps_best": mbps(self.nbytes, min(self.baseline_s)),
             "strait_mbps_all": [mbps(self.nbytes, s) for s in self.strait_s],
             "baseline_mbps_all": [mbps(self.nbytes, s) for s in self.baseline_s],
-            "strait_us_per_batch_best": self.strait_us_per_batch,
-            "baseline_us_per_batch_best": self.baseline_us_per_batch,
-            "ratio_best": self.ratio,
-            "ratio_median": self.median_ratio,
+            "strait_us_per_batch_median": self.strait_us_per_batch,
+            "baseline_us_per_batch_median": self.baseline_us_per_batch,
+            "ratio_median": self.ratio,
+            "ratio_best": self.best_ratio,
             "goal": self.goal,
             "passed": self.passed,
         }
@@ -297,6 +303,10 @@ def plain_append_run(workdir: Path, batch: Batch, count: int, fsync: bool, *, cr
     return elapsed
 
 
+def append_goal_met(batch_size: int, ratio: float) -> bool:
+    return ratio >= GOAL_APPEND_RATIO[batch_size]
+
+
 def bench_append(settings: Settings, workdir: Path, batch: Batch, total_mib: int) -> list[Comparison]:
     count = max(1, total_mib * MiB // batch.size)
     name = f"append {batch.label}"
@@ -306,7 +316,7 @@ def bench_append(settings: Settings, workdir: Path, batch: Batch, total_mib: int
         count,
         "os.write",
         "os.write (O_APPEND) of the same bytes to a file in the same directory",
-        goal=f"ratio >= {GOAL_APPEND_RATIO}",
+        goal=f"ratio >= {GOAL_APPEND_RATIO[batch.size]}",
     )
     floor = Comparison(
         name,
@@ -328,8 +338,107 @@ def bench_append(settings: Settings, workdir: Path, batch: Batch, total_mib: int
         floor.baseline_s.append(plain_append_run(workdir, batch, count, settings.fsync, crc=True))
 
     alternate(settings.repeats, [plain, strait, plain_crc])
-    result.passed = result.ratio >= GOAL_APPEND_RATIO
+    result.passed = append_goal_met(batch.size, result.ratio)
     return [result, floor]
+
+
+# -- 1b. fsync policies ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FsyncPolicy:
+    """A topic's flush settings and where os.write's baseline fsyncs to match them."""
+
+    label: str  # "flush.messages=1"
+    config: LogConfig
+    every_batches: int  # the baseline fsyncs after this many writes; 0: by time, as flush.ms
+    flush_ms: int = 0
+
+
+def fsync_policies(batch: Batch) -> list[FsyncPolicy]:
+    per = FSYNC_EVERY_BATCHES * batch.records
+    return [
+        FsyncPolicy("flush.messages=1", LogConfig(flush_messages=1), 1),
+        FsyncPolicy(f"flush.messages={per}", LogConfig(flush_messages=per), FSYNC_EVERY_BATCHES),
+        FsyncPolicy(f"flush.ms={FSYNC_FLUSH_MS}", LogConfig(flush_ms=FSYNC_FLUSH_MS), 0, FSYNC_FLUSH_MS),
+    ]
+
+
+def strait_fsync_run(workdir: Path, batch: Batch, count: int, policy: FsyncPolicy) -> float:
+    """Appends under ``policy``; for flush.ms the loop asks ``maybe_flush`` after every append,
+    as a flush scheduler with no delay of its own would."""
+    log_dir = workdir / "fsync-strait"
+    manager = LogManager([log_dir], broker_id=0, config=policy.config)
+    manager.startup()
+    log = manager.create_log(TP)
+    append, data, by_time = log.append, batch.data, policy.flush_ms > 0
+    gc.collect()
+    start = time.perf_counter()
+    for _ in range(count):
+        append(data)
+        if by_time:
+            log.maybe_flush(wall_clock_ms())
+    elapsed = time.perf_counter() - start
+    manager.shutdown()
+    shutil.rmtree(log_dir)
+    settle()
+    return elapsed
+
+
+def plain_fsync_run(workdir: Path, batch: Batch, count: int, policy: FsyncPolicy) -> float:
+    """os.write of the same bytes, os.fsync after every ``every_batches`` writes, or once the
+    oldest unsynced write is ``flush_ms`` old (checked after each write)."""
+    path = workdir / "fsync-plain.bin"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+    data, every, flush_s = batch.data, policy.every_batches, policy.flush_ms / 1000
+    try:
+        gc.collect()
+        start = time.perf_counter()
+        first_unsynced: float | None = None
+        for n in range(1, count + 1):
+            write_all(fd, data)
+            if every:
+                if n % every == 0:
+                    os.fsync(fd)
+                continue
+            now = time.perf_counter()
+            if first_unsynced is None:
+                first_unsynced = now
+            elif now - first_unsynced >= flush_s:
+                os.fsync(fd)
+                first_unsynced = None
+        elapsed = time.perf_counter() - start
+        os.fsync(fd)  # untimed, as strait's shutdown
+    finally:
+        os.close(fd)
+    path.unlink()
+    settle()
+    return elapsed
+
+
+def bench_fsync_policies(settings: Settings, workdir: Path, batch: Batch) -> list[Comparison]:
+    """Each topic fsync policy against os.write + os.fsync at the same points (no goal: measured)."""
+    count = max(1, settings.fsync_mib * MiB // batch.size)
+    results = []
+    for policy in fsync_policies(batch):
+        result = Comparison(
+            f"fsync {batch.label}, {policy.label}",
+            count * batch.size,
+            count,
+            f"os.write+fsync ({policy.label})",
+            f"os.write of the same bytes, os.fsync where {policy.label} has strait flush "
+            "(strait's flush also writes and fsyncs the two indexes unless flush.messages=1, as Kafka's does)",
+        )
+
+        def strait(policy: FsyncPolicy = policy, result: Comparison = result) -> None:
+            result.strait_s.append(strait_fsync_run(workdir, batch, count, policy))
+
+        def plain(policy: FsyncPolicy = policy, result: Comparison = result) -> None:
+            result.baseline_s.append(plain_fsync_run(workdir, batch, count, policy))
+
+        alternate(settings.repeats, [plain, strait])
+        results.append(result)
+    return results
 
 
 # -- shared log for reads and recovery -----------------------------------------------------
@@ -712,7 +821,8 @@ def _display(function: str) -> str:
 
 def goal_summary(results: list[Comparison]) -> str:
     parts = []
-    for kind, goal in (("append", f"ratio >= {GOAL_APPEND_RATIO}"), ("recovery", f">= {GOAL_RECOVERY_MBPS:.0f} MB/s")):
+    goals = " / ".join(f"{r:g}" for r in GOAL_APPEND_RATIO.values())
+    for kind, goal in (("append", f"ratio >= {goals}"), ("recovery", f">= {GOAL_RECOVERY_MBPS:.0f} MB/s")):
         gated = [r for r in results if r.passed is not None and r.name.startswith(kind)]
         if not gated:
             continue
@@ -809,7 +919,9 @@ def write_report(
         f"- Append: {settings.append_small_mib} MiB of 16 KiB batches and {settings.append_large_mib} MiB of "
         f"1 MiB batches per run; fsync in the timed part: {'yes' if settings.fsync else 'no (page cache)'}",
         f"- Read and recovery: a log of {settings.log_mib} MiB per batch size; fetches of {settings.fetch_bytes} bytes",
-        f"- Best of {settings.repeats} runs each, alternating order; MB/s with 1 MB = 10^6 bytes",
+        f"- Medians of {settings.repeats} runs each, alternating order; MB/s with 1 MB = 10^6 bytes",
+        f"- fsync policies: {settings.fsync_mib} MiB of 16 KiB batches per run, each policy against os.write "
+        "plus os.fsync at the same points",
         "- Recovery *warm*: the log is in the page cache; *cold*: its pages were dropped first "
         "(`posix_fadvise(DONTNEED)` after fsync)",
         "",
@@ -819,8 +931,8 @@ def write_report(
         "",
         markdown_table(HEADERS, rows(results)),
         "",
-        "Ratio = strait MB/s / baseline MB/s, of the best runs (median-run ratios are in the JSON, "
-        "`ratio_median`); us/batch = microseconds per batch appended, delivered or scanned. Baselines:",
+        "Ratio = strait MB/s / baseline MB/s, of the median runs (best-run ratios are in the JSON, "
+        "`ratio_best`); us/batch = microseconds per batch appended, delivered or scanned. Baselines:",
         "",
         *sorted({f"- {r.baseline}: {r.baseline_detail}" for r in results}),
         "",
@@ -843,20 +955,23 @@ def parse_args(argv: list[str] | None) -> tuple[Settings, argparse.Namespace]:
     p.add_argument("--append-16k-mib", type=int, default=256, help="data appended per run, 16 KiB batches")
     p.add_argument("--append-1m-mib", type=int, default=512, help="data appended per run, 1 MiB batches")
     p.add_argument("--log-mib", type=int, default=512, help="size of the log read and recovered, per batch size")
-    p.add_argument("--repeats", type=int, default=5, help="runs per measurement; the best one counts")
+    p.add_argument("--repeats", type=int, default=5, help="runs per measurement (at least 3); the median counts")
+    p.add_argument("--fsync-mib", type=int, default=16, help="data appended per run of each fsync policy")
     p.add_argument("--fetch-bytes", type=int, default=MiB, help="max bytes per PartitionLog.read (a fetch)")
     p.add_argument("--fsync", action="store_true", help="include an fsync at the end of each append run")
     p.add_argument("--no-cold", action="store_true", help="skip the cold-cache recovery runs")
     p.add_argument("--profiler", choices=["py-spy", "pyinstrument", "none"], default="py-spy")
     p.add_argument("--profile-seconds", type=float, default=5.0, help="seconds of 16 KiB appends to sample")
-    p.add_argument("--quick", action="store_true", help="small sizes and 2 repeats: a smoke test, not a result")
+    p.add_argument("--quick", action="store_true", help="small sizes and 3 repeats: a smoke test, not a result")
     p.add_argument("--profile-child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.quick:
-        args.append_16k_mib, args.append_1m_mib, args.log_mib = 16, 32, 32
-        args.repeats, args.profile_seconds = 2, 1.0
-    if min(args.append_16k_mib, args.append_1m_mib, args.log_mib, args.repeats, args.fetch_bytes) < 1:
-        p.error("sizes, --repeats and --fetch-bytes must be positive")
+        args.append_16k_mib, args.append_1m_mib, args.log_mib, args.fsync_mib = 16, 32, 32, 1
+        args.repeats, args.profile_seconds = 3, 1.0
+    if min(args.append_16k_mib, args.append_1m_mib, args.log_mib, args.fsync_mib, args.fetch_bytes) < 1:
+        p.error("sizes, --fsync-mib and --fetch-bytes must be positive")
+    if args.repeats < 3:
+        p.error(f"--repeats {args.repeats}: a median needs at least 3 runs")
     settings = Settings(
         out=args.out,
         base_dir=args.dir,
@@ -864,6 +979,7 @@ def parse_args(argv: list[str] | None) -> tuple[Settings, argparse.Namespace]:
         append_large_mib=args.append_1m_mib,
         log_mib=args.log_mib,
         repeats=args.repeats,
+        fsync_mib=args.fsync_mib,
         fetch_bytes=args.fetch_bytes,
         fsync=args.fsync,
         cold=not args.no_cold,
@@ -889,6 +1005,8 @@ def main(argv: list[str] | None = None) -> int:
         for batch, mib in ((small, settings.append_small_mib), (large, settings.append_large_mib)):
             step(f"append, {batch.label} batches, {mib} MiB x {settings.repeats} x 3")
             results += bench_append(settings, workdir, batch, mib)
+        step(f"fsync policies, 16 KiB batches, {settings.fsync_mib} MiB x {settings.repeats} x 2 per policy")
+        results += bench_fsync_policies(settings, workdir, small)
         for batch in (small, large):
             step(f"writing a {settings.log_mib} MiB log of {batch.label} batches")
             partition_dir = build_log(workdir / f"log-{batch.size}", batch, settings.log_mib)
@@ -902,7 +1020,7 @@ def main(argv: list[str] | None = None) -> int:
         step(f"profiling the 16 KiB append path with {settings.profiler}")
         profile = run_profile(settings, workdir)
     elapsed = time.perf_counter() - t0
-    order = ["append", "read", "recovery"]
+    order = ["append", "fsync", "read", "recovery"]
     results.sort(key=lambda r: order.index(r.name.split()[0]))  # stable: batch sizes stay in order
     md_path, json_path = write_report(settings, machine, [small, large], results, profile, started, elapsed)
     print(text_table(rows(results)))

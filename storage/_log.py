@@ -21,8 +21,8 @@ import contextlib
 import struct
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from ._checkpoint import fsync_dir
 from ._cleaner import CleanerRun, CleanResult, read_cleaner_checkpoint, write_cleaner_checkpoint
@@ -47,8 +47,9 @@ _CRC = struct.Struct(">I")
 _PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch: not under the CRC
 
 
-@dataclass(frozen=True, slots=True)
-class AppendInfo:
+class AppendInfo(NamedTuple):
+    """What an append did: a NamedTuple, as cheap to make as a tuple (one per write)."""
+
     base_offset: Offset
     last_offset: Offset
     log_append_time: int  # -1 unless the topic uses LogAppendTime
@@ -183,39 +184,60 @@ class PartitionLog:
         if size > self.config.max_message_bytes:
             raise RecordTooLargeError(size, self.config.max_message_bytes)
         header = check_batch(batch) if validate else read_header(batch)
-        if header.size != size:
+        if header.batch_length + LOG_OVERHEAD != size:
             raise RecordFormatError(f"expected one batch of {header.size} bytes, got {size} bytes")
-        with self._lock, self._io():
-            now = self._clock()
-            log_append_time = -1
-            leo = self.log_end_offset
-            epoch = leader_epoch
-            if assign_offsets and self.config.message_timestamp_type == "LogAppendTime":
-                # The timestamp is under the CRC: this path must copy and re-checksum.
-                buf = bytearray(batch)
-                _stamp_log_append_time(buf, header, now)
-                log_append_time = now
-                batch, header = buf, read_header(buf)
-            elif not assign_offsets:
-                if header.base_offset < leo:
-                    raise InvalidOffsetError(
-                        f"{self.tp}: batch starts at offset {header.base_offset} but the log ends at {leo}"
-                    )
-                if leader_epoch == NO_PARTITION_LEADER_EPOCH:
-                    epoch = header.partition_leader_epoch
-            # Only the 16-byte prefix (baseOffset, batchLength, partitionLeaderEpoch) changes, and
-            # the CRC does not cover it: write a new prefix and the producer's bytes as they are.
-            base = leo if assign_offsets else header.base_offset
-            prefix = _PREFIX.pack(base, header.batch_length, epoch)
-            header = header._replace(base_offset=base, partition_leader_epoch=epoch)
-            if epoch > self.epochs.latest_epoch:
-                # Before the batch, as Kafka: an entry without its batch is dropped on load
-                # (it is at the log end), a batch without its entry would stay wrong.
-                self.epochs.assign(epoch, base)
-            segment = self._maybe_roll(header, now)
-            segment.append(prefix, memoryview(batch)[_PREFIX.size :], header)
-            self._after_append(header.records_count, now)
-            return AppendInfo(header.base_offset, header.last_offset, log_append_time, self.log_start_offset)
+        # The hot path of every write: ``_io``'s checks written out (a generator-based context
+        # manager costs more than the rest of the bookkeeping), no header copies.
+        with self._lock:
+            if self._offline is not None:
+                raise self._offline
+            try:
+                return self._append_locked(batch, header, leader_epoch, assign_offsets)
+            except OSError as exc:
+                self.mark_offline(exc)
+                assert self._offline is not None
+                raise self._offline from exc
+
+    def _append_locked(
+        self,
+        batch: bytes | bytearray | memoryview,
+        header: BatchHeader,
+        leader_epoch: LeaderEpoch,
+        assign_offsets: bool,
+    ) -> AppendInfo:
+        now = self._clock()
+        log_append_time = -1
+        leo = self._segments[-1].next_offset
+        epoch = leader_epoch
+        if assign_offsets and self.config.message_timestamp_type == "LogAppendTime":
+            # The timestamp is under the CRC: this path must copy and re-checksum.
+            buf = bytearray(batch)
+            _stamp_log_append_time(buf, header, now)
+            log_append_time = now
+            batch, header = buf, read_header(buf)
+        elif not assign_offsets:
+            if header.base_offset < leo:
+                raise InvalidOffsetError(
+                    f"{self.tp}: batch starts at offset {header.base_offset} but the log ends at {leo}"
+                )
+            if leader_epoch == NO_PARTITION_LEADER_EPOCH:
+                epoch = header.partition_leader_epoch
+        # Only the 16-byte prefix (baseOffset, batchLength, partitionLeaderEpoch) changes, and
+        # the CRC does not cover it: write a new prefix and the producer's bytes as they are.
+        base = leo if assign_offsets else header.base_offset
+        last = Offset(base + header.last_offset_delta)
+        if epoch > self.epochs.latest_epoch:
+            # Before the batch, as Kafka: an entry without its batch is dropped on load
+            # (it is at the log end), a batch without its entry would stay wrong.
+            self.epochs.assign(epoch, base)
+        size = len(batch)
+        segment = self._segments[-1]
+        if segment.should_roll(size, last, header.max_timestamp, now):
+            segment = self._roll(now)
+        prefix = _PREFIX.pack(base, header.batch_length, epoch)
+        segment.append(prefix, memoryview(batch)[_PREFIX.size :], last, header.max_timestamp)
+        self._after_append(header.records_count, now)
+        return AppendInfo(base, last, log_append_time, self.log_start_offset)
 
     def append_batches(self, data: bytes | bytearray | memoryview, *, leader_epoch: LeaderEpoch | None = None) -> int:
         """Append fetched batches keeping their offsets (a follower or mirror); returns how many.
@@ -252,12 +274,6 @@ class PartitionLog:
                 self.append(view[pos - size : pos], leader_epoch=epoch, assign_offsets=False, validate=False)
                 appended += 1
         return appended
-
-    def _maybe_roll(self, header: BatchHeader, now: int) -> LogSegment:
-        active = self._segments[-1]
-        if active.should_roll(header, now):
-            return self._roll(now)
-        return active
 
     def roll(self) -> LogSegment:
         """Start a new active segment at the log end offset (no-op if the active one is empty)."""

@@ -134,22 +134,23 @@ class LogSegment:
 
     # -- writes ----------------------------------------------------------------------------
 
-    def should_roll(self, header: BatchHeader, now_ms: int) -> bool:
-        """Whether ``header``'s batch must go into a new segment (Kafka's roll conditions)."""
+    def should_roll(self, size: int, last_offset: Offset, max_timestamp: int, now_ms: int) -> bool:
+        """Whether a batch of ``size`` bytes ending at ``last_offset`` must go into a new segment
+        (Kafka's roll conditions)."""
         if self.size == 0:
             return False
-        if self.size + header.size > self.config.segment_bytes:
+        if self.size + size > self.config.segment_bytes:
             return True
         if self.index.is_full or self.time_index.is_full:
             return True
-        if header.last_offset - self.base_offset > INT32_MAX:
+        if last_offset - self.base_offset > INT32_MAX:
             return True
-        waited = header.max_timestamp - self._rolling_ts if self._rolling_ts >= 0 else now_ms - self.created_ms
+        waited = max_timestamp - self._rolling_ts if self._rolling_ts >= 0 else now_ms - self.created_ms
         return waited > self.config.segment_ms
 
-    def append(self, prefix: bytes, rest: bytes | memoryview, header: BatchHeader) -> int:
+    def append(self, prefix: bytes, rest: bytes | memoryview, last_offset: Offset, max_timestamp: int) -> int:
         """Append one batch, given as its rewritten 16-byte prefix and the bytes after it, in one
-        ``writev``; ``header`` carries its final offsets. Returns the batch's position.
+        ``writev``; ``last_offset`` is its final last offset. Returns the batch's position.
 
         A short write raises OSError (the bytes written are a torn tail that recovery removes).
         """
@@ -161,7 +162,7 @@ class LogSegment:
             self.size = os.fstat(self._fd).st_size
             raise OSError(errno.EIO, f"{self.log_path}: short write of {written} of {expected} bytes at {position}")
         self.size += written
-        self._track(header, position)
+        self._track(last_offset, max_timestamp, written, position)
         return position
 
     def flush(self, *, indexes: bool = True) -> None:
@@ -282,7 +283,7 @@ class LogSegment:
         error: CorruptBatchError | None = None
         try:
             for position, header in scan_batches(self._fd, file_size, path=self.log_path, base_offset=self.base_offset):
-                self._track(header, position)
+                self._track(header.last_offset, header.max_timestamp, header.size, position)
                 valid_end = position + header.size
         except CorruptBatchError as exc:
             error = exc
@@ -295,21 +296,21 @@ class LogSegment:
         self.time_index.flush(fsync=False)
         return file_size - valid_end, error
 
-    def _track(self, header: BatchHeader, position: int) -> None:
+    def _track(self, last_offset: Offset, max_timestamp: int, size: int, position: int) -> None:
         """Account for the batch at ``position``: max timestamp, sparse index entries (Kafka's
         rule: an entry once more than index.interval.bytes were written since the last), next
         offset. Appends and recovery share it, so both build the same indexes."""
-        if header.max_timestamp > self.max_timestamp:
-            self.max_timestamp = header.max_timestamp
-            self.offset_of_max_timestamp = header.last_offset
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self.offset_of_max_timestamp = last_offset
         if self._bytes_since_index > self.config.index_interval_bytes:
-            self.index.append(header.last_offset, position)
+            self.index.append(last_offset, position)
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
             self._bytes_since_index = 0
-        self._bytes_since_index += header.size
+        self._bytes_since_index += size
         if position == 0:
-            self._rolling_ts = header.max_timestamp
-        self.next_offset = header.next_offset
+            self._rolling_ts = max_timestamp
+        self.next_offset = Offset(last_offset + 1)
 
     def _rescan_tail(self) -> None:
         """Recompute next offset, max timestamp and index spacing from the last index entries."""

@@ -131,11 +131,16 @@ class BatchHeader(NamedTuple):
         return (self.base_sequence + self.last_offset_delta) & 0x7FFFFFFF
 
 
+#: ``tuple.__new__``: builds a header from unpacked fields without namedtuple's ``_make``
+#: (a Python-level call per batch, on the append path).
+_new_header = tuple.__new__
+
+
 def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
     """Parse the 61-byte header at ``pos`` (no CRC check). Raises CorruptBatchError if cut short."""
     if len(buf) - pos < HEADER_SIZE:
         raise CorruptBatchError(f"{len(buf) - pos} bytes left, a batch header needs {HEADER_SIZE}", position=pos)
-    return BatchHeader._make(HEADER.unpack_from(buf, pos))
+    return _new_header(BatchHeader, HEADER.unpack_from(buf, pos))
 
 
 def check_batch(buf: bytes | bytearray | memoryview, pos: int = 0, end: int | None = None) -> BatchHeader:
@@ -144,8 +149,26 @@ def check_batch(buf: bytes | bytearray | memoryview, pos: int = 0, end: int | No
     Returns its header. Raises CorruptBatchError naming what is wrong and where. Reads
     the header and computes the CRC; never decompresses.
     """
+    # Every append and fetched batch comes through here: one unpack and the checks on its
+    # fields; any failure takes the slow path, which checks in order and names the problem.
     if end is None:
         end = len(buf)
+    available = end - pos
+    if available >= HEADER_SIZE:
+        fields = HEADER.unpack_from(buf, pos)
+        size = fields[1] + LOG_OVERHEAD
+        if (
+            fields[1] >= MIN_BATCH_LENGTH
+            and size <= available
+            and fields[3] == CURRENT_MAGIC
+            and fields[6] >= 0
+            and crc32c.crc32c(memoryview(buf)[pos + CRC_START : pos + size]) == fields[4]
+        ):
+            return _new_header(BatchHeader, fields)
+    return _check_batch_slowly(buf, pos, end)
+
+
+def _check_batch_slowly(buf: bytes | bytearray | memoryview, pos: int, end: int) -> BatchHeader:
     available = end - pos
     if available < LOG_OVERHEAD:
         raise CorruptBatchError(f"only {available} bytes left, less than a batch prefix", position=pos)
@@ -158,7 +181,7 @@ def check_batch(buf: bytes | bytearray | memoryview, pos: int = 0, end: int | No
     magic = buf[pos + MAGIC_POS]
     if magic != CURRENT_MAGIC:
         raise CorruptBatchError(f"magic {magic} is not supported (only magic 2)", position=pos)
-    header = BatchHeader._make(HEADER.unpack_from(buf, pos))
+    header = _new_header(BatchHeader, HEADER.unpack_from(buf, pos))
     actual = crc32c.crc32c(memoryview(buf)[pos + CRC_START : pos + size])
     if actual != header.crc:
         raise CorruptBatchError(f"CRC-32C mismatch: stored {header.crc:#010x}, computed {actual:#010x}", position=pos)

@@ -18,6 +18,7 @@ from storage.records import (
     build_batch,
     build_control_batch,
     check_batch,
+    crc_of,
     iter_batches,
     set_base_offset,
     set_partition_leader_epoch,
@@ -110,6 +111,24 @@ def test_torn_and_malformed_batches_name_the_problem() -> None:
     tiny[8:12] = (10).to_bytes(4, "big")
     with pytest.raises(CorruptBatchError, match="below the minimum"):
         check_batch(tiny)
+
+
+def test_a_negative_last_offset_delta_is_refused_even_with_a_matching_crc() -> None:
+    buf = bytearray(build_batch([(1, b"k", b"v")]))
+    buf[23:27] = (-1).to_bytes(4, "big", signed=True)  # lastOffsetDelta, under the CRC
+    buf[17:21] = crc_of(buf).to_bytes(4, "big")
+    with pytest.raises(CorruptBatchError, match="negative lastOffsetDelta -1"):
+        check_batch(buf)
+
+
+def test_a_batch_is_checked_within_its_bounds_at_any_position() -> None:
+    a, b = build_batch([(1, b"a", b"1")]), build_batch([(2, b"b", b"2")] * 3)
+    data = a + b
+    assert check_batch(data, len(a)).records_count == 3
+    assert check_batch(data, 0, len(a)).records_count == 1
+    with pytest.raises(CorruptBatchError, match="cut short") as info:
+        check_batch(data, len(a), len(data) - 1)
+    assert info.value.position == len(a)
 
 
 def test_iter_batches_walks_concatenated_batches() -> None:
