@@ -13,7 +13,7 @@ request changes nothing (no group is created, no offset committed, no topic made
 |---|---|---|
 | FindCoordinator | DESCRIBE on the group (transactional id for key type 1) | GROUP* (TRANSACTIONAL_ID*) |
 | JoinGroup, SyncGroup, Heartbeat, LeaveGroup | READ on the group | GROUP* |
-| OffsetCommit | READ on the group, then on each topic | GROUP* / TOPIC* per partition |
+| OffsetCommit | READ on the group, then on each topic | GROUP* / TOPIC* per partition (2) |
 | OffsetFetch | DESCRIBE on the group, then on each topic | GROUP* (top level from v2) / TOPIC* (1) |
 | DescribeGroups | DESCRIBE on each group | GROUP* for that group |
 | ListGroups | DESCRIBE on the cluster, else lists only groups it may DESCRIBE | never an error |
@@ -21,6 +21,7 @@ request changes nothing (no group is created, no offset committed, no topic made
 | OffsetDelete | DELETE on the group, then READ on each topic | GROUP* (top level) / TOPIC* per partition |
 
 (1) per partition named; when every offset is asked for, the topics it may not DESCRIBE are left out.
+(2) then UNKNOWN_TOPIC_OR_PARTITION for a partition the site does not have (nothing is stored for it).
 """
 
 from __future__ import annotations
@@ -193,14 +194,27 @@ async def handle_offset_commit(services: GroupServices, request: Request) -> dic
         ]
         return {"throttle_time_ms": 0, "topics": _grouped(refused)}
     security = services.security
-    allowed_topics = [t for t in req.topics if security.allowed(request, AclOperation.READ, ResourceType.TOPIC, t.name)]
-    if len(allowed_topics) == len(req.topics):
+    refused: dict[tuple[str, int], ErrorCode] = {}
+    committable = []
+    for t in req.topics:
+        if not security.allowed(request, AclOperation.READ, ResourceType.TOPIC, t.name):
+            refused.update(((t.name, p.partition_index), ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in t.partitions)
+            continue
+        # As Kafka: a commit for a partition the site does not have is refused, never stored.
+        state = services.metadata.topics.get(t.name)
+        known = [p for p in t.partitions if state is not None and p.partition_index in state.assignment]
+        refused.update(
+            ((t.name, p.partition_index), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for p in t.partitions if p not in known
+        )
+        if known:
+            committable.append(_with(t, partitions=known))
+    if not refused:
         return await services.coordinator.offset_commit(req, version)
     answered: dict[tuple[str, int], dict[str, Any]] = {}
-    if allowed_topics:  # nothing allowed: the coordinator is not asked (a simple commit would create the group)
-        answered = _answered(await services.coordinator.offset_commit(_with(req, topics=allowed_topics), version))
+    if committable:  # nothing committable: the coordinator is not asked (a simple commit would create the group)
+        answered = _answered(await services.coordinator.offset_commit(_with(req, topics=committable), version))
     entries = [
-        (topic, answered.get((topic, p), {"partition_index": p, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED}))
+        (topic, answered.get((topic, p)) or {"partition_index": p, "error_code": refused[(topic, p)]})
         for topic, p in requested
     ]
     return {"throttle_time_ms": 0, "topics": _grouped(entries)}

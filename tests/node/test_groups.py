@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from chaos.nemesis import kill_9
@@ -277,6 +277,25 @@ def test_committed_offsets_survive_kill_9(node: NodeProcess) -> None:
     assert before == {0: 10, 1: 20, 2: 30}
     node.restart(hard=True)
     assert committed(node, "gd", "durable-offsets", 3) == before
+
+
+def test_a_commit_for_a_topic_or_partition_the_site_lacks_is_refused(node: NodeProcess) -> None:
+    create_topic(node, "two-partitions", 2)
+    c = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "g-unknown"})
+    try:
+        with pytest.raises(KafkaException) as refused:
+            c.commit(offsets=[TopicPartition("no-such-topic", 0, 5)], asynchronous=False)
+        assert refused.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+        # One partition it has, one it lacks: the first is stored, the commit reports the second.
+        with pytest.raises(KafkaException) as partly:
+            c.commit(
+                offsets=[TopicPartition("two-partitions", 1, 7), TopicPartition("two-partitions", 9, 3)],
+                asynchronous=False,
+            )
+        assert partly.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+    finally:
+        c.close()
+    assert committed(node, "g-unknown", "two-partitions", 2) == {0: -1001, 1: 7}
 
 
 def test_static_member_restart_causes_no_rebalance(node: NodeProcess, members: list[Member]) -> None:

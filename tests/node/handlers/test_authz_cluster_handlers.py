@@ -147,9 +147,15 @@ def test_metadata_answers_authorized_operations_when_asked() -> None:
 # -- groups -----------------------------------------------------------------------------------------------------------
 
 
-def group_services(security: SecurityServices, groups: RecordingGroups | None = None) -> GroupServices:
-    cluster = FakeCluster()
+def group_services(
+    security: SecurityServices, groups: RecordingGroups | None = None, cluster: FakeCluster | None = None
+) -> GroupServices:
+    cluster = cluster or FakeCluster()
     return GroupServices(groups or RecordingGroups(), cluster, cluster, node_config(), security)
+
+
+def both_topics() -> FakeCluster:
+    return FakeCluster(topics={"orders": topic_state("orders"), "secret": topic_state("secret")})
 
 
 def test_find_coordinator_needs_describe_on_the_group_and_creates_nothing_when_refused() -> None:
@@ -245,7 +251,7 @@ def test_offset_commit_needs_read_on_the_group_and_on_each_topic() -> None:
     security, _ = secured(
         acl(ALICE, Op.READ, GROUP, "g"), acl(ALICE, Op.READ, TOPIC, "orders"), acl(BOB, Op.READ, TOPIC, "*")
     )
-    services = group_services(security, groups)
+    services = group_services(security, groups, both_topics())
 
     refused = run(handle_offset_commit, services, request(ApiKey.OFFSET_COMMIT, 7, commit_body(), principal=BOB))
     assert codes(refused) == {
@@ -269,6 +275,37 @@ def test_an_offset_commit_with_no_topic_allowed_never_reaches_the_coordinator() 
     )
     assert set(codes(answer).values()) == {ErrorCode.TOPIC_AUTHORIZATION_FAILED}
     assert groups.calls == []  # a simple commit would have created the group
+
+
+def test_an_offset_commit_for_a_partition_the_site_lacks_is_refused_and_not_stored() -> None:
+    groups = RecordingGroups()
+    body = commit_body()
+    body["topics"].append(
+        {"name": "orders", "partitions": [dict(body["topics"][0]["partitions"][0], partition_index=7)]}
+    )
+    cluster = FakeCluster(topics={"orders": topic_state("orders")})  # one partition; no "secret"
+    answer = run(
+        handle_offset_commit, group_services(NO_AUTHORIZER, groups, cluster), request(ApiKey.OFFSET_COMMIT, 7, body)
+    )
+    by_partition = {
+        (t["name"], p["partition_index"]): p["error_code"] for t in answer["topics"] for p in t["partitions"]
+    }
+    assert by_partition == {
+        ("orders", 0): ErrorCode.NONE,
+        ("secret", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ("orders", 7): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    }
+    assert groups.calls == [("offset_commit", [("orders", 0)])]
+
+    nothing_known = FakeCluster()
+    groups = RecordingGroups()
+    answer = run(
+        handle_offset_commit,
+        group_services(NO_AUTHORIZER, groups, nothing_known),
+        request(ApiKey.OFFSET_COMMIT, 7, commit_body()),
+    )
+    assert set(codes(answer).values()) == {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    assert groups.calls == []  # no group is made for a commit of nothing
 
 
 def test_offset_fetch_needs_describe_on_the_group_and_shows_only_describable_topics() -> None:
