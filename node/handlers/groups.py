@@ -188,11 +188,11 @@ async def handle_offset_commit(services: GroupServices, request: Request) -> dic
     version = request.api_version
     requested = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
     if not _may_read_group(services, request):
-        refused = [
+        group_refused = [
             (topic, {"partition_index": p, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED})
             for topic, p in requested
         ]
-        return {"throttle_time_ms": 0, "topics": _grouped(refused)}
+        return {"throttle_time_ms": 0, "topics": _grouped(group_refused)}
     security = services.security
     refused: dict[tuple[str, int], ErrorCode] = {}
     committable = []
