@@ -48,7 +48,7 @@ from typing import Any, Protocol
 import crc32c
 
 from storage import FaultPoints, LogConfig, LogManager, PartitionLog, TopicPartition, load_log, wall_clock_ms
-from storage.records import build_batch
+from storage.records import Compression, build_batch, recompress
 
 from ._cli import scratch_dir, stepper
 from ._profile import loop_shares, py_spy_path, py_spy_record, pyinstrument_stacks
@@ -93,6 +93,7 @@ class Settings:
     log_mib: int
     repeats: int
     fsync_mib: int
+    recompress_mib: int
     fetch_bytes: int
     fsync: bool
     cold: bool
@@ -437,6 +438,62 @@ def bench_fsync_policies(settings: Settings, workdir: Path, batch: Batch) -> lis
             result.baseline_s.append(plain_fsync_run(workdir, batch, count, policy))
 
         alternate(settings.repeats, [plain, strait])
+        results.append(result)
+    return results
+
+
+# -- 1c. a topic codec: recompression -----------------------------------------------------------
+
+RECOMPRESS_CASES = (("none", "lz4"), ("gzip", "lz4"), ("lz4", "zstd"))  # produced codec -> topic codec
+
+
+def _recompress_append_loop(log: PartitionLog, data: bytes, codec: Compression, count: int) -> float:
+    """What a topic whose compression.type is ``codec`` does per produced batch: recompress, append."""
+    append = log.append
+    start = time.perf_counter()
+    for _ in range(count):
+        append(recompress(data, codec))
+    return time.perf_counter() - start
+
+
+def recompress_run(workdir: Path, data: bytes, codec: Compression | None, count: int) -> float:
+    log_dir = workdir / "recompress-strait"
+    manager, log = new_manager(log_dir)
+    gc.collect()
+    if codec is None:
+        elapsed = _strait_append_loop(log, data, count, False)
+    else:
+        elapsed = _recompress_append_loop(log, data, codec, count)
+    manager.shutdown()
+    shutil.rmtree(log_dir)
+    settle()
+    return elapsed
+
+
+def bench_recompression(settings: Settings, workdir: Path) -> list[Comparison]:
+    """Appends with a topic codec (the slow path) against the same batches kept as produced."""
+    results = []
+    batch = make_batch(16 * KiB, "16 KiB")
+    count = max(1, settings.recompress_mib * MiB // batch.size)  # counted in uncompressed bytes
+    for source, target in RECOMPRESS_CASES:
+        data = batch.data if source == "none" else recompress(batch.data, Compression.from_name(source))
+        codec = Compression.from_name(target)
+        result = Comparison(
+            f"recompress 16 KiB, {source} -> {target}",
+            count * batch.size,
+            count,
+            f"as produced ({source})",
+            "PartitionLog.append of the produced batch as it is (compression.type=producer, the fast path); "
+            "MB/s count the uncompressed batch bytes",
+        )
+
+        def slow(data: bytes = data, codec: Compression = codec, result: Comparison = result) -> None:
+            result.strait_s.append(recompress_run(workdir, data, codec, count))
+
+        def fast(data: bytes = data, result: Comparison = result) -> None:
+            result.baseline_s.append(recompress_run(workdir, data, None, count))
+
+        alternate(settings.repeats, [fast, slow])
         results.append(result)
     return results
 
@@ -922,6 +979,8 @@ def write_report(
         f"- Medians of {settings.repeats} runs each, alternating order; MB/s with 1 MB = 10^6 bytes",
         f"- fsync policies: {settings.fsync_mib} MiB of 16 KiB batches per run, each policy against os.write "
         "plus os.fsync at the same points",
+        f"- Topic codecs: {settings.recompress_mib} MiB (uncompressed bytes) of 16 KiB batches per run, recompressed "
+        "with `storage.records.recompress` then appended, against appending them as produced",
         "- Recovery *warm*: the log is in the page cache; *cold*: its pages were dropped first "
         "(`posix_fadvise(DONTNEED)` after fsync)",
         "",
@@ -957,6 +1016,7 @@ def parse_args(argv: list[str] | None) -> tuple[Settings, argparse.Namespace]:
     p.add_argument("--log-mib", type=int, default=512, help="size of the log read and recovered, per batch size")
     p.add_argument("--repeats", type=int, default=5, help="runs per measurement (at least 3); the median counts")
     p.add_argument("--fsync-mib", type=int, default=16, help="data appended per run of each fsync policy")
+    p.add_argument("--recompress-mib", type=int, default=32, help="data appended per run of each recompression case")
     p.add_argument("--fetch-bytes", type=int, default=MiB, help="max bytes per PartitionLog.read (a fetch)")
     p.add_argument("--fsync", action="store_true", help="include an fsync at the end of each append run")
     p.add_argument("--no-cold", action="store_true", help="skip the cold-cache recovery runs")
@@ -966,10 +1026,11 @@ def parse_args(argv: list[str] | None) -> tuple[Settings, argparse.Namespace]:
     p.add_argument("--profile-child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.quick:
-        args.append_16k_mib, args.append_1m_mib, args.log_mib, args.fsync_mib = 16, 32, 32, 1
+        args.append_16k_mib, args.append_1m_mib, args.log_mib, args.fsync_mib, args.recompress_mib = 16, 32, 32, 1, 2
         args.repeats, args.profile_seconds = 3, 1.0
-    if min(args.append_16k_mib, args.append_1m_mib, args.log_mib, args.fsync_mib, args.fetch_bytes) < 1:
-        p.error("sizes, --fsync-mib and --fetch-bytes must be positive")
+    sizes = (args.append_16k_mib, args.append_1m_mib, args.log_mib, args.fsync_mib, args.recompress_mib)
+    if min(*sizes, args.fetch_bytes) < 1:
+        p.error("sizes, --fsync-mib, --recompress-mib and --fetch-bytes must be positive")
     if args.repeats < 3:
         p.error(f"--repeats {args.repeats}: a median needs at least 3 runs")
     settings = Settings(
@@ -980,6 +1041,7 @@ def parse_args(argv: list[str] | None) -> tuple[Settings, argparse.Namespace]:
         log_mib=args.log_mib,
         repeats=args.repeats,
         fsync_mib=args.fsync_mib,
+        recompress_mib=args.recompress_mib,
         fetch_bytes=args.fetch_bytes,
         fsync=args.fsync,
         cold=not args.no_cold,
@@ -1007,6 +1069,8 @@ def main(argv: list[str] | None = None) -> int:
             results += bench_append(settings, workdir, batch, mib)
         step(f"fsync policies, 16 KiB batches, {settings.fsync_mib} MiB x {settings.repeats} x 2 per policy")
         results += bench_fsync_policies(settings, workdir, small)
+        step(f"topic codecs (recompression), 16 KiB batches, {settings.recompress_mib} MiB x {settings.repeats} x 2")
+        results += bench_recompression(settings, workdir)
         for batch in (small, large):
             step(f"writing a {settings.log_mib} MiB log of {batch.label} batches")
             partition_dir = build_log(workdir / f"log-{batch.size}", batch, settings.log_mib)
@@ -1020,7 +1084,7 @@ def main(argv: list[str] | None = None) -> int:
         step(f"profiling the 16 KiB append path with {settings.profiler}")
         profile = run_profile(settings, workdir)
     elapsed = time.perf_counter() - t0
-    order = ["append", "fsync", "read", "recovery"]
+    order = ["append", "fsync", "recompress", "read", "recovery"]
     results.sort(key=lambda r: order.index(r.name.split()[0]))  # stable: batch sizes stay in order
     md_path, json_path = write_report(settings, machine, [small, large], results, profile, started, elapsed)
     print(text_table(rows(results)))

@@ -20,12 +20,17 @@ from storage import LogDirOfflineError, OffsetOutOfRangeError
 
 
 class BrokerError(Exception):
-    """A request-level failure that maps to one Kafka error code."""
+    """A request-level failure that maps to one Kafka error code.
 
-    def __init__(self, code: ErrorCode, message: str) -> None:
+    ``record_errors`` (Produce v8+, KIP-467): ``(index of the record in its batch, why)`` for each
+    record that made a batch fail; ``answer_errors`` writes them to entries with that field.
+    """
+
+    def __init__(self, code: ErrorCode, message: str, record_errors: list[tuple[int, str]] | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.record_errors = record_errors or []
 
 
 def unknown_topic_or_partition(topic: str, partition: int | None = None) -> BrokerError:
@@ -88,3 +93,7 @@ def answer_errors(entry: MutableMapping[str, Any] | None = None) -> Iterator[Ans
             entry["error_code"] = error.code
             if "error_message" in entry:
                 entry["error_message"] = error.message
+            if error.record_errors and "record_errors" in entry:
+                entry["record_errors"] = [
+                    {"batch_index": index, "batch_index_error_message": why} for index, why in error.record_errors
+                ]

@@ -33,6 +33,7 @@ from node.errors import BrokerError, invalid_record
 from node.ids import NO_NODE, NodeId
 from node.producer_state import ProducerStateError, ProducerStateManager
 from node.protocol import ErrorCode
+from node.record_checks import conform_batch
 from storage import CorruptBatchError, LeaderEpoch, Offset, PartitionLog, RecordTooLargeError, TopicPartition
 from storage.records import NO_OFFSET, BatchHeader, check_batch, iter_batches
 from storage.records._batch import CURRENT_MAGIC, HEADER_SIZE, MAGIC_POS
@@ -440,6 +441,13 @@ class Partition:
             raise invalid_record(f"{tp}: transactional batches are not supported by strait yet")
         if header.compression == ZSTD and not allow_zstd:
             raise BrokerError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"{tp}: zstd needs Produce v7 or later")
+        stored, header = conform_batch(
+            tp,
+            records,
+            header,
+            compacted="compact" in self.log.config.cleanup_policy,
+            compression_type=self.policy.compression,
+        )
         now = self._clock()
         if not header.is_log_append_time and self.log.config.message_timestamp_type == "CreateTime":
             self._check_timestamps(header.base_timestamp, header.max_timestamp, now)
@@ -456,7 +464,7 @@ class Partition:
                 last_offset=duplicate.first_offset + header.last_offset_delta,
             )
         try:
-            info = self.log.append(records, leader_epoch=self.leader_epoch, validate=False)
+            info = self.log.append(stored, leader_epoch=self.leader_epoch, validate=False)
         except RecordTooLargeError as exc:
             raise BrokerError(ErrorCode.MESSAGE_TOO_LARGE, f"{tp}: {exc}") from None
         self.producers.update(header, info.base_offset)

@@ -32,11 +32,11 @@ from ._docs import render_listener_reference as render_listener_reference
 from ._docs import render_topic_reference as render_topic_reference
 from ._docs import update_docs as update_docs
 from ._errors import ConfigError as ConfigError
+from ._keys import COMPRESSION_TYPES as COMPRESSION_TYPES
 from ._keys import HIDDEN as HIDDEN
 from ._keys import INT_MAX as INT_MAX
 from ._keys import LONG_MAX as LONG_MAX
 from ._keys import SHORT_MAX as SHORT_MAX
-from ._keys import UNSUPPORTED_COMPRESSION as UNSUPPORTED_COMPRESSION
 from ._keys import ConfigKey as ConfigKey
 from ._keys import ConfigType as ConfigType
 from ._keys import Setting as Setting

@@ -37,9 +37,9 @@ from storage import LogConfig
 
 from ._errors import ConfigError
 from ._keys import (
+    COMPRESSION_TYPES,
     HIDDEN,
     LONG_MAX,
-    UNSUPPORTED_COMPRESSION,
     ConfigKey,
     ConfigType,
     Value,
@@ -448,9 +448,10 @@ class NodeConfig:
         doc="Allow DeleteTopics; when false it fails with TOPIC_DELETION_DISABLED.",
     ))
     compression_type: str = setting(ConfigKey(
-        name="compression.type", type=_STR, default="producer", choices=("producer",),
-        unsupported=UNSUPPORTED_COMPRESSION, topic_key="compression.type", group=_TOPICS,
-        doc="Codec of stored batches. Only producer: batches are stored exactly as produced.",
+        name="compression.type", type=_STR, default="producer", choices=COMPRESSION_TYPES,
+        topic_key="compression.type", group=_TOPICS,
+        doc="Codec of stored batches: producer stores them as produced; a codec recompresses every batch "
+            "produced with another (a slower path).",
     ))
     # log dirs and segments
     log_dirs: tuple[Path, ...] = setting(ConfigKey(

@@ -68,10 +68,22 @@ def render_topic_reference() -> str:
         "| Topic key | Type | Defaults from (in precedence order) | Valid values | Meaning |",
         "|---|---|---|---|---|",
     ]
-    for key in TOPIC_KEYS:
+    for key in (k for k in TOPIC_KEYS if k.effect):
         chain = [f"`{n}`" for n in key.older_names] + [f"`{b.name}`" for b in key.broker_keys] or ["none"]
         lines.append(
             f"| `{key.name}` | {key.type.name.lower()} | {', '.join(chain)} | {key.describe_valid()} | {key.doc} |"
+        )
+    lines += [
+        "",
+        "Accepted for compatibility with Kafka (tools and clients set them), stored and described, but without "
+        "effect in strait:",
+        "",
+        "| Topic key | Type | Default | Valid values | Why |",
+        "|---|---|---|---|---|",
+    ]
+    for key in (k for k in TOPIC_KEYS if not k.effect):
+        lines.append(
+            f"| `{key.name}` | {key.type.name.lower()} | `{key.default}` | {key.describe_valid()} | {key.doc} |"
         )
     return "\n".join(lines) + "\n"
 

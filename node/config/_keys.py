@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "COMPRESSION_TYPES",
     "HIDDEN",
     "INT_MAX",
     "LONG_MAX",
     "SHORT_MAX",
-    "UNSUPPORTED_COMPRESSION",
     "ConfigKey",
     "ConfigType",
     "Setting",
@@ -176,8 +176,8 @@ class ConfigKey(ValueSpec):
     effect: bool = True
 
 
-_RECOMPRESS = "strait stores batches exactly as produced and never recompresses; only 'producer' is supported"
-UNSUPPORTED_COMPRESSION = tuple((c, _RECOMPRESS) for c in ("uncompressed", "gzip", "snappy", "lz4", "zstd"))
+#: compression.type's values: ``producer`` keeps each batch as produced, a codec recompresses to it.
+COMPRESSION_TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
 
 
 # -- shared validators (a check raises ValueError(reason)) ----------------------------------------

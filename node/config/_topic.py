@@ -29,9 +29,9 @@ from storage import LogConfig
 from ._broker import BROKER_KEY_INDEX, BROKER_KEYS, NodeConfig
 from ._errors import ConfigError
 from ._keys import (
+    COMPRESSION_TYPES,
     INT_MAX,
     LONG_MAX,
-    UNSUPPORTED_COMPRESSION,
     ConfigKey,
     ConfigType,
     Value,
@@ -92,6 +92,7 @@ class TopicKey(ValueSpec):
     default: str
     doc: str
     older_names: tuple[str, ...] = ()
+    effect: bool = True  # False: accepted, stored and described for Kafka compatibility, but ignored
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -132,6 +133,32 @@ def check_fence_text(value: Value) -> None:
         raise ValueError(f"has a control character (U+{ord(bad.group()):04X}) at position {bad.start()}")
 
 
+_THROTTLED = re.compile(r"[0-9]+:[0-9]+")
+
+
+def check_throttled_replicas(value: Value) -> None:
+    """Kafka's throttled-replicas list: ``*`` alone, or ``partition:broker`` items; ValueError(reason)."""
+    items = value if isinstance(value, tuple) else ()
+    if items == ("*",):
+        return
+    for item in items:
+        if not _THROTTLED.fullmatch(item):
+            raise ValueError(f"item {item!r} is not partition:broker (or the whole list '*')")
+
+
+_KAFKA_VERSION = re.compile(r"[0-9]+\.[0-9]+(\.[0-9]+)?(-IV[0-9]+)?")
+
+
+def check_kafka_version(value: Value) -> None:
+    if not isinstance(value, str) or not _KAFKA_VERSION.fullmatch(value):
+        raise ValueError("is not a Kafka version such as 2.8 or 3.0-IV1")
+
+
+def check_no_tiered_storage(value: Value) -> None:
+    if value is True:
+        raise ValueError("tiered storage is not supported by strait")
+
+
 _WEEK_MS = str(7 * 24 * 3600 * 1000)
 _TS_DIFF = "message.timestamp.difference.max.ms"
 
@@ -146,9 +173,10 @@ TOPIC_KEYS: tuple[TopicKey, ...] = (
              valid="0.0..1.0", doc="Clean once this share of the cleanable bytes is dirty."),
     TopicKey(name="min.compaction.lag.ms", type=_L, default="0", minimum=0,
              doc="A record stays uncompacted for at least this long."),
-    TopicKey(name="compression.type", type=_STR, default="producer", choices=("producer",),
-             unsupported=UNSUPPORTED_COMPRESSION,
-             doc="Only producer: batches are stored and served exactly as the producer compressed them."),
+    TopicKey(name="compression.type", type=_STR, default="producer", choices=COMPRESSION_TYPES,
+             doc="producer: batches are stored exactly as the producer compressed them (the fast path). A codec "
+                 "(uncompressed, gzip, snappy, lz4, zstd): a batch produced with another codec is recompressed "
+                 "with this one before it is stored, as Kafka does (a slower path, per batch)."),
     TopicKey(name="file.delete.delay.ms", type=_L, default="60000", minimum=0,
              doc="Delay before a deleted segment's files are unlinked."),
     TopicKey(name="flush.messages", type=_L, default=str(LONG_MAX), minimum=1,
@@ -183,6 +211,28 @@ TOPIC_KEYS: tuple[TopicKey, ...] = (
              doc="Roll a segment whose first batch is this old."),
     TopicKey(name="unclean.leader.election.enable", type=_B, default="false",
              doc="Allow an out-of-sync replica to become leader (loses committed data)."),
+    # Kafka keys strait accepts for compatibility (tools and clients set them) and ignores.
+    TopicKey(name="message.format.version", type=_STR, default="3.0-IV1", check=check_kafka_version,
+             valid="a Kafka version such as `2.8` or `3.0-IV1`", effect=False,
+             doc="Ignored, as by Kafka 3.x with inter.broker.protocol.version 3.0 or later: batches are magic 2."),
+    TopicKey(name="message.downconversion.enable", type=_B, default="true", effect=False,
+             doc="Ignored: strait never down-converts (it serves magic 2 batches only)."),
+    TopicKey(name="preallocate", type=_B, default="false", effect=False,
+             doc="Ignored: segment files grow as they are written."),
+    TopicKey(name="segment.jitter.ms", type=_L, default="0", minimum=0, effect=False,
+             doc="Ignored: segments roll at segment.ms without jitter."),
+    TopicKey(name="leader.replication.throttled.replicas", type=_LIST, default="", check=check_throttled_replicas,
+             valid="`*`, or a list of `partition:broker`", effect=False,
+             doc="Ignored (set by reassignment tools): strait does not throttle replication."),
+    TopicKey(name="follower.replication.throttled.replicas", type=_LIST, default="", check=check_throttled_replicas,
+             valid="`*`, or a list of `partition:broker`", effect=False,
+             doc="Ignored (set by reassignment tools): strait does not throttle replication."),
+    TopicKey(name="remote.storage.enable", type=_B, default="false", check=check_no_tiered_storage, effect=False,
+             valid="false", doc="Tiered storage is not supported: only false is accepted."),
+    TopicKey(name="local.retention.ms", type=_L, default="-2", minimum=-2, effect=False,
+             doc="Ignored: without tiered storage the local log is the whole log (retention.ms applies)."),
+    TopicKey(name="local.retention.bytes", type=_L, default="-2", minimum=-2, effect=False,
+             doc="Ignored: without tiered storage the local log is the whole log (retention.bytes applies)."),
     TopicKey(name=MIRROR_LINK, type=_STR, default="", check=check_link_name,
              valid="unset, or 1-249 characters of `[A-Za-z0-9._-]`",
              doc="strait only. Set: the topic is a read-only mirror owned by this link (clients get "
@@ -199,19 +249,15 @@ TOPIC_KEYS: tuple[TopicKey, ...] = (
 TOPIC_KEY_INDEX: Mapping[str, TopicKey] = {k.name: k for k in TOPIC_KEYS}
 LIST_KEYS: tuple[str, ...] = tuple(k.name for k in TOPIC_KEYS if k.type == ConfigType.LIST)
 
-# Kafka 3.x topic keys strait does not support (named as such instead of "unknown").
+# Kafka topic keys strait does not support (named as such instead of "unknown").
 KAFKA_ONLY_TOPIC_KEYS = frozenset(
     {
-        "follower.replication.throttled.replicas",
-        "leader.replication.throttled.replicas",
-        "local.retention.bytes",
-        "local.retention.ms",
+        "compression.gzip.level",
+        "compression.lz4.level",
+        "compression.zstd.level",
         "max.compaction.lag.ms",
-        "message.downconversion.enable",
-        "message.format.version",
-        "preallocate",
-        "remote.storage.enable",
-        "segment.jitter.ms",
+        "remote.log.copy.disable",
+        "remote.log.delete.on.disable",
     }
 )
 
@@ -296,6 +342,7 @@ class TopicPolicy:
     timestamp_after_max_ms: int
     mirror_link: str | None = None  # strait.mirror.link: the link owning this read-only mirror topic
     fence: str | None = None  # strait.fenced: why clients may not produce here, and where to instead
+    compression: str = "producer"  # compression.type: producer, or the codec every stored batch has
 
     @property
     def client_writable(self) -> bool:
@@ -315,6 +362,7 @@ def effective_policy(node: NodeConfig, overrides: Mapping[str, str]) -> TopicPol
             "message.timestamp.after.max.ms",
             MIRROR_LINK,
             FENCED,
+            "compression.type",
         ),
     )
     return TopicPolicy(
@@ -324,6 +372,7 @@ def effective_policy(node: NodeConfig, overrides: Mapping[str, str]) -> TopicPol
         timestamp_after_max_ms=int(v["message.timestamp.after.max.ms"]),
         mirror_link=v[MIRROR_LINK] or None,
         fence=v[FENCED] or None,
+        compression=v["compression.type"],
     )
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import trio
 
-from node.errors import answer_errors
+from node.errors import BrokerError, answer_errors
 from node.ids import NodeId
 from node.partition import Partition
 from node.protocol import ErrorCode, Struct
@@ -35,6 +35,7 @@ from storage import FileSlice
 from ._services import NO_AUTHORIZER, FollowerTracker, PartitionSource, RequestMetrics, SecurityServices
 
 INT32_MAX = 2**31 - 1
+ZSTD_MIN_VERSION = 10  # Fetch versions that may carry zstd batches (KIP-110)
 MAX_WAIT_CAP_MS = 300_000
 
 
@@ -72,13 +73,21 @@ def _denied_topics(services: FetchServices, request: Request) -> frozenset[str]:
 
 
 def _read_once(
-    services: FetchServices, req: Struct, max_bytes: int, *, first: bool, denied: frozenset[str] = frozenset()
+    services: FetchServices,
+    req: Struct,
+    max_bytes: int,
+    *,
+    first: bool,
+    denied: frozenset[str] = frozenset(),
+    zstd_readable: bool = True,
 ) -> tuple[list[dict[str, Any]], int, bool, list[Partition]]:
     """One pass over the requested partitions: (responses, bytes, any error, partitions read).
 
     A follower's fetch (``replica_id`` >= 0) reads up to the log end offset and, on the first
     pass, tells the leader where the follower's log ends; a consumer reads up to the high
     watermark. A topic in ``denied`` answers TOPIC_AUTHORIZATION_FAILED without being looked up.
+    Without ``zstd_readable`` (Fetch before v10) a consumer's partition of a topic whose
+    compression.type is zstd answers UNSUPPORTED_COMPRESSION_TYPE, as Kafka's does.
     """
     replica_id = NodeId(req.replica_id)  # < 0: a consumer, not a replica
     responses = []
@@ -98,6 +107,11 @@ def _read_once(
             with answer_errors(entry) as answer:
                 partition = services.partitions.partition(topic.topic, fp.partition)
                 partition.check_epoch(getattr(fp, "current_leader_epoch", -1))
+                if not zstd_readable and replica_id < 0 and partition.policy.compression == "zstd":
+                    raise BrokerError(
+                        ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                        f"{topic.topic}-{fp.partition} is stored with zstd, which needs Fetch v10 or later",
+                    )
                 if replica_id >= 0 and first:
                     plog = partition.log
                     if plog.log_start_offset <= fp.fetch_offset <= plog.log_end_offset:
@@ -150,7 +164,9 @@ async def handle_fetch(services: FetchServices, request: Request) -> dict[str, A
     denied = _denied_topics(services, request)
     first = True
     while True:
-        responses, total, errors, seen = _read_once(services, req, max_bytes, first=first, denied=denied)
+        responses, total, errors, seen = _read_once(
+            services, req, max_bytes, first=first, denied=denied, zstd_readable=request.api_version >= ZSTD_MIN_VERSION
+        )
         first = False
         if total >= req.min_bytes or errors or not seen or trio.current_time() >= deadline:
             break

@@ -17,6 +17,7 @@ from ._batch import check_batch as check_batch
 from ._batch import crc_of as crc_of
 from ._batch import iter_batches as iter_batches
 from ._batch import read_header as read_header
+from ._batch import recompress as recompress
 from ._batch import set_base_offset as set_base_offset
 from ._batch import set_partition_leader_epoch as set_partition_leader_epoch
 from ._builder import CONTROL_ABORT as CONTROL_ABORT

@@ -38,7 +38,7 @@ from typing import NamedTuple
 
 import crc32c
 
-from ._codecs import Compression, decompress
+from ._codecs import Compression, compress, decompress
 from ._errors import CorruptBatchError, RecordFormatError
 from ._offsets import LeaderEpoch, Offset
 from ._varint import decode_varint
@@ -196,6 +196,35 @@ def crc_of(buf: bytes | bytearray | memoryview, pos: int = 0, size: int | None =
     if size is None:
         size = PREFIX.unpack_from(buf, pos)[1] + LOG_OVERHEAD
     return crc32c.crc32c(view[pos + CRC_START : pos + size])
+
+
+_ATTRIBUTES = struct.Struct(">h")
+_ATTRIBUTES_POS = 21
+_BATCH_LENGTH = struct.Struct(">i")
+_CRC = struct.Struct(">I")
+
+
+def recompress(buf: bytes | bytearray | memoryview, codec: Compression) -> bytes:
+    """The batch in ``buf`` with its records block compressed with ``codec`` instead.
+
+    What a topic whose ``compression.type`` is a codec does to a batch produced with another:
+    the records' bytes are unchanged (offset and timestamp deltas, keys, values, headers), only
+    the block around them, the compression bits, batchLength and the CRC are new. Raises
+    RecordFormatError (or CorruptBatchError) when the batch cannot be read.
+    """
+    header = check_batch(buf)
+    view = memoryview(buf)[: header.size]
+    block = view[HEADER_SIZE:]
+    if header.compression != Compression.NONE:
+        block = memoryview(decompress(header.compression, block))
+    packed = compress(codec, block)
+    out = bytearray(view[:HEADER_SIZE])
+    out += packed
+    _BATCH_LENGTH.pack_into(out, 8, len(out) - LOG_OVERHEAD)
+    attributes = (header.attributes & ~ATTR_COMPRESSION_MASK) | int(codec)
+    _ATTRIBUTES.pack_into(out, _ATTRIBUTES_POS, attributes)
+    _CRC.pack_into(out, CRC_POS, crc32c.crc32c(memoryview(out)[CRC_START:]))
+    return bytes(out)
 
 
 def set_base_offset(buf: bytearray | memoryview, base_offset: Offset, pos: int = 0) -> None:

@@ -69,7 +69,7 @@ def test_the_fsync_policies_flush_where_their_baseline_does(tmp_path: Path) -> N
 def test_a_quick_run_measures_every_case_and_writes_its_report(tmp_path: Path) -> None:
     out = tmp_path / "out"
     args = ["--quick", "--out", str(out), "--dir", str(tmp_path), "--profiler", "none", "--no-cold"]
-    args += ["--append-16k-mib", "1", "--append-1m-mib", "2", "--log-mib", "2"]
+    args += ["--append-16k-mib", "1", "--append-1m-mib", "2", "--log-mib", "2", "--recompress-mib", "1"]
     assert sb.main(args) == 0
     data = json.loads(next(out.glob("storage-*.json")).read_text())
     names = [r["name"] for r in data["results"]]
@@ -78,6 +78,9 @@ def test_a_quick_run_measures_every_case_and_writes_its_report(tmp_path: Path) -
         "fsync 16 KiB, flush.messages=1",
         f"fsync 16 KiB, flush.messages={sb.FSYNC_EVERY_BATCHES * 15}",
         f"fsync 16 KiB, flush.ms={sb.FSYNC_FLUSH_MS}",
+    ]
+    assert [n for n in names if n.startswith("recompress")] == [
+        f"recompress 16 KiB, {source} -> {target}" for source, target in sb.RECOMPRESS_CASES
     ]
     assert all(len(r["strait_seconds"]) == 3 == len(r["baseline_seconds"]) for r in data["results"])
     report = next(out.glob("storage-*.md")).read_text()

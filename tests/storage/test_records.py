@@ -20,6 +20,8 @@ from storage.records import (
     check_batch,
     crc_of,
     iter_batches,
+    read_header,
+    recompress,
     set_base_offset,
     set_partition_leader_epoch,
 )
@@ -129,6 +131,32 @@ def test_a_batch_is_checked_within_its_bounds_at_any_position() -> None:
     with pytest.raises(CorruptBatchError, match="cut short") as info:
         check_batch(data, len(a), len(data) - 1)
     assert info.value.position == len(a)
+
+
+@pytest.mark.parametrize("source", list(Compression))
+@pytest.mark.parametrize("target", list(Compression))
+def test_recompress_keeps_every_record_and_the_producer_fields(source: Compression, target: Compression) -> None:
+    records = [(1_700_000_000_000 + i, f"k{i}".encode() if i % 3 else None, b"v" * (i * 40)) for i in range(30)]
+    original = build_batch(records, compression=source, producer_id=77, producer_epoch=2, base_sequence=500)
+    again = recompress(original, target)
+    before, after = read_header(original), check_batch(again)  # a valid batch: its CRC is right
+    assert after.compression == target
+    same = ("last_offset_delta", "base_timestamp", "max_timestamp", "producer_id", "producer_epoch", "base_sequence")
+    assert [getattr(after, f) for f in same] == [getattr(before, f) for f in same]
+    assert after.records_count == 30
+    assert after.attributes & ~0x07 == before.attributes & ~0x07
+    assert [(r.offset, r.timestamp, r.key, r.value) for r in RecordBatch(again).records()] == [
+        (r.offset, r.timestamp, r.key, r.value) for r in RecordBatch(original).records()
+    ]
+    # The Python clients read it too.
+    assert [r.value for r in DefaultRecordBatch(bytearray(again))] == [v for _, _, v in records]
+
+
+def test_recompress_refuses_a_damaged_batch() -> None:
+    data = bytearray(build_batch([(1, b"k", b"v" * 100)], compression=Compression.GZIP))
+    data[70] ^= 0xFF
+    with pytest.raises(CorruptBatchError, match="CRC-32C mismatch"):
+        recompress(data, Compression.LZ4)
 
 
 def test_iter_batches_walks_concatenated_batches() -> None:
