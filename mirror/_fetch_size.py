@@ -13,11 +13,14 @@ with. A fetch much larger than that buys nothing but memory.
   link, and is left out);
 - the **rate**: the bytes fetched over the time since the previous fetch was answered.
 
-After each fetch it asks for ``BDP_HEADROOM`` x rate x RTT, rounded up to ``GRANULE``, between
-``minimum`` and ``maximum`` (``fetch_max_bytes`` of the link). A fetch that came back (nearly) full
-was cut by its size, so the rate it shows is a floor: the size then at least doubles, up to
-``maximum``, until fetches stop coming back full. During a catch-up every fetch is full and the size
-reaches ``maximum`` within a few fetches; a copier that keeps up fetches what one round trip brings.
+The first fetch asks for ``maximum`` (``fetch_max_bytes`` of the link): a copier starts behind
+more often than not (after a restart, a pause, an outage), and over a WAN a ramp from a small
+size would cost a round trip per doubling; a fetch of a partition with little to copy returns
+little whatever it asked for. After each fetch it asks for ``BDP_HEADROOM`` x rate x RTT, rounded
+up to ``GRANULE``, between ``minimum`` and ``maximum``. A fetch that came back (nearly) full was
+cut by its size, so the rate it shows is a floor: the size then at least doubles, up to
+``maximum``, until fetches stop coming back full. During a catch-up every fetch is full and the
+size stays at ``maximum``; a copier that keeps up fetches about what one round trip brings.
 Not thread-safe; one per copier. No I/O: the caller passes the clock's readings.
 """
 
@@ -27,7 +30,7 @@ import math
 from dataclasses import dataclass
 
 GRANULE = 64 * 1024  # sizes are multiples of this
-MIN_FETCH_BYTES = 1024 * 1024  # the size a copier starts with (capped by the maximum)
+MIN_FETCH_BYTES = 1024 * 1024  # the least a copier asks for (capped by the maximum)
 BDP_HEADROOM = 2.0  # ask for this many bandwidth-delay products: the rate may grow once not cut
 FULL = 0.9  # a fetch that returned at least this share of its size was cut by it
 SMOOTHING = 0.25  # weight of a new observation in the moving averages
@@ -42,7 +45,7 @@ class FetchSizer:
 
     maximum: int
     minimum: int = MIN_FETCH_BYTES
-    size: int = 0  # the size of the next fetch; 0 until set from minimum
+    size: int = 0  # the size of the next fetch; 0 until set to the maximum
     rtt_s: float | None = None  # moving average of the round trip of fetches that carried records
     rate_bps: float | None = None  # moving average of bytes fetched per second
     _last_answer: float | None = None  # when the previous fetch was answered (the caller's clock)
@@ -52,7 +55,7 @@ class FetchSizer:
             raise ValueError(f"the largest fetch ({self.maximum} bytes) must be at least {GRANULE} bytes")
         self.minimum = min(self.minimum, self.maximum)
         if self.size <= 0:
-            self.size = self.minimum
+            self.size = self.maximum
 
     @property
     def bdp_bytes(self) -> int | None:

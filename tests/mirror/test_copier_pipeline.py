@@ -324,6 +324,7 @@ def test_request_stop_between_appends_is_idle_at_once(fakes: Fakes) -> None:
 def test_fetches_grow_to_the_maximum_while_catching_up(fakes: Fakes) -> None:
     fakes.source_log = [batch(i * 100, 100, 1000) for i in range(200)]  # ~100 KB batches, 20 MB
     c = copier(fetch_max_bytes=4 * 1024 * 1024)
+    c.sizer.size = 1024 * 1024
     trio.run(run_until, c, lambda: fakes.target_end == 20_000, clock=trio.testing.MockClock(autojump_threshold=0))
     assert fakes.target_log == expected_log(fakes)
     assert fakes.fetch_sizes[0] == 1024 * 1024
