@@ -43,6 +43,8 @@ from ._report import (
 GOAL_KEEP_UP_FRACTION = 0.8  # the mirror keeps up with a producer at this fraction of the site's max
 GOAL_P99_FRACTION = 0.5
 GOAL_P99_MS = 1000.0  # lag p99 at GOAL_P99_FRACTION, below
+GOAL_WAN_CATCH_UP = 0.9  # catch-up records/s with the WAN's RTT / the same at 0 ms, at least (issue 19)
+GOAL_WAN_P99_MS = 250.0  # lag p99 at GOAL_KEEP_UP_FRACTION with the WAN's RTT, below (issue 19)
 ROLES = ("east", "west", "mirror", "proxy", "bench", "others")
 
 
@@ -78,9 +80,16 @@ def _runs_at(results: Results, fraction: float) -> list[LagRun]:
     return [r for r in results.lags if abs(r.fraction - fraction) < 1e-9]
 
 
+def wan_rtt_ms(results: Results) -> int:
+    """The WAN's RTT of the run (the lag runs' latency): the largest of its catch-up copies'."""
+    return max((f.wan_rtt_ms for f in results.fills), default=0)
+
+
 def verdicts(results: Results) -> list[Verdict]:
-    """The issue's two goals, and the throughput ratio the first one implies."""
+    """The mirror issue's two goals and the throughput ratio the first one implies; the WAN issue's
+    two goals (catch-up at the WAN's RTT vs 0 ms; lag p99 at 80 %)."""
     out = []
+    rtt = wan_rtt_ms(results)
     at_keep_up = _runs_at(results, GOAL_KEEP_UP_FRACTION)
     if at_keep_up:
         kept = sum(r.kept_up for r in at_keep_up)
@@ -105,15 +114,40 @@ def verdicts(results: Results) -> list[Verdict]:
                 _rate_verdict(at_p99, p99 < GOAL_P99_MS),
             )
         )
-    if results.fills:
-        ratio = statistics.median(f.ratio for f in results.fills)
-        per_run = ", ".join(f"{f.ratio:.2f}" for f in results.fills)
+    wan_fills = results.fills_at(rtt)
+    if wan_fills:
+        ratio = statistics.median(f.ratio for f in wan_fills)
+        per_run = ", ".join(f"{f.ratio:.2f}" for f in wan_fills)
         out.append(
             Verdict(
                 f"mirror/site records/s >= {GOAL_KEEP_UP_FRACTION} (implied by keeping up at "
-                f"{GOAL_KEEP_UP_FRACTION:.0%}; median of runs)",
+                f"{GOAL_KEEP_UP_FRACTION:.0%}; {rtt} ms RTT, median of runs)",
                 f"{ratio:.2f} (per run {per_run})",
                 ratio >= GOAL_KEEP_UP_FRACTION,
+            )
+        )
+    ratios = results.catch_up_ratios(rtt) if rtt > 0 else []
+    if ratios:
+        ratio = statistics.median(r for _, r in ratios)
+        per_run = ", ".join(f"{r:.2f}" for _, r in ratios)
+        out.append(
+            Verdict(
+                f"catch-up records/s with {rtt} ms RTT >= {GOAL_WAN_CATCH_UP} x the same at 0 ms "
+                "(same run, median of runs)",
+                f"{ratio:.2f} (per run {per_run})",
+                ratio >= GOAL_WAN_CATCH_UP,
+            )
+        )
+    if at_keep_up and rtt > 0:
+        p50 = statistics.median(r.figures.lag_ms["p50"] for r in at_keep_up)
+        p99 = statistics.median(r.figures.lag_ms["p99"] for r in at_keep_up)
+        per_run = ", ".join(f"{r.figures.lag_ms['p99']:.0f}" for r in at_keep_up)
+        out.append(
+            Verdict(
+                f"lag p99 < {GOAL_WAN_P99_MS:.0f} ms at {GOAL_KEEP_UP_FRACTION:.0%} of the site's max with "
+                f"{rtt} ms RTT (median of runs)",
+                f"p99 {p99:.0f} ms, p50 {p50:.0f} ms (per run p99 {per_run} ms){_under_rate(at_keep_up)}",
+                _rate_verdict(at_keep_up, p99 < GOAL_WAN_P99_MS),
             )
         )
     return out
@@ -144,6 +178,7 @@ def _cores(used: dict[str, float]) -> str:
 def throughput_table(results: Results) -> tuple[list[str], list[list[str]]]:
     headers = [
         "run",
+        "WAN RTT ms",
         "site rec/s",
         "site MB/s",
         "mirror rec/s",
@@ -161,6 +196,7 @@ def throughput_table(results: Results) -> tuple[list[str], list[list[str]]]:
         rows.append(
             [
                 str(f.run + 1),
+                str(f.wan_rtt_ms),
                 f"{f.site_rate:,.0f}",
                 f"{f.site_rate * VALUE_BYTES / MB:.1f}",
                 f"{f.mirror_rate:,.0f}",
@@ -174,13 +210,16 @@ def throughput_table(results: Results) -> tuple[list[str], list[list[str]]]:
                 _cores(f.mirror_cores),
             ]
         )
-    if len(results.fills) > 1:
-        fills = results.fills
+    for rtt in sorted({f.wan_rtt_ms for f in results.fills}):
+        fills = results.fills_at(rtt)
+        if len(fills) < 2:
+            continue
         site = statistics.median(f.site_rate for f in fills)
         mirror = statistics.median(f.mirror_rate for f in fills)
         rows.append(
             [
                 "median",
+                str(rtt),
                 f"{site:,.0f}",
                 f"{site * VALUE_BYTES / MB:.1f}",
                 f"{mirror:,.0f}",
@@ -327,15 +366,18 @@ def settings_lines(settings: Settings, results: Results) -> list[str]:
         "broker addresses from east's Metadata; its process maps each to that broker's proxy (a NAT in effect: "
         "see `bench/_mirror_runner.py`), and every run checks that it opened no connection to east directly",
         "- Mirror: a process of its own per measurement (`python -m bench._mirror_runner`): one "
-        "`mirror.LinkRunner` with its defaults (fetch max wait 500 ms, 4 MiB per partition fetch, one copier "
-        "per partition), `sync_interval_s=1`, selecting only the measurement's topic",
+        "`mirror.LinkRunner` with its defaults (one copier per partition; docs/mirror.md), `sync_interval_s=1`, "
+        "selecting only the measurement's topic",
         f"- Producer (confluent-kafka {dist_version('confluent-kafka')}, librdkafka {librdkafka}), in the "
         f"benchmark process: `{json.dumps(producer)}`; {VALUE_BYTES}-byte values, no key (sticky partitioner)",
         f"- Throughput: {settings.records:,} records produced to east as fast as the producer takes them "
         "(first `produce()` to last delivery report: the *site's* rate) while the mirror is paused, its mirror "
         "topic already made on west; then the mirror is resumed (SIGUSR2) and timed until west's high "
         f"watermarks (ListOffsets every {WEST_POLL_S * 1e3:.0f} ms) equal east's in every partition (the *mirror's* "
-        f"rate, all {settings.records:,} + {PARTITIONS} warm-up records); {settings.runs} run(s)",
+        f"rate, all {settings.records:,} + {PARTITIONS} warm-up records); {settings.runs} run(s), each "
+        f"copying once with the WAN's {settings.wan_rtt_ms} ms and once with the proxies' latency at 0 (the "
+        "same proxies forwarding every byte: the baseline), in an order that alternates from run to run. "
+        "*catch-up ratio*: the mirror's rate at the WAN's RTT over its rate at 0 ms in the same run",
         f"- Lag: a producer paced on a 1 ms grid at 50 % and 80 % of the median site rate ({site_rate:,.0f} rec/s) "
         f"for {settings.lag_seconds:g} s on a new topic each run, the mirror copying it; about "
         f"{SAMPLES_PER_S:,} records per second are sampled (their delivery reports: partition, offset, time). A "
@@ -368,7 +410,7 @@ def profile_markdown(settings: Settings, results: Results) -> list[str]:
     md = [
         "## Profile",
         "",
-        "Extra runs (not in the tables above): one catch-up copy and one "
+        "Extra runs (not in the tables above): catch-up copies at 0 ms and at the WAN's RTT and one "
         f"{GOAL_KEEP_UP_FRACTION:.0%} lag run with `py-spy record --pid <pid> --nonblocking --idle --threads "
         f"--full-filenames --rate {settings.profile_rate}` attached to the mirror and proxy processes. Both serve "
         "everything on their main thread (trio): *idle* is its share of samples waiting in epoll; the places "
@@ -377,11 +419,10 @@ def profile_markdown(settings: Settings, results: Results) -> list[str]:
         markdown_table(*profile_overview(results.profiles)),
         "",
     ]
-    if results.profile_fill is not None:
-        f = results.profile_fill
+    for f in results.profile_fills:
         md.append(
-            f"Profiled catch-up copy: site {f.site_rate:,.0f} rec/s, mirror {f.mirror_rate:,.0f} rec/s "
-            f"(ratio {f.ratio:.2f})."
+            f"Profiled catch-up copy at {f.wan_rtt_ms} ms: site {f.site_rate:,.0f} rec/s, mirror "
+            f"{f.mirror_rate:,.0f} rec/s (ratio {f.ratio:.2f})."
         )
     if results.profile_lag is not None:
         r = results.profile_lag
@@ -419,12 +460,15 @@ def write_report(
         "others_cores_median": _others(results),
         "verdicts": [asdict(v) for v in found],
         "summary": {
-            "throughput": fill_summary(results.fills) if results.fills else None,
+            "throughput": {
+                f"{rtt}ms": fill_summary(results.fills_at(rtt)) for rtt in sorted({f.wan_rtt_ms for f in results.fills})
+            },
+            "catch_up_ratio": catch_up_summary(results),
             "lag": {f"{f:.0%}": lag_summary(_runs_at(results, f)) for f in sorted({r.fraction for r in results.lags})},
         },
         "fills": [f.to_json() for f in results.fills],
         "lags": [r.to_json() for r in results.lags],
-        "profile_fill": results.profile_fill.to_json() if results.profile_fill else None,
+        "profile_fills": [f.to_json() for f in results.profile_fills],
         "profile_lag": results.profile_lag.to_json() if results.profile_lag else None,
         "profiles": [asdict(p) for p in results.profiles],
     }
@@ -481,6 +525,15 @@ def lag_summary(runs: list[LagRun]) -> dict[str, Any]:
         "lag_ms": {name: statistics.median(r.figures.lag_ms[name] for r in runs) for name, _ in PERCENTILES},
         "kept_up": sum(r.kept_up for r in runs),
     }
+
+
+def catch_up_summary(results: Results) -> dict[str, Any] | None:
+    """The catch-up ratio WAN RTT / 0 ms per run and its median, for the JSON (None without a baseline)."""
+    rtt = wan_rtt_ms(results)
+    ratios = results.catch_up_ratios(rtt) if rtt > 0 else []
+    if not ratios:
+        return None
+    return {"wan_rtt_ms": rtt, "per_run": dict(ratios), "median": statistics.median(r for _, r in ratios)}
 
 
 def fill_summary(fills: list[Fill]) -> dict[str, Any]:

@@ -89,18 +89,31 @@ def wan_proxies(brokers: list[str], workdir: Path, *, rtt_ms: int, jitter_ms: in
         proxies = client.proxies()
         if set(proxies) != set(names):
             raise BenchError(f"the chaos proxy at {api} lists proxies {sorted(proxies)}, expected {sorted(names)}")
-        for proxy in proxies.values():
-            for stream in ("upstream", "downstream"):
+        wan = Wan(
+            api, {names[name]: proxy.listen for name, proxy in sorted(proxies.items())}, child.pid, rtt_ms, jitter_ms
+        )
+        set_latency(wan, rtt_ms, jitter_ms)
+        yield wan
+    finally:
+        stop(child)
+
+
+def set_latency(wan: Wan, rtt_ms: int, jitter_ms: int) -> None:
+    """Make every proxy of ``wan`` add ``rtt_ms`` +- ``jitter_ms`` per round trip (half on each stream);
+    0 removes the latency toxics, the proxies still forwarding every byte. Connections already open
+    see the change at their next chunk (the proxy looks at its toxics before each step)."""
+    for proxy in _toxiproxy_client(wan.api).proxies().values():
+        for stream in ("upstream", "downstream"):
+            name = f"wan_{stream}"
+            if name in proxy.toxics():
+                proxy.destroy_toxic(name)
+            if rtt_ms > 0:
                 proxy.add_toxic(
                     type="latency",
-                    name=f"wan_{stream}",
+                    name=name,
                     stream=stream,
                     attributes={"latency": rtt_ms // 2, "jitter": jitter_ms // 2},
                 )
-        routes = {names[name]: proxy.listen for name, proxy in sorted(proxies.items())}
-        yield Wan(api, routes, child.pid, rtt_ms, jitter_ms)
-    finally:
-        stop(child)
 
 
 def link_table(name: str, source_bootstrap: str, target_bootstrap: str, topics: list[str]) -> dict[str, Any]:

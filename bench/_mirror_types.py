@@ -75,6 +75,7 @@ class Fill:
     """One side-by-side run: the site producing ``records`` records, then the mirror copying them."""
 
     run: int
+    wan_rtt_ms: int  # the WAN latency of the catch-up copy (0: the baseline)
     produced: int  # timed records the site took
     records: int  # in the topic: those and the warm-up records, all copied by the mirror
     site_seconds: float
@@ -152,7 +153,7 @@ class ProcessProfile:
 class Results:
     fills: list[Fill] = field(default_factory=list)
     lags: list[LagRun] = field(default_factory=list)
-    profile_fill: Fill | None = None
+    profile_fills: list[Fill] = field(default_factory=list)
     profile_lag: LagRun | None = None
     profiles: list[ProcessProfile] = field(default_factory=list)
     loadavg_start: tuple[float, float, float] = (0.0, 0.0, 0.0)
@@ -160,3 +161,11 @@ class Results:
 
     def site_rate(self) -> float:
         return statistics.median(f.site_rate for f in self.fills)
+
+    def fills_at(self, rtt_ms: int) -> list[Fill]:
+        return [f for f in self.fills if f.wan_rtt_ms == rtt_ms]
+
+    def catch_up_ratios(self, rtt_ms: int) -> list[tuple[int, float]]:
+        """(run, mirror records/s at ``rtt_ms`` / at 0 ms) for every run that copied at both."""
+        base = {f.run: f.mirror_rate for f in self.fills_at(0)}
+        return [(f.run, f.mirror_rate / base[f.run]) for f in self.fills_at(rtt_ms) if f.run in base]

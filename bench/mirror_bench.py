@@ -18,7 +18,10 @@ the producer is replication_bench's case (b) (``bench._site.REPLICATED``): acks=
    mirror paused (its mirror topic already made on west), ``--records`` records are produced to
    east as fast as the producer can (the *site's* records/s); then the mirror is resumed and
    timed until west's high watermarks equal east's in every partition (the *mirror's*
-   records/s). The ratio mirror/site is the figure.
+   records/s). The ratio mirror/site is the figure. Each run does this twice, in an order that
+   alternates from run to run: once with the WAN's latency and once with the proxies' latency
+   at 0 (the same proxies forwarding every byte), the baseline of the catch-up ratio
+   (WAN RTT / 0 ms).
 2. **lag**, ``--runs`` times at 50 % and 80 % of the median site records/s: a paced producer
    for ``--lag-seconds`` on a new topic, a mirror copying it, and a consumer on west. For
    sampled records the lag is the time from the produce acknowledgement on east to the record
@@ -26,10 +29,13 @@ the producer is replication_bench's case (b) (``bench._site.REPLICATED``): acks=
    record on both sites). The mirror *keeps up* when the lag does not grow over the run (median
    of the last third minus median of the first third under ``GROWTH_LIMIT_MS``) and west holds
    every record within ``DRAIN_LIMIT_S`` of the producer's last acknowledgement.
-3. **profile** (``--profile auto``: when a goal is missed): one more catch-up copy and 80 % run
-   with ``py-spy record`` attached to the mirror and proxy processes.
+3. **profile** (``--profile auto``: when a goal is missed): one more catch-up copy at 0 ms and
+   at the WAN's RTT, and one 80 % run, with ``py-spy record`` attached to the mirror and proxy
+   processes.
 
 Goals (the mirror issue): the mirror keeps up at 80 % of the site's max; lag p99 < 1 s at 50 %.
+The mirror over a WAN (issue 19): catch-up records/s with the WAN's RTT >= 0.9 x the same at
+0 ms; lag p99 < 250 ms at 80 % with the WAN's RTT.
 CPU figures are user + system time from /proc per process group. MB/s counts value bytes.
 """
 
@@ -76,6 +82,7 @@ from ._mirror_topology import (
     mirror_process,
     mirror_topic_created,
     partitions_copying,
+    set_latency,
     wan_proxies,
 )
 from ._mirror_types import CLIENT_ID, ON_RATE, Appends, Fill, LagRun, ProcessProfile, Results, Settings
@@ -230,10 +237,34 @@ def _profiled(
 
 
 def fill_run(
-    settings: Settings, topology: Topology, run: int, value: bytes, *, profile: dict[str, Path] | None = None
+    settings: Settings,
+    topology: Topology,
+    run: int,
+    value: bytes,
+    *,
+    rtt_ms: int,
+    profile: dict[str, Path] | None = None,
 ) -> Fill:
-    """Site throughput, then the mirror's catch-up over the same records (see the module docstring)."""
-    topic = f"fill-r{run + 1}" + ("-profile" if profile else "")
+    """Site throughput, then the mirror's catch-up over the same records (see the module docstring),
+    with ``rtt_ms`` of WAN latency (the proxies go back to ``--wan-rtt-ms`` afterwards)."""
+    topic = f"fill-{rtt_ms}ms-r{run + 1}" + ("-profile" if profile else "")
+    jitter_ms = min(settings.wan_jitter_ms, rtt_ms)
+    set_latency(topology.wan, rtt_ms, jitter_ms)
+    try:
+        return _fill(settings, topology, run, value, topic, rtt_ms, profile)
+    finally:
+        set_latency(topology.wan, settings.wan_rtt_ms, settings.wan_jitter_ms)
+
+
+def _fill(
+    settings: Settings,
+    topology: Topology,
+    run: int,
+    value: bytes,
+    topic: str,
+    rtt_ms: int,
+    profile: dict[str, Path] | None,
+) -> Fill:
     workdir = topology.workdir / topic
     _new_topic(settings, topology, topic)
     link = link_table(f"bench-{topic}", topology.wan.bootstrap, topology.west.bootstrap, [topic])
@@ -277,6 +308,7 @@ def fill_run(
     totals_before, totals_after = status["link"]["totals"], after["link"]["totals"]
     return Fill(
         run,
+        rtt_ms,
         settings.records,
         total,
         timed.seconds,
@@ -469,16 +501,17 @@ def run(settings: Settings, step: Callable[[str], None]) -> tuple[Results, dict[
         topology = Topology(east, west, wan, workdir)
         info = machine(settings, workdir, site)
         for r in range(settings.runs):
-            step(
-                f"run {r + 1}/{settings.runs}: site throughput, then the mirror's catch-up "
-                f"({settings.records:,} records)"
-            )
-            fill = fill_run(settings, topology, r, value)
-            step(
-                f"  site {fill.site_rate:,.0f} rec/s, mirror {fill.mirror_rate:,.0f} rec/s "
-                f"(ratio {fill.ratio:.2f}, first record after {fill.first_record_s * 1e3:.0f} ms)"
-            )
-            results.fills.append(fill)
+            for rtt_ms in catch_up_rtts(settings.wan_rtt_ms, r):
+                step(
+                    f"run {r + 1}/{settings.runs}: site throughput, then the mirror's catch-up "
+                    f"({settings.records:,} records, WAN RTT {rtt_ms} ms)"
+                )
+                fill = fill_run(settings, topology, r, value, rtt_ms=rtt_ms)
+                step(
+                    f"  site {fill.site_rate:,.0f} rec/s, mirror {fill.mirror_rate:,.0f} rec/s "
+                    f"(ratio {fill.ratio:.2f}, first record after {fill.first_record_s * 1e3:.0f} ms)"
+                )
+                results.fills.append(fill)
         site_rate = results.site_rate()
         for r in range(settings.runs):
             order = FRACTIONS if r % 2 == 0 else tuple(reversed(FRACTIONS))
@@ -495,11 +528,12 @@ def run(settings: Settings, step: Callable[[str], None]) -> tuple[Results, dict[
                 )
                 results.lags.append(lag)
         if settings.profile == "always" or (settings.profile == "auto" and goals_missed(results)):
-            step("profiling the mirror and proxy processes (py-spy): one catch-up copy and one 80 % run")
-            outputs = {role: workdir / f"py-spy-fill-{role}.txt" for role in ("mirror", "proxy")}
-            fill = fill_run(settings, topology, 0, value, profile=outputs)
-            results.profile_fill = fill
-            results.profiles += _profile_summaries("catch-up copy", outputs, fill.mirror_cores)
+            step("profiling the mirror and proxy processes (py-spy): catch-up copies and one 80 % run")
+            for rtt_ms in catch_up_rtts(settings.wan_rtt_ms, 0):
+                outputs = {role: workdir / f"py-spy-fill-{rtt_ms}ms-{role}.txt" for role in ("mirror", "proxy")}
+                fill = fill_run(settings, topology, 0, value, rtt_ms=rtt_ms, profile=outputs)
+                results.profile_fills.append(fill)
+                results.profiles += _profile_summaries(f"catch-up copy, {rtt_ms} ms", outputs, fill.mirror_cores)
             outputs = {role: workdir / f"py-spy-lag-{role}.txt" for role in ("mirror", "proxy")}
             lag = lag_run(settings, topology, 0, GOAL_KEEP_UP_FRACTION, site_rate, pad, profile=outputs)
             results.profile_lag = lag
@@ -507,6 +541,14 @@ def run(settings: Settings, step: Callable[[str], None]) -> tuple[Results, dict[
         step("stopping every process")
     results.loadavg_end = os.getloadavg()
     return results, info, time.perf_counter() - t0
+
+
+def catch_up_rtts(wan_rtt_ms: int, run: int) -> tuple[int, ...]:
+    """The WAN RTTs of run ``run``'s catch-up copies: 0 ms (the baseline) and ``wan_rtt_ms``, in an
+    order that alternates from run to run (just one copy when the WAN itself is 0 ms)."""
+    if wan_rtt_ms == 0:
+        return (0,)
+    return (0, wan_rtt_ms) if run % 2 == 0 else (wan_rtt_ms, 0)
 
 
 # -- main ----------------------------------------------------------------------------------

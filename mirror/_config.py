@@ -15,6 +15,8 @@ Links are read from a TOML file (Python's ``tomllib``), one ``[[link]]`` table p
     groups = { include = [".*"], exclude = [] }
     sync_acls = true                       # copy topic, group and transactional-id ACLs (default true)
     sync_users = false                     # copy SCRAM credentials; needs both sites' zookeeper (default false)
+    fetch_max_bytes = 8388608              # the largest fetch of one partition (64 KiB - 64 MiB; default 8 MiB)
+    pipeline_fetches = 2                   # fetched chunks that may wait for their append, per partition (1-16)
 
 Patterns are Python regular expressions that must match the *whole* name. ``include``
 defaults to everything, ``exclude`` to nothing; a name is selected when some include pattern
@@ -23,6 +25,11 @@ topics such as ``__consumer_offsets``) are never mirrored, whatever the patterns
 
 ``sync_acls`` and ``sync_users`` keep the target's ACLs and SCRAM credentials those of the source
 (``mirror._security_sync`` says what is copied and what the link owns).
+
+``fetch_max_bytes`` and ``pipeline_fetches`` shape each partition copier over a WAN
+(``mirror._copier``): fetches are sized by the measured rate x round trip up to ``fetch_max_bytes``,
+and up to ``pipeline_fetches`` fetched chunks wait for the append in flight. A copier holds at most
+about (``pipeline_fetches`` + 2) x ``fetch_max_bytes`` of records (only while it catches up).
 
 Every problem is a ``ConfigError`` whose message names the file, the link and the key; an
 unknown key is refused with the closest known key as a suggestion.
@@ -51,13 +58,19 @@ MODES = (OFFSET_PRESERVING, MM2)
 DEFAULT_SYNC_INTERVAL_S = 5.0
 MAX_SYNC_INTERVAL_S = 10.0  # new source topics must be mirrored within 10 s
 DEFAULT_GROUP_SYNC_INTERVAL_S = 5.0
+MIB = 1024 * 1024
+DEFAULT_FETCH_MAX_BYTES = 8 * MIB  # the largest fetch of one partition; sized below it by rate x RTT
+MIN_FETCH_MAX_BYTES = 64 * 1024
+MAX_FETCH_MAX_BYTES = 64 * MIB  # an append joins up to this much: well below socket.request.max.bytes (100 MiB)
+DEFAULT_PIPELINE_FETCHES = 2  # fetched chunks that may wait for the appender, per partition
+MAX_PIPELINE_FETCHES = 16
 MAX_NAME = 249
 _LEGAL_NAME = re.compile(r"[A-Za-z0-9._-]+")
 _INTERNAL_PREFIX = "__"
 
 _LINK_KEYS = (
     "name", "mode", "source", "target", "topics", "groups", "sync_interval_s", "group_sync_interval_s",
-    "sync_acls", "sync_users",
+    "sync_acls", "sync_users", "fetch_max_bytes", "pipeline_fetches",
 )  # fmt: skip
 _SITE_KEYS = ("name", "bootstrap", "zookeeper", "zookeeper_digest_file", "tls", "sasl")
 _SASL_KEYS = ("mechanism", "username", "password_file")
@@ -187,6 +200,8 @@ class LinkConfig:
     group_sync_interval_s: float = DEFAULT_GROUP_SYNC_INTERVAL_S
     sync_acls: bool = True
     sync_users: bool = False
+    fetch_max_bytes: int = DEFAULT_FETCH_MAX_BYTES
+    pipeline_fetches: int = DEFAULT_PIPELINE_FETCHES
 
     def mirrors_topic(self, topic: str) -> bool:
         """True when ``topic`` is selected by this link (internal ``__`` topics never are)."""
@@ -207,6 +222,8 @@ class LinkConfig:
             "group_sync_interval_s": self.group_sync_interval_s,
             "sync_acls": self.sync_acls,
             "sync_users": self.sync_users,
+            "fetch_max_bytes": self.fetch_max_bytes,
+            "pipeline_fetches": self.pipeline_fetches,
         }
 
 
@@ -298,7 +315,23 @@ def _parse_link(table: Mapping[str, Any], origin: str, index: int) -> LinkConfig
         group_sync_interval_s=group_sync,
         sync_acls=sync_acls,
         sync_users=sync_users,
+        fetch_max_bytes=_count(
+            table, "fetch_max_bytes", DEFAULT_FETCH_MAX_BYTES, MIN_FETCH_MAX_BYTES, MAX_FETCH_MAX_BYTES, "bytes", where
+        ),
+        pipeline_fetches=_count(
+            table, "pipeline_fetches", DEFAULT_PIPELINE_FETCHES, 1, MAX_PIPELINE_FETCHES, "fetched chunks", where
+        ),
     )
+
+
+def _count(table: Mapping[str, Any], key: str, default: int, low: int, high: int, unit: str, where: str) -> int:
+    """An integer setting between ``low`` and ``high`` (inclusive); ConfigError naming the key and the range."""
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{where}: {key}: must be a whole number of {unit}, not {value!r}")
+    if not low <= value <= high:
+        raise ConfigError(f"{where}: {key}: {value} is outside {low}..{high} ({unit})")
+    return value
 
 
 def _flag(table: Mapping[str, Any], key: str, default: bool, where: str) -> bool:

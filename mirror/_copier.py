@@ -7,6 +7,28 @@ the rest on the target leader with MirrorAppend at that end offset. The target a
 an append at its current end, so a duplicate or a gap is impossible by construction, and
 the copier keeps no state of its own: after a restart it asks the target again.
 
+**Pipelined over a WAN.** A fetch from a distant source costs a round trip, an append on the
+target another wait (its followers must have the records); one after the other, a copier would
+spend most of its time waiting. So two tasks share the work: the *fetcher* fetches from the end
+the appends queued before it will make (the last fetched batch's last offset + 1) and queues the
+whole batches it got; the *appender* appends them in order, each at the end the previous append
+made, joining what is queued into one MirrorAppend (up to ``fetch_max_bytes``). So the next
+fetch is in flight while an append is. At most ``pipeline_fetches`` fetched chunks wait for the
+appender (the fetcher waits for room before it fetches again), which bounds a copier's memory at
+about (``pipeline_fetches`` + 2) x ``fetch_max_bytes``. Each fetch asks for what
+``mirror._fetch_size.FetchSizer`` sizes from the measured round trip and rate (the
+bandwidth-delay product), up to ``fetch_max_bytes``.
+
+Pipelining changes nothing of the invariant: the target still takes an append only at its end.
+An append it refuses (OFFSET_OUT_OF_RANGE: its end is not the one expected) drops whatever is
+queued and starts again from the end it answered. Anything unusual a fetch meets (an offset out
+of range at the source, a batch across the end, a partition diverged) drains the queue and hands
+over to the one-at-a-time step below (``_copy_once``), which holds the rules for them; the
+pipeline resumes after that step went through normally. After any error (a ``ClientError`` or I/O
+failure of either side) the queue is dropped, connections are closed, and the next step asks
+the target where it ends before it copies again. The appends already queued when a *fetch*
+fails are still made first: they continue the target's end.
+
 Records the source deleted (retention) before they were copied are a gap: the copier tells
 the target to restart the partition at the source's log start, and reports the gap loudly
 (``PartitionProgress.gaps``); it is never hidden.
@@ -16,9 +38,17 @@ through fresh metadata.
 
 A failover stops a copier with :meth:`PartitionCopier.request_stop` rather than by cancelling
 it outright: a fetch in flight is interrupted (it changes nothing), an append in flight is let
-finish, and no new one starts. Once :attr:`PartitionCopier.idle` is set, the target's end
-offset cannot move because of this copier any more, so the end read afterwards is the cut.
-(Cancelling mid-append could let the target take the append after the end was read.)
+finish, and no new one starts (what is queued is never appended). Once
+:attr:`PartitionCopier.idle` is set, the target's end offset cannot move because of this copier
+any more, so the end read afterwards is the cut. (Cancelling mid-append could let the target
+take the append after the end was read.)
+
+**Copies of a mirrored byte.** The bytes of a batch are copied once by the kernel into the
+fetch answer's buffer (``node.client`` reads a large answer straight into a buffer of its size;
+only its first read, at most 256 KiB, is copied once more out of the read buffer), are sliced,
+never copied, into the MirrorAppend request (memoryview slices of that buffer, sent as parts of
+their own with a gathering ``sendmsg`` beside the encoded request header), and copied once by
+the kernel out of them. Over TLS the stream's encryption reads them once each way instead.
 """
 
 from __future__ import annotations
@@ -26,6 +56,8 @@ from __future__ import annotations
 import bisect
 import logging
 import time
+from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -33,7 +65,9 @@ import trio
 
 from node.client import (
     READ_UNCOMMITTED,
+    RECONNECT_ON,
     ClientError,
+    FetchedPartition,
     NodeConnection,
     SiteClient,
     aclose_quietly,
@@ -44,6 +78,8 @@ from node.client import (
 from node.protocol import ErrorCode
 from storage.records import HEADER_SIZE, read_header
 
+from ._config import DEFAULT_FETCH_MAX_BYTES, DEFAULT_PIPELINE_FETCHES
+from ._fetch_size import FetchSizer
 from ._offsets import (
     NO_SOURCE_OFFSET,
     NO_TARGET_OFFSET,
@@ -56,6 +92,8 @@ from ._offsets import (
 )
 
 log = logging.getLogger("strait.mirror.copier")
+
+Records = bytes | memoryview | Sequence[memoryview] | None  # what one MirrorAppend carries
 
 #: Upper bounds (seconds) of the replication latency histogram's buckets; the last is +Inf.
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -213,7 +251,53 @@ class MirrorTopic:
     progress: dict[int, PartitionProgress] = field(default_factory=dict)  # kept across pause/resume
 
 
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """Whole source batches to append at ``start``: the end the appends before them make.
+
+    ``end`` is the last batch's last offset + 1 (the target's end once they are appended); the
+    timestamps are the first batch's base timestamp and the newest max timestamp.
+    """
+
+    start: SourceOffset
+    first_base: int
+    end: SourceOffset
+    records: memoryview
+    count: int
+    first_ts: int
+    max_ts: int
+
+
+def whole_batches_from(view: memoryview, start: SourceOffset) -> Chunk | None:
+    """The whole batches of a fetched record set that end at or after ``start`` (a batch cut short by
+    the fetch size at the end is left for the next fetch); None when there are none."""
+    first = stop = None
+    first_base = -1
+    first_ts = max_ts = -1
+    end = start
+    count = 0
+    pos = 0
+    while len(view) - pos >= HEADER_SIZE:
+        header = read_header(view, pos)
+        if header.size > len(view) - pos:
+            break  # the last batch was cut short by the fetch limit; the next fetch gets it whole
+        if header.last_offset >= start:
+            if first is None:
+                first, first_base, first_ts = pos, header.base_offset, header.base_timestamp
+            stop = pos + header.size
+            count += header.records_count
+            max_ts = max(max_ts, header.max_timestamp)
+            end = source_offset(header.last_offset + 1)
+        pos += header.size
+    if first is None or stop is None:
+        return None
+    return Chunk(start, first_base, end, view[first:stop], count, first_ts, max_ts)
+
+
 class PartitionCopier:
+    """Copies one partition (see the module docstring). ``run`` until cancelled; ``request_stop``
+    and ``idle`` for a failover's cut."""
+
     def __init__(
         self,
         link: str,
@@ -223,30 +307,38 @@ class PartitionCopier:
         partition: int,
         *,
         fetch_max_wait_ms: int = 500,
-        fetch_max_bytes: int = 4 * 1024 * 1024,
+        fetch_max_bytes: int = DEFAULT_FETCH_MAX_BYTES,
+        pipeline_fetches: int = DEFAULT_PIPELINE_FETCHES,
         append_timeout_ms: int = 30_000,
         backoff_s: float = 0.5,
     ) -> None:
+        if pipeline_fetches < 1:
+            raise ValueError(f"pipeline_fetches must be at least 1, not {pipeline_fetches}")
         self.link = link
         self.source = source
         self.target = target
         self.progress = PartitionProgress(topic, partition)
         self.fetch_max_wait_ms = fetch_max_wait_ms
         self.fetch_max_bytes = fetch_max_bytes
+        self.pipeline_fetches = pipeline_fetches
         self.append_timeout_ms = append_timeout_ms
         self.backoff_s = backoff_s
+        self.sizer = FetchSizer(fetch_max_bytes)
         self._src: NodeConnection | None = None
         self._tgt: NodeConnection | None = None
         self._stop_requested = False
         self._appending = False
         self._fetching: trio.CancelScope | None = None
+        self._probe = True  # ask the target where it ends before the next copy (start, and after errors)
+        self._careful = False  # copy one step at a time (``_copy_once``) until a step goes through normally
+        self._queued_ts: deque[int] = deque()  # first timestamps of the chunks fetched, not yet appended
         #: Set once ``request_stop`` was called and no append is in flight: none will start again.
         self.idle = trio.Event()
 
     def request_stop(self) -> None:
         """Stop without interrupting an append: a fetch in flight is cancelled, an append in flight
-        finishes, no new append starts; ``idle`` is set from then on. The caller cancels ``run``
-        afterwards. Does not block; idempotent."""
+        finishes, no new append starts (what is queued is dropped); ``idle`` is set from then on.
+        The caller cancels ``run`` afterwards. Does not block; idempotent."""
         self._stop_requested = True
         if self._fetching is not None:
             self._fetching.cancel()
@@ -254,9 +346,11 @@ class PartitionCopier:
             self.idle.set()
 
     async def _park_if_stopping(self) -> None:
-        """Wait here for the caller's cancellation once a stop was requested."""
+        """Wait here for the caller's cancellation once a stop was requested (``idle`` is set here
+        unless the other task's append is in flight: that append sets it when it ends)."""
         if self._stop_requested:
-            self.idle.set()
+            if not self._appending:
+                self.idle.set()
             await trio.sleep_forever()
 
     async def run(self) -> None:
@@ -272,10 +366,178 @@ class PartitionCopier:
     async def _reset(self) -> None:
         await aclose_quietly(self._src, self._tgt)
         self._src = self._tgt = None
+        self._probe = True
 
-    async def _append(
-        self, records: bytes | memoryview | None, *, start_offset: TargetOffset = NO_TARGET_OFFSET
-    ) -> bool:
+    async def _step(self) -> None:
+        p = self.progress
+        if self._probe or p.mirrored_offset < 0:
+            await self._append(None)  # a probe: where does the mirror end?
+            self._probe = False
+            if p.state != "diverged":  # that lasts until a fetch from the mirror's end succeeds
+                p.state = "copying"
+        if self._careful or p.state == "diverged":
+            self._careful = not await self._copy_once()
+        else:
+            await self._pipeline()
+
+    # -- the pipeline ----------------------------------------------------------------------------
+
+    async def _pipeline(self) -> None:
+        """Fetch ahead while appending, from the target's known end, until something needs the
+        one-at-a-time step (``_careful`` set), the target refuses an append, or an error (raised
+        once the appends queued before it are made, for a fetch error)."""
+        failure: list[Exception] = []
+        send, receive = trio.open_memory_channel[Chunk](self.pipeline_fetches - 1)
+        self._queued_ts.clear()
+        try:
+            async with trio.open_nursery() as nursery, receive:
+                nursery.start_soon(self._fetch_ahead, send, failure)
+                await self._append_queued(receive, failure)
+                nursery.cancel_scope.cancel()  # the appender stopped early: the queue is void
+        finally:
+            self._queued_ts.clear()
+            if self._fetching is not None:  # a fetch was interrupted: its connection may be mid-answer
+                self._fetching = None
+                with trio.CancelScope(shield=True):
+                    await aclose_quietly(self._src)
+                self._src = None
+        if failure:
+            raise failure[0]
+
+    async def _fetch_ahead(self, send: trio.MemorySendChannel[Chunk], failure: list[Exception]) -> None:
+        """The fetcher: fetch from where the queued chunks end and queue what continues them.
+        Returns (closing the queue) on an error, noted in ``failure``, or on anything unusual
+        (``_careful``); parks once a stop was requested."""
+        p = self.progress
+        async with send:
+            at = p.mirrored_offset
+            while True:
+                try:
+                    part = await self._fetch(at)
+                except RECONNECT_ON as exc:
+                    failure.append(exc)
+                    return
+                if part.error_code:
+                    if part.error_code != ErrorCode.OFFSET_OUT_OF_RANGE:
+                        what = f"fetch {p.topic}-{p.partition} from site {self.source.name}"
+                        failure.append(ClientError.from_code(part.error_code, what))
+                    self._careful = True  # out of range: ``_copy_once`` tells a gap from a divergence
+                    return
+                if not part.records:
+                    continue
+                chunk = whole_batches_from(part.records, at)
+                if chunk is None:
+                    continue
+                if chunk.first_base < at:
+                    self._careful = True  # a batch across the end: ``_copy_once`` decides
+                    return
+                if not self._queued_ts and p.oldest_unmirrored_ms < 0:
+                    p.oldest_unmirrored_ms = chunk.first_ts
+                self._queued_ts.append(chunk.first_ts)
+                try:
+                    await send.send(chunk)  # waits while pipeline_fetches chunks wait for the appender
+                except trio.BrokenResourceError:
+                    return  # the appender stopped: the queue is void
+                at = chunk.end
+
+    async def _append_queued(self, receive: trio.MemoryReceiveChannel[Chunk], failure: list[Exception]) -> None:
+        """The appender: append the queued chunks in order, joining those already waiting (up to
+        ``fetch_max_bytes``). Returns when the fetcher closed the queue and it is empty, when the
+        target refused an append (its end is not the one expected), or on an error (noted in
+        ``failure``)."""
+        carry: Chunk | None = None
+        while True:
+            if carry is not None:
+                chunks, carry = [carry], None
+            else:
+                try:
+                    chunks = [await receive.receive()]
+                except trio.EndOfChannel:
+                    return
+            size = len(chunks[0].records)
+            while size < self.fetch_max_bytes:
+                try:
+                    more = receive.receive_nowait()
+                except (trio.WouldBlock, trio.EndOfChannel):
+                    break
+                if size + len(more.records) > self.fetch_max_bytes:
+                    carry = more
+                    break
+                chunks.append(more)
+                size += len(more.records)
+            try:
+                if not await self._append_chunks(chunks):
+                    return
+            except RECONNECT_ON as exc:
+                failure.append(exc)
+                return
+
+    async def _append_chunks(self, chunks: list[Chunk]) -> bool:
+        """One MirrorAppend of consecutive chunks at the first one's start; True when the target took
+        it (progress updated), False when its end was elsewhere (``mirrored_offset`` now that end)."""
+        p = self.progress
+        if chunks[0].start != p.mirrored_offset:  # a chunk the last append did not end at: never sent
+            raise ClientError(
+                f"{p.topic}-{p.partition}: a fetched chunk starts at {chunks[0].start}, the mirror ends at "
+                f"{p.mirrored_offset}"
+            )
+        records = chunks[0].records if len(chunks) == 1 else [c.records for c in chunks]
+        if not await self._append(records):
+            return False
+        now_ms = int(time.time() * 1000)
+        for c in chunks:
+            p.bytes_copied += len(c.records)
+            p.records_copied += c.count
+            p.latency.observe((now_ms - c.max_ts) / 1000)
+            if self._queued_ts:
+                self._queued_ts.popleft()
+        # The oldest record not mirrored: the next queued chunk's first, else (the source holds more
+        # than this fetch) one newer than the newest record copied.
+        if self._queued_ts:
+            p.oldest_unmirrored_ms = self._queued_ts[0]
+        else:
+            p.oldest_unmirrored_ms = chunks[-1].max_ts if p.lag_records > 0 else -1
+        return True
+
+    # -- requests --------------------------------------------------------------------------------
+
+    async def _fetch(self, offset: SourceOffset) -> FetchedPartition:
+        """One fetch from ``offset`` of at most the sizer's bytes; records the source's offsets and
+        feeds the sizer. A stop request interrupts it (a fetch changes nothing) and parks here."""
+        p = self.progress
+        await self._park_if_stopping()
+        part: FetchedPartition | None = None
+        with trio.CancelScope() as self._fetching:  # a stop request cancels it
+            if self._src is None:
+                self._src = await self.source.open_leader(p.topic, p.partition)
+            sent_at = trio.current_time()
+            part = await fetch_partition(
+                self._src,
+                p.topic,
+                p.partition,
+                offset,
+                isolation_level=READ_UNCOMMITTED,
+                max_wait_ms=self.fetch_max_wait_ms,
+                max_bytes=self.sizer.size,
+                timeout=self.source.timeout,
+            )
+        self._fetching = None
+        if part is None:  # cancelled by request_stop: the connection may be left mid-answer
+            await aclose_quietly(self._src)
+            self._src = None
+            await self._park_if_stopping()
+            raise AssertionError("a fetch was cancelled without a stop request")  # pragma: no cover
+        log_start, high_watermark = source_offset(part.log_start_offset), source_offset(part.high_watermark)
+        if log_start >= 0:
+            p.source_log_start = log_start
+        if high_watermark >= 0:
+            p.source_high_watermark = high_watermark
+        if not part.error_code:
+            p.last_fetch_ms = int(time.time() * 1000)
+            self.sizer.observe(len(part.records), sent_at, trio.current_time())
+        return part
+
+    async def _append(self, records: Records, *, start_offset: TargetOffset = NO_TARGET_OFFSET) -> bool:
         """MirrorAppend at the known end; True when the target took it (progress updated)."""
         p = self.progress
         await self._park_if_stopping()
@@ -313,91 +575,38 @@ class PartitionCopier:
             p.last_error = None  # copying again: ``errors`` keeps the count of what went wrong before
         return True
 
-    async def _step(self) -> None:
+    # -- one step at a time ----------------------------------------------------------------------
+
+    async def _copy_once(self) -> bool:
+        """Fetch from the mirror's end and append what continues it, nothing in flight besides:
+        where a gap, a divergence or its end is decided. True when it went through normally (the
+        pipeline may take over again)."""
         p = self.progress
-        if p.mirrored_offset < 0:
-            await self._append(None)  # a probe: where does the mirror end?
-            if p.state != "diverged":  # that lasts until a fetch from the mirror's end succeeds
-                p.state = "copying"
-        await self._park_if_stopping()
-        with trio.CancelScope() as self._fetching:  # a stop request cancels it: a fetch changes nothing
-            if self._src is None:
-                self._src = await self.source.open_leader(p.topic, p.partition)
-            part = await fetch_partition(
-                self._src,
-                p.topic,
-                p.partition,
-                p.mirrored_offset,
-                isolation_level=READ_UNCOMMITTED,
-                max_wait_ms=self.fetch_max_wait_ms,
-                max_bytes=self.fetch_max_bytes,
-                timeout=self.source.timeout,
-            )
-        self._fetching = None
-        if self._stop_requested:
-            await self._reset()  # the cancelled fetch may have left its connection mid-answer
-            await self._park_if_stopping()
-        log_start, high_watermark = source_offset(part.log_start_offset), source_offset(part.high_watermark)
-        if log_start >= 0:
-            p.source_log_start = log_start
-        if high_watermark >= 0:
-            p.source_high_watermark = high_watermark
+        part = await self._fetch(p.mirrored_offset)
         code = part.error_code
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
-            await self._out_of_range(log_start, high_watermark)
-            return
+            await self._out_of_range(source_offset(part.log_start_offset), source_offset(part.high_watermark))
+            return False
         if code:
             raise ClientError.from_code(code, f"fetch {p.topic}-{p.partition} from site {self.source.name}")
-        p.last_fetch_ms = int(time.time() * 1000)
         if not part.records:
             self._agrees()
-            return
-        kept = self._from_end(part.records)
-        if kept is None:
-            return
-        first_base, count, data, first_ts, max_ts = kept  # a first batch past our end: a compacted hole
-        if first_base < p.mirrored_offset and not (p.gaps and p.gaps[-1][1] == p.mirrored_offset):
+            return True
+        chunk = whole_batches_from(part.records, p.mirrored_offset)
+        if chunk is None:
+            return False
+        # a first batch past our end: a compacted hole
+        if chunk.first_base < p.mirrored_offset and not (p.gaps and p.gaps[-1][1] == p.mirrored_offset):
             # The mirror copies whole batches, so it ends where a source batch ended: a source batch
             # across that end was written after the source lost what the mirror holds there.
             await self._diverged(
-                f"the source's batch at offset {first_base} runs across the mirror's end {p.mirrored_offset}"
+                f"the source's batch at offset {chunk.first_base} runs across the mirror's end {p.mirrored_offset}"
             )
-            return
+            return False
         self._agrees()
-        p.oldest_unmirrored_ms = first_ts
-        if await self._append(data):
-            p.bytes_copied += len(data)
-            p.records_copied += count
-            now_ms = int(time.time() * 1000)
-            p.latency.observe((now_ms - max_ts) / 1000)
-            # Whatever the source holds past this fetch is newer than the newest record copied.
-            p.oldest_unmirrored_ms = max_ts if p.lag_records > 0 else -1
-
-    def _from_end(self, view: memoryview) -> tuple[int, int, memoryview, int, int] | None:
-        """The whole batches at or after the mirror's end.
-
-        Returns (first base offset, records, bytes, first batch's base timestamp, newest max timestamp).
-        """
-        end = self.progress.mirrored_offset
-        start = stop = None
-        first_base = -1
-        first_ts = max_ts = -1
-        count = 0
-        pos = 0
-        while len(view) - pos >= HEADER_SIZE:
-            header = read_header(view, pos)
-            if header.size > len(view) - pos:
-                break  # the last batch was cut short by the fetch limit; the next fetch gets it whole
-            if header.last_offset >= end:
-                if start is None:
-                    start, first_base, first_ts = pos, header.base_offset, header.base_timestamp
-                stop = pos + header.size
-                count += header.records_count
-                max_ts = max(max_ts, header.max_timestamp)
-            pos += header.size
-        if start is None or stop is None:
-            return None
-        return first_base, count, view[start:stop], first_ts, max_ts
+        p.oldest_unmirrored_ms = chunk.first_ts
+        self._queued_ts.clear()
+        return await self._append_chunks([chunk])
 
     async def _out_of_range(self, log_start: SourceOffset, high_watermark: SourceOffset) -> None:
         p = self.progress

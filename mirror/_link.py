@@ -518,6 +518,8 @@ class LinkRunner(LinkFailover):
                     topic.name,
                     partition,
                     fetch_max_wait_ms=self.fetch_max_wait_ms,
+                    fetch_max_bytes=self.config.fetch_max_bytes,
+                    pipeline_fetches=self.config.pipeline_fetches,
                 )
             progress = topic.progress.get(partition)
             if progress is None:

@@ -44,6 +44,7 @@ from ._groups import GroupDescription as GroupDescription
 from ._groups import GroupMember as GroupMember
 from ._mirror import MirrorAppendResult as MirrorAppendResult
 from ._mirror import mirror_append as mirror_append
+from ._reconnect import RECONNECT_ON as RECONNECT_ON
 from ._reconnect import aclose_quietly as aclose_quietly
 from ._reconnect import run_reconnecting as run_reconnecting
 from ._security import SECURITY_KEYS as SECURITY_KEYS

@@ -23,7 +23,15 @@ from typing import Any
 
 import trio
 
-from node.protocol import ApiKey, ErrorCode, RequestHeader, Struct, decode_response, encode_request, error_info
+from node.protocol import (
+    ApiKey,
+    ErrorCode,
+    RequestHeader,
+    Struct,
+    decode_response,
+    encode_request_parts,
+    error_info,
+)
 from node.security._plain_client import PlainClient
 from node.security._sasl import MECHANISMS
 from node.security._scram import ScramMechanism
@@ -31,6 +39,7 @@ from node.security._scram_client import ScramClient, ScramClientError
 
 _SIZE = struct.Struct(">i")
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024
+_RECEIVE_BYTES = 256 * 1024  # one read of a small answer (and of the start of a large one)
 SASL_HANDSHAKE_VERSION = 1  # v0 is followed by raw SASL tokens without Kafka framing: not spoken here
 SASL_AUTHENTICATE_VERSION = 1  # v1 adds session_lifetime_ms (KIP-368)
 # Re-authenticate at a random point in this share of the session lifetime (Kafka's clients: 85% + up to 10% jitter).
@@ -192,7 +201,7 @@ class NodeConnection:
         """One request and its answer; the caller holds the lock."""
         correlation_id = next(self._ids)
         header = RequestHeader(int(api_key), version, correlation_id, self.client_id, 1)
-        frame = encode_request(header, body)
+        frame = encode_request_parts(header, body)
         self._waited = False
         try:
             with trio.fail_after(timeout):
@@ -276,25 +285,39 @@ class NodeConnection:
         return self.version(api_key, highest)
 
     async def _read_frame(self) -> memoryview:
+        """The next answer, without its size prefix (read-only).
+
+        A frame that arrived whole in one read is copied out of the read buffer once. A larger one
+        (a fetch answer: megabytes of records) gets a buffer of its size that the socket reads into
+        directly, so its bytes are copied only by the kernel (and the first read's by us, once).
+        """
         while len(self._buf) < 4:
             await self._receive()
         (size,) = _SIZE.unpack_from(self._buf)
         if size < 0 or size > MAX_RESPONSE_BYTES:
             raise ClientError(f"{self.address} sent a response of {size} bytes")
-        while len(self._buf) < 4 + size:
-            await self._receive()
-        frame = bytes(self._buf[4 : 4 + size])
-        del self._buf[: 4 + size]
-        return memoryview(frame)
+        have = len(self._buf) - 4
+        if have >= size:
+            with memoryview(self._buf) as buffered:
+                frame = bytes(buffered[4 : 4 + size])
+            del self._buf[: 4 + size]
+            return memoryview(frame)
+        whole = bytearray(size)
+        view = memoryview(whole)
+        with memoryview(self._buf) as buffered:
+            view[:have] = buffered[4:]
+        self._buf.clear()
+        await self._receive_into(view, have)
+        return view.toreadonly()
 
     async def _receive(self) -> None:
         raw = self._raw
         if raw is None:
-            data = await self.stream.receive_some(256 * 1024)
+            data = await self.stream.receive_some(_RECEIVE_BYTES)
         else:
             while True:
                 try:
-                    data = raw.recv(256 * 1024)
+                    data = raw.recv(_RECEIVE_BYTES)
                     break
                 except BlockingIOError:
                     self._waited = True
@@ -303,12 +326,35 @@ class NodeConnection:
             raise ClientError(f"{self.address} closed the connection")
         self._buf += data
 
-    async def _send(self, frame: bytes | bytearray | memoryview) -> None:
+    async def _receive_into(self, view: memoryview, filled: int) -> None:
+        """Fill ``view`` from byte ``filled`` on: straight from the socket on plain TCP (a TLS stream
+        hands out decrypted bytes, copied in)."""
+        raw = self._raw
+        while filled < len(view):
+            if raw is None:
+                data = await self.stream.receive_some(len(view) - filled)
+                n = len(data)
+                view[filled : filled + n] = data
+            else:
+                try:
+                    n = raw.recv_into(view[filled:])
+                except BlockingIOError:
+                    self._waited = True
+                    await trio.lowlevel.wait_readable(raw)
+                    continue
+            if not n:
+                raise ClientError(f"{self.address} closed the connection")
+            filled += n
+
+    async def _send(self, parts: list[bytes | bytearray | memoryview]) -> None:
+        """Write a request's parts in order: on plain TCP with gathering sends (sendmsg), never
+        joining them; on TLS part by part (the stream encrypts, and so copies, anyway)."""
         raw = self._raw
         if raw is None:
-            await self.stream.send_all(frame)
+            for part in parts:
+                await self.stream.send_all(part)
             return
-        if await send_all_nonblocking(raw, frame):
+        if await send_parts_nonblocking(raw, parts):
             self._waited = True
 
     async def aclose(self) -> None:
@@ -319,6 +365,31 @@ class NodeConnection:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+async def send_parts_nonblocking(raw: socket.socket, parts: list[bytes | bytearray | memoryview]) -> bool:
+    """Send ``parts`` in order on ``raw`` (as ``send_all_nonblocking``) with gathering sends: no part
+    is joined to or copied into another; returns whether it waited."""
+    if len(parts) == 1:
+        return await send_all_nonblocking(raw, parts[0])
+    views = [memoryview(p) for p in parts]
+    waited = False
+    while views:
+        try:
+            sent = raw.sendmsg(views[:_IOV_MAX])
+        except BlockingIOError:
+            waited = True
+            await trio.lowlevel.wait_writable(raw)
+            continue
+        while views and sent >= views[0].nbytes:
+            sent -= views[0].nbytes
+            del views[0]
+        if sent:
+            views[0] = views[0][sent:]
+    return waited
+
+
+_IOV_MAX = 1024  # buffers one sendmsg takes on Linux
 
 
 async def send_all_nonblocking(raw: socket.socket, data: bytes | bytearray | memoryview) -> bool:

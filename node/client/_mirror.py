@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from node.protocol import ApiKey
@@ -35,12 +36,15 @@ async def mirror_append(
     topic: str,
     partition: int,
     expected_end: Offset,
-    records: bytes | memoryview | None,
+    records: bytes | memoryview | Sequence[bytes | memoryview] | None,
     *,
     start_offset: Offset = NO_OFFSET,
     timeout: float = 30,
 ) -> MirrorAppendResult:
     """Append whole ``records`` batches to ``topic``-``partition`` at the offsets they carry.
+
+    ``records`` may be a list of consecutive record sets (parts of fetch answers): they go on the
+    wire one after the other, none copied into another (``node.protocol.encode_request_parts``).
 
     The target leader takes them only if its log ends at ``expected_end`` and the topic's
     ``strait.mirror.link`` is ``link``; ``start_offset`` past that end first restarts its log

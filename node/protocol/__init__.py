@@ -23,6 +23,7 @@ from ._frame import api_versions_fallback as api_versions_fallback
 from ._frame import decode_request as decode_request
 from ._frame import decode_response as decode_response
 from ._frame import encode_request as encode_request
+from ._frame import encode_request_parts as encode_request_parts
 from ._frame import encode_response as encode_response
 from ._frame import read_request_header as read_request_header
 from ._frame import request_header as request_header

@@ -55,11 +55,11 @@ _write_client_id = string_writer(compact=False, nullable=True)
 class EncodedFrame:
     """A frame ready to write: ``parts`` in order (``parts[0]`` starts with the size prefix).
 
-    Parts are ``bytes`` or Region objects (file ranges for sendfile); ``size`` is the total number of
-    bytes on the wire, prefix included.
+    Parts are ``bytes``, ``memoryview`` (a large records part given as one) or Region objects (file
+    ranges for sendfile); ``size`` is the total number of bytes on the wire, prefix included.
     """
 
-    parts: list[bytes | Region]
+    parts: list[bytes | memoryview | Region]
     size: int
 
 
@@ -176,7 +176,10 @@ def _finish(out: Out, api: ApiSchema) -> EncodedFrame:
     parts = out.finish()
     size = 0
     for part in parts:
-        size += part.length if not isinstance(part, (bytes, bytearray)) else len(part)
+        if isinstance(part, (bytes, bytearray)):
+            size += len(part)
+        else:
+            size += part.nbytes if isinstance(part, memoryview) else part.length
     if size - 4 > _MAX_FRAME:
         raise EncodeError(f"{api.name} frame of {size} bytes exceeds the int32 size limit")
     _I32.pack_into(parts[0], 0, size - 4)
@@ -190,6 +193,17 @@ def encode_request(header: RequestHeader, body: Struct | Mapping[str, Any]) -> b
     naming the field path and the bad value (requests cannot carry Regions), UnknownApi /
     UnsupportedVersion for an undeclared API or version.
     """
+    return b"".join(encode_request_parts(header, body))
+
+
+def encode_request_parts(
+    header: RequestHeader, body: Struct | Mapping[str, Any]
+) -> list[bytes | bytearray | memoryview]:
+    """``encode_request``'s frame as the parts to write in order, never joined: each ``records``
+    part of at least 16 KiB (bytes or memoryview) is a part of its own, the very object given, so
+    records are written without being copied (a client writes the parts with one gathering send).
+    The first part starts with the size prefix. Raises as ``encode_request`` does.
+    """
     api = schema(header.api_key)
     codec = request_codec(api, header.api_version)
     out = Out(_REQUEST_START.pack(0, header.api_key, header.api_version, header.correlation_id))
@@ -200,14 +214,16 @@ def encode_request(header: RequestHeader, body: Struct | Mapping[str, Any]) -> b
         codec.write(out, body)
     except EncodeFailure as exc:
         raise EncodeError(f"{api.name}Request v{header.api_version}: {exc.describe()}") from None
-    parts = out.finish()
-    if not all(isinstance(p, (bytes, bytearray)) for p in parts):
+    parts: list[bytes | bytearray | memoryview] = out.finish()
+    if not all(isinstance(p, (bytes, bytearray, memoryview)) for p in parts):
         raise EncodeError(f"{api.name}Request v{header.api_version}: requests cannot carry file regions")
-    data = bytearray().join(parts)
-    if len(data) - 4 > _MAX_FRAME:
-        raise EncodeError(f"{api.name} request of {len(data)} bytes exceeds the int32 size limit")
-    _I32.pack_into(data, 0, len(data) - 4)
-    return bytes(data)
+    size = sum(p.nbytes if isinstance(p, memoryview) else len(p) for p in parts)
+    if size - 4 > _MAX_FRAME:
+        raise EncodeError(f"{api.name} request of {size} bytes exceeds the int32 size limit")
+    first = parts[0]
+    assert isinstance(first, bytearray)  # Out's buffer, holding at least the header
+    _I32.pack_into(first, 0, size - 4)
+    return parts
 
 
 def decode_response(api_key: int, api_version: int, frame: bytes | memoryview) -> tuple[int, Struct]:

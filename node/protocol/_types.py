@@ -33,7 +33,8 @@ I32 = struct.Struct(">i")  # int32: bytes/records lengths, array counts
 _NULL16 = I16.pack(-1)
 _NULL32 = I32.pack(-1)
 
-# bytes objects at least this large become their own frame part instead of being copied into the buffer
+# records parts (bytes or memoryview) at least this large become frame parts of their own instead
+# of being copied into the buffer
 BIG_PART = 16 * 1024
 
 
@@ -242,7 +243,9 @@ def _part_size(part: Any) -> int:
 def records_writer(*, compact: bool, nullable: bool) -> Writer:
     """Records: None, bytes-like, one Region, or a list/tuple of parts (bytes-like or Region).
 
-    The total length is written first; Regions and large ``bytes`` become frame parts of their own.
+    The total length is written first; Regions and large ``bytes`` or ``memoryview`` parts become
+    frame parts of their own (never copied: a memoryview part must not change until the frame is
+    written); a ``bytearray`` is always copied, since its owner may change it.
     """
 
     def write_records(out: Out, value: Any) -> None:
@@ -262,12 +265,12 @@ def records_writer(*, compact: bool, nullable: bool) -> Writer:
         write_length32(out, total, compact)
         for part in parts:
             kind = type(part)
-            if kind is bytes:
-                if len(part) >= BIG_PART:
-                    out.add_part(part)
+            if kind is bytes or kind is memoryview:
+                if (len(part) if kind is bytes else part.nbytes) >= BIG_PART and (kind is bytes or part.contiguous):
+                    out.add_part(part if kind is bytes or part.format == "B" else part.cast("B"))
                 else:
                     out.buf += part
-            elif kind is bytearray or kind is memoryview:
+            elif kind is bytearray:
                 out.buf += part
             elif part.length:
                 out.add_part(part)

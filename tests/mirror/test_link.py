@@ -40,6 +40,8 @@ source = { name = "east", bootstrap = "127.0.0.1:9092, 127.0.0.1:9093" }
 target = { name = "west", bootstrap = ["127.0.0.1:9192", "127.0.0.1:9193"] }
 topics = { include = ["orders.*", "payments"], exclude = ["orders-private"] }
 groups = { include = ["billing-.*"] }
+fetch_max_bytes = 1048576
+pipeline_fetches = 4
 
 [[link]]
 name = "west-to-east"
@@ -68,8 +70,11 @@ def test_a_link_file_gives_every_field_and_the_defaults(tmp_path: Path) -> None:
     assert (first.target.name, first.target.bootstrap) == ("west", "127.0.0.1:9192,127.0.0.1:9193")
     assert (first.mode, first.sync_interval_s, first.group_sync_interval_s) == ("offset-preserving", 2.5, 7.0)
     assert first.mirrors_group("billing-eu") and not first.mirrors_group("audit")
+    assert (first.fetch_max_bytes, first.pipeline_fetches) == (1024 * 1024, 4)
     # The defaults: every topic and group, offset-preserving, 5 s.
     assert (second.mode, second.sync_interval_s, second.group_sync_interval_s) == ("offset-preserving", 5.0, 5.0)
+    assert (second.fetch_max_bytes, second.pipeline_fetches) == (8 * 1024 * 1024, 2)
+    assert second.to_dict()["fetch_max_bytes"] == 8 * 1024 * 1024 and second.to_dict()["pipeline_fetches"] == 2
     assert second.mirrors_topic("anything") and second.mirrors_group("anything")
     assert json.loads(json.dumps(first.to_dict()))["topics"] == {
         "include": ["orders.*", "payments"],
@@ -142,6 +147,13 @@ def test_an_empty_file_has_no_links(tmp_path: Path) -> None:
         (MINIMAL + "sync_interval_s = 0\n", "link 'l': sync_interval_s: must be a number of seconds above 0"),
         (MINIMAL + "group_sync_interval_s = true\n", "link 'l': group_sync_interval_s: must be a number"),
         (MINIMAL + 'mode = "fast"\n', "link 'l': mode: 'fast' is not one of 'offset-preserving', 'mm2'"),
+        (MINIMAL + "fetch_max_bytes = 1000\n", "link 'l': fetch_max_bytes: 1000 is outside 65536..67108864 (bytes)"),
+        (
+            MINIMAL + "fetch_max_bytes = 1e6\n",
+            "link 'l': fetch_max_bytes: must be a whole number of bytes, not 1000000.0",
+        ),
+        (MINIMAL + "pipeline_fetches = 0\n", "link 'l': pipeline_fetches: 0 is outside 1..16 (fetched chunks)"),
+        (MINIMAL + "pipeline_fetches = true\n", "link 'l': pipeline_fetches: must be a whole number of fetched chunks"),
         (MINIMAL.replace('name = "l"', 'name = "east to west"'), "link 'east to west': name: 'east to west' must be"),
         (MINIMAL.replace('name = "l"\n', ""), "link #1: name: missing"),
         ('[[link]]\nname = "l"\nsource = { name = "east", bootstrap = "h:1" }\n', "link 'l': target: missing"),

@@ -101,3 +101,37 @@ target = {{ name = "west", bootstrap = "{west.bootstrap}" }}
         assert_mirrored_exactly(ledger, east, west, topic)
     finally:
         mirror.stop()
+
+
+# Small fetches and a deep queue: a backlog goes over in many pipelined fetches and appends, so a
+# leader killed mid-copy meets fetches and appends in flight and chunks queued.
+PIPELINED = FAST + "fetch_max_bytes = 65536\npipeline_fetches = 4\n"
+
+
+@pytest.mark.parametrize("side", ["source", "target"])
+def test_a_pipelined_catch_up_survives_a_leader_killed_mid_copy_without_gap_or_duplicate(
+    two_sites: tuple[Site, Site], tmp_path: Path, side: str
+) -> None:
+    east, west = two_sites
+    topic = "orders"
+    create(east, topic, 1, **{"min.insync.replicas": "2"})
+    ledger = Ledger()
+    with ProducerWorkload(east.bootstrap, topic, ledger, rate=1000) as workload:
+        workload.wait_for_acks(3000, timeout=60)  # a backlog before the link starts
+        with RunningLink(LinkRunner(link_config(east, west, tmp_path, PIPELINED))) as link:
+            wait_for("a part of the backlog on west", lambda: ends(west, topic).get(0, 0) > 300, 60)
+            site = east if side == "source" else west
+            old = leader_of(site, topic, 0)
+            # The producer goes on at 1000 records/s: the copier is copying (fetches and appends in
+            # flight) whether or not it has caught up with the backlog by now.
+            outage = Kill([next(n for n in site.nodes if n.broker_id == old)])
+            outage.start()
+            wait_for(f"a new leader on {site.name}", lambda: leader_of(site, topic, 0) not in (-1, old), 30)
+            workload.wait_for_acks(workload.acked + 500, timeout=60)
+            outage.heal()
+            workload.wait_for_acks(workload.acked + 300, timeout=60)
+            workload.stop()
+            assert_mirrored_exactly(ledger, east, west, topic)
+            (partition,) = link.status()["topics"][topic]["partitions"]
+            assert partition["gaps"] == [] and partition["state"] == "copying"
+            assert partition["errors"] >= 1  # it did see the leader go
