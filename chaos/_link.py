@@ -1,11 +1,14 @@
 """One proxied connection: two pumps, client -> upstream and upstream -> client, that apply the toxics.
 
-Each direction is a reader and a writer joined by a bounded channel of ``(arrival time, bytes)``
-chunks. The reader never waits on toxics, so arrival times are true and delays do not add up
-from chunk to chunk; the writer handles chunks one at a time, in order, so bytes are never
-reordered. Before each step the writer looks at the toxics *now* (the proxy's list, filtered by
-this connection's toxicity draws), and every wait ends early when that list changes, so a toxic
-added to or removed from a live connection takes effect at once:
+Each direction is a reader and a writer joined by a channel of ``(arrival time, bytes)`` chunks,
+bounded by a *window* of bytes in flight (``WINDOW_BYTES``, Linux's largest TCP receive window
+by default): over an emulated long path the proxy carries as much as a real TCP connection
+could, bandwidth-delay product included, and no more. The reader never waits on toxics, so
+arrival times are true and delays do not add up from chunk to chunk; the writer handles chunks
+one at a time, in order, so bytes are never reordered. Before each step the writer looks at
+the toxics *now* (the proxy's list, filtered by this connection's toxicity draws), and every
+wait ends early when that list changes, so a toxic added to or removed from a live connection
+takes effect at once:
 
 1. a ``timeout`` toxic drops the chunk (and holds back end-of-stream while it stays);
 2. ``latency`` toxics hold the chunk until arrival + the sum of their delays (jitter drawn per chunk);
@@ -50,14 +53,36 @@ _log = logging.getLogger(__name__)
 
 #: Bytes read from a socket at a time: a chunk, the unit of delay.
 CHUNK_BYTES = 32 * 1024
-#: Chunks buffered per direction between reader and writer before the reader waits (backpressure).
-QUEUE_CHUNKS = 64
+#: Bytes in flight per direction between reader and writer before the reader waits (backpressure):
+#: the emulated path's window. Linux's default largest TCP receive window (``net.ipv4.tcp_rmem``'s
+#: maximum, 6 MiB), so a latency toxic limits a stream as a real long path would: to at most
+#: window / delay. (A count of chunks would make it depend on how full each read happened to be.)
+WINDOW_BYTES = 6 * 1024 * 1024
 #: Seconds of data per bandwidth slice, as toxiproxy does.
 _SLICE_SECONDS = 0.1
 #: SO_LINGER on, timeout 0: close() then sends RST instead of FIN.
 _LINGER_RESET = struct.pack("ii", 1, 0)
 
 _SocketErrors = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
+
+
+class _Window:
+    """Bytes in flight on one direction of a link, at most ``size`` (one chunk always fits)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.used = 0
+        self._freed = trio.Event()
+
+    async def take(self, n: int) -> None:
+        while self.used and self.used + n > self.size:
+            await self._freed.wait()
+        self.used += n
+
+    def give(self, n: int) -> None:
+        self.used -= n
+        self._freed.set()
+        self._freed = trio.Event()
 
 
 class ToxicSource(Protocol):
@@ -195,12 +220,15 @@ class Link:
 
     async def _pump(self, stream: str) -> None:
         source = self._sockets["upstream" if stream == "downstream" else "downstream"]
-        send, receive = trio.open_memory_channel[tuple[float, bytes]](QUEUE_CHUNKS)
+        send, receive = trio.open_memory_channel[tuple[float, bytes]](math.inf)
+        window = _Window(WINDOW_BYTES)
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._read, source, send)
-            await self._write(receive, stream)
+            nursery.start_soon(self._read, source, send, window)
+            await self._write(receive, stream, window)
 
-    async def _read(self, source: trio.SocketStream, send: trio.MemorySendChannel[tuple[float, bytes]]) -> None:
+    async def _read(
+        self, source: trio.SocketStream, send: trio.MemorySendChannel[tuple[float, bytes]], window: _Window
+    ) -> None:
         async with send:
             while True:
                 try:
@@ -209,17 +237,21 @@ class Link:
                     _log.debug("connection closed: read failed: %r", exc)
                     self.close()
                     return
+                await window.take(len(data))  # the data enters the path once the window has room
                 await send.send((trio.current_time(), data))
                 if not data:
                     return
 
-    async def _write(self, receive: trio.MemoryReceiveChannel[tuple[float, bytes]], stream: str) -> None:
+    async def _write(
+        self, receive: trio.MemoryReceiveChannel[tuple[float, bytes]], stream: str, window: _Window
+    ) -> None:
         async with receive:
             async for arrival, data in receive:
                 if not data:
                     await self._deliver_eof(arrival, stream)
                     return
                 await self._deliver(arrival, data, stream)
+                window.give(len(data))
 
     async def _deliver(self, arrival: float, data: bytes, stream: str) -> None:
         """Send ``data`` on ``stream`` as the toxics allow (or drop it, or close the connection)."""
