@@ -194,6 +194,7 @@ class Broker:
                     followers=replicas,
                     producer_ids=self.producer_ids,
                     metrics=self.metrics,
+                    log_dirs=logs,
                     security=SecurityServices(self.security, authorizer_enabled=bool(config.authorizer_class_name)),
                 ),
                 self.api_ranges,

@@ -34,7 +34,9 @@ from ._inspect import segment_files as segment_files
 from ._inspect import verify as verify
 from ._log import AppendInfo as AppendInfo
 from ._log import PartitionLog as PartitionLog
+from ._log_manager import DirUsage as DirUsage
 from ._log_manager import LogManager as LogManager
+from ._log_manager import ReplicaUsage as ReplicaUsage
 from ._log_manager import wall_clock_ms as wall_clock_ms
 from ._recovery import LoadReport as LoadReport
 from ._recovery import create_log as create_log

@@ -45,6 +45,25 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+@dataclass(frozen=True, slots=True)
+class ReplicaUsage:
+    """One replica in a log dir: its bytes on disk, high watermark and log end offset."""
+
+    tp: TopicPartition
+    size_bytes: int
+    high_watermark: Offset
+    log_end_offset: Offset
+
+
+@dataclass(frozen=True, slots=True)
+class DirUsage:
+    """One log dir: its path, the error that took it offline (None while online), its replicas."""
+
+    path: Path
+    error: BaseException | None
+    replicas: list[ReplicaUsage]
+
+
 @dataclass
 class LogDir:
     path: Path
@@ -163,6 +182,25 @@ class LogManager:
 
     def logs(self) -> dict[TopicPartition, PartitionLog]:
         return {tp: d.logs[tp] for tp, d in self._by_tp.items() if d.online}
+
+    def describe_dirs(self) -> list[DirUsage]:
+        """Every log dir with what it holds (DescribeLogDirs): its replicas' sizes and positions,
+        or the error that took it offline."""
+        with self._lock:
+            dirs = [(d.path, d.error, list(d.logs.items())) for d in self.dirs]
+        return [
+            DirUsage(
+                path,
+                error,
+                []
+                if error is not None
+                else [
+                    ReplicaUsage(tp, plog.size_bytes, plog.high_watermark, plog.log_end_offset)
+                    for tp, plog in sorted(logs, key=lambda item: (item[0].topic, item[0].partition))
+                ],
+            )
+            for path, error, logs in dirs
+        ]
 
     def create_log(
         self, tp: TopicPartition, config: LogConfig | None = None, *, start_offset: Offset = FIRST_OFFSET

@@ -33,6 +33,7 @@ from . import (
     epochs,
     fetch,
     groups,
+    log_dirs,
     metadata,
     mirror,
     offsets,
@@ -48,6 +49,7 @@ from ._services import (
     ControllerService,
     FollowerTracker,
     GroupService,
+    LogDirSource,
     MetadataView,
     PartitionSource,
     ProducerIdSource,
@@ -86,6 +88,7 @@ SERVED_APIS: tuple[int, ...] = (
     ApiKey.DELETE_ACLS,
     ApiKey.DESCRIBE_CONFIGS,
     ApiKey.ALTER_CONFIGS,
+    ApiKey.DESCRIBE_LOG_DIRS,
     ApiKey.SASL_AUTHENTICATE,
     ApiKey.CREATE_PARTITIONS,
     ApiKey.DELETE_GROUPS,
@@ -117,6 +120,7 @@ class NodeServices:
     followers: FollowerTracker
     producer_ids: ProducerIdSource
     metrics: RequestMetrics
+    log_dirs: LogDirSource
     security: SecurityServices = NO_AUTHORIZER
 
 
@@ -160,6 +164,9 @@ def dispatch_table(node: NodeServices, api_ranges: Mapping[int, tuple[int, int]]
         ApiKey.DELETE_TOPICS: partial(topics.handle_delete_topics, topic),
         ApiKey.CREATE_PARTITIONS: partial(topics.handle_create_partitions, topic),
         ApiKey.DESCRIBE_CONFIGS: partial(configs.handle_describe_configs, config),
+        ApiKey.DESCRIBE_LOG_DIRS: partial(
+            log_dirs.handle_describe_log_dirs, log_dirs.LogDirServices(node.log_dirs, security)
+        ),
         ApiKey.ALTER_CONFIGS: partial(configs.handle_alter_configs, config),
         ApiKey.INCREMENTAL_ALTER_CONFIGS: partial(configs.handle_incremental_alter_configs, config),
         ApiKey.INIT_PRODUCER_ID: partial(

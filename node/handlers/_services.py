@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from node.coordination import BrokerRegistration
     from node.partition import Partition
     from node.truncation import Outcome
-    from storage import Offset
+    from storage import DirUsage, Offset
 
 Assignment = dict[int, tuple[NodeId, ...]]
 
@@ -138,6 +138,12 @@ class FollowerTracker(Protocol):
 
 class ProducerIdSource(Protocol):
     async def next_id(self) -> int: ...
+
+
+class LogDirSource(Protocol):
+    """This node's log dirs and what each holds (``storage.LogManager``)."""
+
+    def describe_dirs(self) -> list[DirUsage]: ...
 
 
 class RequestMetrics(Protocol):

@@ -233,6 +233,33 @@ INCREMENTAL_ALTER_CONFIGS = ApiSchema(
     ),
 )
 
+# v1 is v0 with throttling on quota violation (KIP-219); v2 is flexible, v3 adds a top-level error.
+DESCRIBE_LOG_DIRS = ApiSchema(
+    ApiKey.DESCRIBE_LOG_DIRS, "DescribeLogDirs", max_version=1, flexible_from=2,
+    request=S(
+        F("topics", A(S(
+            F("topic", STRING),
+            F("partitions", A(INT32)),
+        )), nullable="0+"),
+    ),
+    response=S(
+        F("throttle_time_ms", INT32),
+        F("results", A(S(
+            F("error_code", INT16),
+            F("log_dir", STRING),
+            F("topics", A(S(
+                F("name", STRING),
+                F("partitions", A(S(
+                    F("partition_index", INT32),
+                    F("partition_size", INT64),
+                    F("offset_lag", INT64),
+                    F("is_future_key", BOOL),
+                ))),
+            ))),
+        ))),
+    ),
+)
+
 # Inter-broker: a stopping node asks the controller to move its leaderships away. v0 used a
 # request header without client id; strait declares v1+ only.
 CONTROLLED_SHUTDOWN = ApiSchema(
@@ -253,6 +280,7 @@ CONTROLLED_SHUTDOWN = ApiSchema(
 
 ADMIN_APIS = (
     API_VERSIONS,
+    DESCRIBE_LOG_DIRS,
     METADATA,
     CONTROLLED_SHUTDOWN,
     CREATE_TOPICS,

@@ -250,3 +250,39 @@ def test_describe_configs_v3_types_and_documentation(node: NodeProcess, admin: A
     assert [(s.name, s.value, s.source) for s in configs["retention.ms"].synonyms] == [
         ("log.retention.hours", "168", 5)
     ]
+
+
+def test_describe_log_dirs_with_kafka_python(node: NodeProcess, admin: AdminClient) -> None:
+    from kafka.admin import KafkaAdminClient
+
+    admin.create_topics([NewTopic("dirs", 2, 1)])["dirs"].result(30)
+    producer = Producer({"bootstrap.servers": node.bootstrap})
+    for i in range(20):
+        producer.produce("dirs", value=b"x" * 100, partition=i % 2)
+    assert producer.flush(30) == 0
+
+    kp = KafkaAdminClient(bootstrap_servers=node.bootstrap)
+    try:
+        everything = kp.describe_log_dirs()
+        named = kp.describe_log_dirs({"dirs": [1]})
+    finally:
+        kp.close()
+    [(broker, dirs)] = [(r["broker"], r["log_dirs"]) for r in everything]
+    assert broker == 1
+    assert sorted(d["log_dir"] for d in dirs) == sorted(str(p.absolute()) for p in node.log_dirs)
+    assert all(d["error_code"] == 0 for d in dirs)
+    sizes = {
+        (t["name"], p["partition_index"]): (p["partition_size"], p["offset_lag"])
+        for d in dirs
+        for t in d["topics"]
+        for p in t["partitions"]
+    }
+    assert {k: v for k, v in sizes.items() if k[0] == "dirs"} == {
+        ("dirs", 0): (sizes["dirs", 0][0], 0),
+        ("dirs", 1): (sizes["dirs", 1][0], 0),
+    }
+    assert sizes["dirs", 0][0] > 1000 and sizes["dirs", 1][0] > 1000  # ten 100-byte records each, and more
+    [(_, only)] = [(r["broker"], r["log_dirs"]) for r in named]
+    assert [(t["name"], [p["partition_index"] for p in t["partitions"]]) for d in only for t in d["topics"]] == [
+        ("dirs", [1])
+    ]

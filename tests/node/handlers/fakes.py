@@ -36,7 +36,7 @@ from node.security._acl import (
 )
 from node.security._scram import ScramCredential
 from node.security._store import SecurityStoreError
-from storage import FaultPoints, LogConfig, TopicPartition, create_log
+from storage import DirUsage, FaultPoints, LogConfig, TopicPartition, create_log
 
 NOW_MS = 1_700_000_000_000
 BROKER_ID = 1
@@ -356,3 +356,13 @@ class RecordingGroups:
     ) -> tuple[int, list[tuple[str, int, int]]]:
         self.calls.append(("offset_delete", list(partitions)))
         return 0, [(topic, p, 0) for topic, p in partitions]
+
+
+@dataclass
+class FakeLogDirs:
+    """A node's log dirs as ``storage.LogManager.describe_dirs`` reports them."""
+
+    dirs: list[DirUsage] = field(default_factory=list)
+
+    def describe_dirs(self) -> list[DirUsage]:
+        return self.dirs

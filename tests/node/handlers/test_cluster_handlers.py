@@ -19,6 +19,7 @@ from node.protocol import ApiKey, ErrorCode, Struct, schema
 from tests.node.handlers.fakes import (
     FakeCluster,
     FakeFollowers,
+    FakeLogDirs,
     FakeMetrics,
     FakePartitions,
     node_config,
@@ -91,6 +92,7 @@ def test_the_dispatch_table_serves_every_api_it_advertises_and_each_has_a_schema
         followers=FakeFollowers(),
         producer_ids=FakeProducerIds(),
         metrics=FakeMetrics(),
+        log_dirs=FakeLogDirs(),
     )
     table = dispatch_table(services, served_ranges())
     assert sorted(table) == sorted(SERVED_APIS)

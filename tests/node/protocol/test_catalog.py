@@ -49,6 +49,7 @@ EXPECTED = {
     31: ("DeleteAcls", 1),
     32: ("DescribeConfigs", 3),
     33: ("AlterConfigs", 1),
+    35: ("DescribeLogDirs", 1),
     36: ("SaslAuthenticate", 2),
     37: ("CreatePartitions", 1),
     42: ("DeleteGroups", 1),

@@ -143,6 +143,9 @@ OLD_LIBS = {
 KNOWN_LIBRARY_BUGS: dict[tuple[str, int, int, bool], str] = {
     ("aiokafka", ApiKey.LIST_OFFSETS, 4, True): "aiokafka declares current_leader_epoch int64; the spec says int32",
     ("aiokafka", ApiKey.LIST_OFFSETS, 5, True): "aiokafka declares current_leader_epoch int64; the spec says int32",
+    ("kafka.protocol.old", ApiKey.DESCRIBE_LOG_DIRS, 0, True): (
+        "kafka-python's old class declares partitions one int32; the spec says an array of int32"
+    ),
 }
 
 
