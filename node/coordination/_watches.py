@@ -41,6 +41,7 @@ from ._layout import (
     topic_config_path,
     topic_path,
 )
+from ._read_cache import ReadCache
 
 OnData = Callable[[bytes | None], None]
 
@@ -48,10 +49,11 @@ OnData = Callable[[bytes | None], None]
 class ChangeWatches:
     """The watches behind ``ZkSession.events()``; they end when ``closed()`` turns true."""
 
-    def __init__(self, client: Any, hints: Hints, closed: Callable[[], bool]) -> None:
+    def __init__(self, client: Any, hints: Hints, closed: Callable[[], bool], cache: ReadCache | None = None) -> None:
         self._client = client
         self._hints = hints
         self._closed = closed
+        self._cache = cache
         # The DataWatch of each existing topic / config / offline-replicas znode, by name, as the
         # event that stops it. Each dict is touched only by the callback of the ChildrenWatch that
         # owns it (kazoo runs one watch's callbacks one at a time).
@@ -83,12 +85,22 @@ class ChangeWatches:
         ChildrenWatch(self._client, path, watcher)
 
     def _watch_data(
-        self, path: str, hint: str, stop: threading.Event | None = None, on_data: OnData | None = None
+        self,
+        path: str,
+        hint: str,
+        stop: threading.Event | None = None,
+        on_data: OnData | None = None,
+        topic: str | None = None,
     ) -> threading.Event:
         """DataWatch ``path``, hinting ``hint`` on every change; set the returned event (``stop``,
-        or a new one) to end it. ``on_data`` sees the data of every call, the first included."""
+        or a new one) to end it. ``on_data`` sees the data of every call, the first included.
+
+        With ``topic`` (a znode of that topic the snapshot cache holds), every change marks it to
+        be read again before the hint is posted; so does the first call when a snapshot read the
+        znode before the watch was set (it may have changed between the two), with a hint too."""
         stop = stop or threading.Event()
         calls = 0
+        cache = self._cache if topic is not None else None
 
         def watcher(data: bytes | None, stat: Any) -> bool | None:
             nonlocal calls
@@ -97,7 +109,13 @@ class ChangeWatches:
                 return False
             if on_data is not None:
                 on_data(data)
-            if not initial:
+            if cache is not None and (not initial or cache.seen(path)):
+                if hint == "states":
+                    cache.mark([path])
+                else:  # the assignment (maybe a topic deleted and made again) or the config: all of it
+                    cache.mark_topic(topic or "")
+                self._hints.post(hint)
+            elif not initial:
                 self._hints.post(hint)
             return None
 
@@ -118,9 +136,9 @@ class ChangeWatches:
                 return  # a reader of the assignment reports it
             for partition in sorted(partitions.keys() - watched):
                 watched.add(partition)
-                self._watch_data(partition_state_path(name, partition), "states", stop)
+                self._watch_data(partition_state_path(name, partition), "states", stop, topic=name)
 
-        return self._watch_data(topic_path(name), f"topic:{name}", stop, on_assignment)
+        return self._watch_data(topic_path(name), f"topic:{name}", stop, on_assignment, topic=name)
 
     def _sync(
         self,
@@ -144,7 +162,9 @@ class ChangeWatches:
 
     def _on_configs(self, children: list[str], initial: bool) -> None:
         added = self._sync(
-            self._config_watches, children, lambda name: self._watch_data(topic_config_path(name), f"config:{name}")
+            self._config_watches,
+            children,
+            lambda name: self._watch_data(topic_config_path(name), f"config:{name}", topic=name),
         )
         if not initial:
             for name in added:

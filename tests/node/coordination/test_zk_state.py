@@ -7,6 +7,7 @@ Each test is a plain function running ``trio.run``. A raw kazoo client (``Raw`` 
 from __future__ import annotations
 
 from contextlib import suppress
+from dataclasses import replace
 
 import pytest
 import trio
@@ -16,6 +17,7 @@ from chaos.proxy import ProxyServer
 from node.coordination import (
     BrokerIdInUse,
     CoordinationError,
+    NewTopic,
     PartitionState,
     StaleState,
     StateWrites,
@@ -220,6 +222,37 @@ def test_create_topic_writes_kafkas_znodes(zk_connect: str) -> None:
             with pytest.raises(TopicExists, match="'orders' already exists"):
                 await zk.create_topic("orders", {0: (1,)}, {"retention.ms": "5"})
             assert await zk.topic_config("orders") == {"retention.ms": "1000"}  # the failed create changed nothing
+
+    run(main)
+
+
+def test_create_topics_writes_each_topic_whole_and_reports_those_that_exist(zk_connect: str) -> None:
+    """Many topics in one pipelined batch: each as create_topic writes it, an existing one refused
+    alone, and a left-over config znode (set before the topic) replaced as create_topic does."""
+
+    async def main() -> None:
+        async with ZkState(zk_connect) as zk, raw_session(zk_connect) as raw:
+            await zk.create_topic("old", {0: (1,)}, {"retention.ms": "5"})
+            await raw.create("/config/topics/early", b'{"version":1,"config":{"x":"1"}}')
+            wanted = [
+                NewTopic(f"t{i}", {0: (1, 2), 1: (2, 1)}, {"retention.ms": str(i)}, {0: STATE, 1: STATE})
+                for i in range(30)
+            ]
+            wanted += [NewTopic("old", {0: (2,)}, {}, {}), NewTopic("early", {0: (1,)}, {"y": "2"}, {})]
+            done = await zk.create_topics(wanted)
+            assert isinstance(done.pop("old"), TopicExists)
+            assert sorted(done) == sorted([f"t{i}" for i in range(30)] + ["early"])
+            topics = await zk.topics()
+            for name, created in done.items():
+                assert not isinstance(created, TopicExists)
+                assert topics[name] == created
+            assert await zk.topic_config("t7") == {"retention.ms": "7"}
+            assert await zk.topic_config("early") == {"y": "2"}
+            assert await zk.topic_config("old") == {"retention.ms": "5"}  # refused: unchanged
+            assert await zk.partition_state("t29", 1) == replace(STATE, version=0)
+            with pytest.raises(ValueError, match="named twice"):
+                await zk.create_topics([NewTopic("d", {0: (1,)}, {}, {}), NewTopic("d", {0: (1,)}, {}, {})])
+            assert await zk.topic("d") is None
 
     run(main)
 
