@@ -7,12 +7,15 @@ topics in batches cost O(partitions²) and a failover waited for several whole r
 znodes a snapshot reads per topic and per partition are all watched (:mod:`._watches`), so a
 snapshot may take the ones that did not change from the last one.
 
+A value is kept only if the path's watch was set (**armed**) before the snapshot began: a value
+read while no watch covered the path may have changed unseen. The watches arm a path once ZooKeeper
+has set them (kazoo's ``DataWatch`` reads and watches in one request; the partition states' own
+watches when their ``exists`` is answered) and disarm it when they fire or their session ends.
+
 A path is **dirty** (read again next time) from the moment
 
 - its watch reports a change: the mark is made before the hint is posted, so the re-read that
   the hint causes reads it;
-- its watch is set (the watch's first call), when a snapshot read it before: it may have changed
-  between that read and the watch (the caller then posts a hint);
 - this session writes it (:class:`._zk_state.ZkState` marks every path its writes touch, before
   and after the write, so a re-read after a write of our own never takes the old value; a
   watch's report of our own write may come later).
@@ -45,6 +48,7 @@ class ReadCache:
         self._values: dict[str, Any] = {}  # path -> decoded value, as the last snapshot read it
         self._dirty: set[str] = set()
         self._dirty_topics: set[str] = set()  # every path of the topic (assignment, config, states)
+        self._armed: set[str] = set()  # paths whose watch is set: only their values may be kept
         self._valid = False
         self._invalidations = 0
         self._full_at = 0.0
@@ -60,10 +64,15 @@ class ReadCache:
         with self._lock:
             self._dirty_topics.add(name)
 
-    def seen(self, path: str) -> bool:
-        """Whether a snapshot holds a value of ``path`` (a watch set now may have missed a change)."""
+    def arm(self, paths: Iterable[str]) -> None:
+        """The watches of ``paths`` are set: a value read from now on may be kept."""
         with self._lock:
-            return path in self._values
+            self._armed.update(paths)
+
+    def disarm(self, paths: Iterable[str]) -> None:
+        """The watches of ``paths`` are not set (fired, or their session ended): keep no value."""
+        with self._lock:
+            self._armed.difference_update(paths)
 
     def invalidate(self) -> None:
         """Read everything again at the next snapshot."""
@@ -81,6 +90,7 @@ class ReadCache:
                 frozenset(self._dirty_topics),
                 full,
                 self._invalidations,
+                frozenset(self._armed),
             )
             self._dirty.clear()
             self._dirty_topics.clear()
@@ -109,6 +119,7 @@ class CacheView:
         dirty_topics: frozenset[str],
         full: bool,
         invalidations: int,
+        armed: frozenset[str],
     ) -> None:
         self._values = values
         self._dirty = dirty
@@ -116,6 +127,7 @@ class CacheView:
         self.full = full
         self.invalidations = invalidations  # a snapshot that saw an invalidation meanwhile is not a full read
         self.taken = 0
+        self.armed = armed  # the paths whose value read by this snapshot may be kept
 
     def get(self, topic: str, path: str) -> Any | None:
         """The cached value of ``path`` (a znode of ``topic``) if it may be taken, else None."""

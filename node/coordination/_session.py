@@ -124,6 +124,7 @@ class ZkSession:
         #: What the last snapshot read of the watched znodes (see :mod:`._read_cache`); marked by
         #: the watches, emptied by every change of the connection's state.
         self.read_cache = ReadCache()
+        self._watches: ChangeWatches | None = None
 
     @property
     def _name(self) -> str:
@@ -267,7 +268,8 @@ class ZkSession:
         for path in PERSISTENT_PATHS + STRAIT_PATHS:
             ensure_path(client, path)
         self._note_session(client)  # the first session (kazoo's thread may note it too)
-        ChangeWatches(client, self._hints, lambda: self._closed, self.read_cache).start()
+        self._watches = ChangeWatches(client, self._hints, lambda: self._closed, self.read_cache)
+        self._watches.start()
 
     def _close(self, client: Any) -> None:
         self.ephemerals.close(client)
@@ -287,6 +289,8 @@ class ZkSession:
         client = self._client
         new_session = self._note_session(client)
         self.ephemerals.restore(client)
+        if new_session and self._watches is not None:
+            self._watches.states.rearm()  # plain watches die with their session
         if new_session and not self._closed:
             self._hints.post("session")
 

@@ -178,6 +178,8 @@ def _read(client: Any, cache: ReadCache | None, view: CacheView | None = None) -
             states = {key: state for key, state in states.items() if key[0] != name}
 
     if cache is not None and view is not None:
+        # Keep only values whose watch was set before they were read: another may be stale already.
+        kept = {path: value for path, value in kept.items() if path in view.armed}
         deleted = [n for n in missing if n not in topics]
         if deleted:
             exact = {topic_path(n) for n in deleted} | {topic_config_path(n) for n in deleted}

@@ -482,6 +482,37 @@ def test_unread_hints_do_not_pile_up(zk_connect: str) -> None:
 # -- sessions ---------------------------------------------------------------------------------
 
 
+def test_partition_state_watches_are_set_again_in_a_new_session(zookeeper: str, zk_connect: str) -> None:
+    """The partition-state watches are plain ZooKeeper watches, which die with their session:
+    after an expiry a state written by another session still arrives as a hint, and an
+    incremental snapshot (its cache emptied by the expiry) reads it."""
+    chroot = zk_connect[len(zookeeper) :]
+
+    async def main() -> None:
+        proxy = ProxyServer()
+        async with trio.open_nursery() as nursery:
+            await nursery.start(proxy.run)
+            through = (await proxy.create_proxy("zookeeper", zookeeper)).listen
+            async with ZkState(f"{through}{chroot}") as zk, ZkState(zk_connect) as other:
+                events = zk.events()
+                await other.create_topic("t", {0: (1, 2)}, {}, {0: STATE})
+                await next_hint(events, "topics")
+                assert (await zk.snapshot(incremental=True)).states["t", 0] == replace(STATE, version=0)
+                old_session = zk._client.client_id  # private: the test needs the session's password
+                async with partitioned(proxy, ["zookeeper"]):
+                    await trio.to_thread.run_sync(expire_session, zookeeper, old_session)
+                await next_hint(events, "session")
+                await other.set_partition_state("t", 0, replace(STATE, isr=(1,), version=0))
+                await next_hint(events, "states")
+                assert (await zk.snapshot(incremental=True)).states["t", 0].isr == (1,)
+                await other.set_partition_state("t", 0, replace(STATE, isr=(1, 2), version=1))
+                await next_hint(events, "states")
+                assert (await zk.snapshot(incremental=True)).states["t", 0].isr == (1, 2)
+            nursery.cancel_scope.cancel()
+
+    run(main)
+
+
 def test_session_expiry_restores_the_registration(zookeeper: str, zk_connect: str) -> None:
     chroot = zk_connect[len(zookeeper) :]
 
