@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import random
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import trio
@@ -31,6 +31,7 @@ from node.config import (
 )
 from node.coordination import (
     BrokerRegistration,
+    NewTopic,
     PartitionState,
     Reassignment,
     TopicAssignment,
@@ -121,7 +122,9 @@ class ClusterState:
         """Re-read ZooKeeper and reconcile the local logs with it (serialised)."""
         async with self._refresh_lock:
             stalls = self.stall.generation if self.stall is not None else 0
-            snap = await self.zk.snapshot()
+            # Only what changed since the last refresh is read (the watches mark it), but all of it
+            # after a stall: this process may have missed anything while it was stopped.
+            snap = await self.zk.snapshot(incremental=True, full=stalls > self._stalls_answered)
             inter_broker = self.config.inter_broker_listener_name
             self.brokers = {b: reg.reached_through(inter_broker) for b, reg in snap.brokers.items()}
             self.controller = snap.controller
@@ -130,13 +133,29 @@ class ClusterState:
             fresh: dict[str, TopicState] = {}
             for name, assignment in snap.topics.items():
                 overrides = snap.configs.get(name, {})
-                try:
-                    log_config = effective_log_config(self.config, overrides)
-                    policy = effective_policy(self.config, overrides)
-                except (ConfigError, ValueError) as exc:
-                    log.error("topic %s has an invalid config in ZooKeeper (%s); using the broker defaults", name, exc)
-                    log_config, policy = self._log_default, effective_policy(self.config, {})
                 states = {p: st for p in assignment.partitions if (st := snap.states.get((name, p))) is not None}
+                known = self.topics.get(name)
+                if known is not None and known.overrides == overrides:
+                    # A topic's effective config is worked out again only when its overrides change:
+                    # with thousands of topics, doing it on every re-read was most of a re-read's time.
+                    log_config, policy = known.log_config, known.policy
+                    if (
+                        known.version == assignment.version
+                        and known.topic_id == assignment.topic_id
+                        and known.assignment == assignment.partitions
+                        and known.states == states
+                    ):
+                        fresh[name] = known  # unchanged: the same object (Metadata caches its answer by it)
+                        continue
+                else:
+                    try:
+                        log_config = effective_log_config(self.config, overrides)
+                        policy = effective_policy(self.config, overrides)
+                    except (ConfigError, ValueError) as exc:
+                        log.error(
+                            "topic %s has an invalid config in ZooKeeper (%s); using the broker defaults", name, exc
+                        )
+                        log_config, policy = self._log_default, effective_policy(self.config, {})
                 fresh[name] = TopicState(
                     name,
                     assignment.topic_id,
@@ -401,6 +420,44 @@ class ClusterState:
         if refresh:
             await self.refresh()
         return created
+
+    async def create_topics(
+        self, topics: Sequence[tuple[str, dict[int, tuple[NodeId, ...]], Mapping[str, str]]], *, validate_only: bool
+    ) -> dict[str, BrokerError | None]:
+        """Write every ``(name, assignment, configs)`` to ZooKeeper at once (``ZkState.create_topics``:
+        one transaction per topic, pipelined), without re-reading: the caller refreshes once.
+
+        Returns, by name, None for a topic created (or that would be, with ``validate_only``) or the
+        BrokerError that refused it (an invalid name, an existing topic, an assignment to brokers
+        that are not live). Raises CoordinationError when ZooKeeper fails: some may have been created.
+        """
+        await self.ensure_live(
+            broker_ids=tuple({b for _, assignment, _ in topics for r in assignment.values() for b in r})
+        )
+        outcome: dict[str, BrokerError | None] = {}
+        ready: list[NewTopic] = []
+        for name, assignment, configs in topics:
+            try:
+                check_topic_name(name)
+                if name in self.topics:
+                    raise BrokerError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+                self.check_assignment(assignment)
+            except BrokerError as exc:
+                outcome[name] = exc
+                continue
+            outcome[name] = None
+            ready.append(NewTopic(name, assignment, dict(configs), self.initial_states(assignment)))
+        if validate_only or not ready:
+            return outcome
+        configs_of = {topic.name: topic.config for topic in ready}
+        for name, created in (await self.zk.create_topics(ready)).items():
+            if isinstance(created, TopicExists):
+                outcome[name] = BrokerError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+            else:
+                log.info(
+                    "created topic %s with %d partitions %s", name, len(created.partitions), configs_of[name] or ""
+                )
+        return outcome
 
     async def delete_topic(self, name: str, *, refresh: bool = True) -> None:
         """Delete the topic in ZooKeeper; then re-read it, unless ``refresh`` is false (as create_topic)."""

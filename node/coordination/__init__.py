@@ -27,4 +27,5 @@ from ._partition_states import StateWrites as StateWrites
 from ._security_store import ZkSecurityStore as ZkSecurityStore
 from ._session import ZkSession as ZkSession
 from ._snapshot import ClusterSnapshot as ClusterSnapshot
+from ._topics import NewTopic as NewTopic
 from ._zk_state import ZkState as ZkState

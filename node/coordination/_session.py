@@ -59,6 +59,7 @@ from ._ephemeral import KeptEphemerals
 from ._errors import CoordinationError
 from ._hints import Hints
 from ._layout import PERSISTENT_PATHS, STRAIT_PATHS
+from ._read_cache import ReadCache
 from ._reads import retried
 from ._watches import ChangeWatches
 
@@ -120,6 +121,10 @@ class ZkSession:
         self._closed = False
         self._session_lock = threading.Lock()  # _seen_session is noted from trio's and kazoo's threads
         self._seen_session: int | None = None
+        #: What the last snapshot read of the watched znodes (see :mod:`._read_cache`); marked by
+        #: the watches, emptied by every change of the connection's state.
+        self.read_cache = ReadCache()
+        self._watches: ChangeWatches | None = None
 
     @property
     def _name(self) -> str:
@@ -263,7 +268,8 @@ class ZkSession:
         for path in PERSISTENT_PATHS + STRAIT_PATHS:
             ensure_path(client, path)
         self._note_session(client)  # the first session (kazoo's thread may note it too)
-        ChangeWatches(client, self._hints, lambda: self._closed).start()
+        self._watches = ChangeWatches(client, self._hints, lambda: self._closed, self.read_cache)
+        self._watches.start()
 
     def _close(self, client: Any) -> None:
         self.ephemerals.close(client)
@@ -272,7 +278,9 @@ class ZkSession:
     # -- kazoo-thread callbacks (never block, never touch trio but through Hints.post) ---------
 
     def _on_state(self, state: str) -> None:
-        """Connection listener (kazoo's connection thread): hand session changes to a kazoo worker."""
+        """Connection listener (kazoo's connection thread): hand session changes to a kazoo worker.
+        Any change may mean a watch's report was missed: the next snapshot reads everything."""
+        self.read_cache.invalidate()
         if state == KazooState.CONNECTED and not self._closed:
             self._client.handler.spawn(self._after_connect)
 
@@ -281,6 +289,8 @@ class ZkSession:
         client = self._client
         new_session = self._note_session(client)
         self.ephemerals.restore(client)
+        if new_session and self._watches is not None:
+            self._watches.states.rearm()  # plain watches die with their session
         if new_session and not self._closed:
             self._hints.post("session")
 

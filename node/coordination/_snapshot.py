@@ -53,6 +53,7 @@ from ._layout import (
     topic_config_path,
     topic_path,
 )
+from ._read_cache import CacheView, ReadCache
 
 
 @dataclass(frozen=True)
@@ -79,8 +80,31 @@ class ClusterSnapshot:
     offline_replicas: dict[NodeId, frozenset[tuple[str, int]]]
 
 
-def read_snapshot(client: Any) -> ClusterSnapshot:
-    """Read the snapshot (blocking). Raises MalformedZnode for a znode that does not decode."""
+def read_snapshot(client: Any, cache: ReadCache | None = None, *, full: bool = False) -> ClusterSnapshot:
+    """Read the snapshot (blocking). Raises MalformedZnode for a znode that does not decode.
+
+    With ``cache``, the topic assignments, topic configs and partition states that did not
+    change since the last snapshot are taken from it instead of read (see :mod:`._read_cache`;
+    ``full`` reads them all anyway); what this snapshot holds is kept in it for the next one.
+    Snapshots with one cache must not overlap."""
+    if cache is None:
+        return _read(client, None)
+    view = cache.begin(full=full)
+    try:
+        return _read(client, cache, view)
+    except BaseException:
+        cache.invalidate()  # its marks were taken: only a whole read is sure to see those changes
+        raise
+
+
+def _read(client: Any, cache: ReadCache | None, view: CacheView | None = None) -> ClusterSnapshot:
+    kept: dict[str, Any] = {}
+
+    def lookup(topic: str, path: str) -> Any:
+        """A ``get_async`` of ``path``, or its cached value."""
+        found = view.get(topic, path) if view is not None else None
+        return _Cached(found) if found is not None else client.get_async(path)
+
     # Round 1: the lists, the controller and the reassignment.
     broker_ids = client.get_children_async(BROKER_IDS)
     topic_names = client.get_children_async(TOPICS)
@@ -93,7 +117,7 @@ def read_snapshot(client: Any) -> ClusterSnapshot:
     # Round 2: one znode per name.
     brokers_read = [(i, client.get_async(broker_path(i))) for i in _ids(_children(broker_ids))]
     names = sorted(_children(topic_names))
-    topics_read = [(n, client.get_async(topic_path(n)), client.get_async(topic_config_path(n))) for n in names]
+    topics_read = [(n, lookup(n, topic_path(n)), lookup(n, topic_config_path(n))) for n in names]
     offline_read = [(i, client.get_async(offline_replicas_path(i))) for i in _ids(_children(offline_ids))]
     controller_value = _controller_of(client, controller, controller_epoch, controller_again)
     reassignment = None
@@ -114,27 +138,37 @@ def read_snapshot(client: Any) -> ClusterSnapshot:
     topics: dict[str, TopicAssignment] = {}
     configs: dict[str, dict[str, str]] = {}
     for name, assignment, config in topics_read:
-        data, stat = _data(assignment)
-        if stat is None:
-            continue  # deleted since we listed it
-        topics[name] = decode_topic(name, data, stat.version)
-        data, _ = _data(config)
-        configs[name] = decode_topic_config(name, data)
+        if isinstance(assignment, _Cached):
+            topics[name] = kept[topic_path(name)] = assignment.value
+        else:
+            data, stat = _data(assignment)
+            if stat is None:
+                continue  # deleted since we listed it
+            topics[name] = kept[topic_path(name)] = decode_topic(name, data, stat.version)
+        if isinstance(config, _Cached):
+            configs[name] = kept[topic_config_path(name)] = config.value
+        else:
+            data, _ = _data(config)
+            configs[name] = kept[topic_config_path(name)] = decode_topic_config(name, data)
 
     # Round 3: the partition states.
     states_read = [
-        ((name, p), client.get_async(partition_state_path(name, p)))
+        ((name, p), path, lookup(name, path))
         for name, topic in topics.items()
         for p in topic.partitions
+        for path in (partition_state_path(name, p),)
     ]
     states = {}
     missing: set[str] = set()
-    for (name, p), result in states_read:
+    for (name, p), path, result in states_read:
+        if isinstance(result, _Cached):
+            states[name, p] = kept[path] = result.value
+            continue
         data, stat = _data(result)
         if stat is None:
             missing.add(name)
         else:
-            states[name, p] = decode_partition_state(name, p, data, stat.version)
+            states[name, p] = kept[path] = decode_partition_state(name, p, data, stat.version)
 
     # Round 4: a topic with a missing state may have been deleted since round 2; leave it out if so.
     checks = [(name, client.exists_async(topic_path(name))) for name in sorted(missing)]
@@ -143,6 +177,15 @@ def read_snapshot(client: Any) -> ClusterSnapshot:
             del topics[name], configs[name]
             states = {key: state for key, state in states.items() if key[0] != name}
 
+    if cache is not None and view is not None:
+        # Keep only values whose watch was set before they were read: another may be stale already.
+        kept = {path: value for path, value in kept.items() if path in view.armed}
+        deleted = [n for n in missing if n not in topics]
+        if deleted:
+            exact = {topic_path(n) for n in deleted} | {topic_config_path(n) for n in deleted}
+            under = tuple(f"{topic_path(n)}/" for n in deleted)
+            kept = {path: value for path, value in kept.items() if path not in exact and not path.startswith(under)}
+        cache.end(view, kept)
     return ClusterSnapshot(
         brokers=brokers,
         topics=topics,
@@ -152,6 +195,15 @@ def read_snapshot(client: Any) -> ClusterSnapshot:
         reassignment=reassignment,
         offline_replicas=offline,
     )
+
+
+class _Cached:
+    """A value the snapshot takes from the cache instead of reading it."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
 
 
 def _children(result: Any) -> list[str]:

@@ -12,14 +12,21 @@ ephemerals), a one-line ``await self.run(...)``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import trio
 
 from node.ids import NodeId
 
 from . import _brokers, _cluster_id, _controller, _offline, _partition_states, _producer_ids, _reassignment, _topics
-from ._layout import BrokerRegistration
+from ._errors import TopicExists
+from ._layout import BrokerRegistration, PartitionState, TopicAssignment, partition_state_path
+from ._partition_states import StateWrites
 from ._session import Operation, ZkSession
-from ._snapshot import read_snapshot
+from ._snapshot import ClusterSnapshot, read_snapshot
+from ._topics import NewTopic
 
 
 class ZkState(ZkSession):
@@ -31,6 +38,10 @@ class ZkState(ZkSession):
     :class:`CoordinationError` naming the operation and the connect string. Invalid arguments
     raise ``ValueError``.
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._snapshot_lock = trio.Lock()
 
     # -- cluster id, brokers, producer ids ------------------------------------------------------
 
@@ -48,23 +59,98 @@ class ZkState(ZkSession):
 
     # -- topics and their configs ---------------------------------------------------------------
 
-    create_topic = Operation("create topic {name!r}", _topics.create)
+    # Every write of a topic's znodes marks them in the snapshot cache (before and after: a re-read
+    # after our own write must never take the old value, whatever the write's outcome).
+
+    _create_topic = Operation("create topic {name!r}", _topics.create)
+    _create_topics = Operation(lambda topics, **_: f"create {len(topics)} topics", _topics.create_many)
     topics = Operation("list topics", _topics.read_all)
     topic = Operation("read topic {name!r}", _topics.read)
-    add_partitions = Operation("add partitions to {name!r}", _topics.add_partitions)
-    delete_topic = Operation("delete topic {name!r}", _topics.delete)
+    _add_partitions = Operation("add partitions to {name!r}", _topics.add_partitions)
+    _delete_topic = Operation("delete topic {name!r}", _topics.delete)
     topic_config = Operation("read config of {name!r}", _topics.read_config)
     all_topic_configs = Operation("list topic configs", _topics.read_all_configs)
-    set_topic_config = Operation("set config of {name!r}", _topics.set_config)
+    _set_topic_config = Operation("set config of {name!r}", _topics.set_config)
+
+    async def create_topic(
+        self,
+        name: str,
+        partitions: Mapping[int, tuple[NodeId, ...]],
+        config: Mapping[str, str],
+        states: Mapping[int, PartitionState] | None = None,
+    ) -> TopicAssignment:
+        """:func:`._topics.create`."""
+        with self._writing_topics([name]):
+            return await self._create_topic(name, partitions, config, states)
+
+    async def create_topics(self, topics: Sequence[NewTopic]) -> dict[str, TopicAssignment | TopicExists]:
+        """:func:`._topics.create_many`."""
+        with self._writing_topics(t.name for t in topics):
+            return await self._create_topics(topics)
+
+    async def add_partitions(
+        self, name: str, added: Mapping[int, tuple[NodeId, ...]], states: Mapping[int, PartitionState] | None = None
+    ) -> TopicAssignment:
+        """:func:`._topics.add_partitions`."""
+        with self._writing_topics([name]):
+            return await self._add_partitions(name, added, states)
+
+    async def delete_topic(self, name: str) -> None:
+        """:func:`._topics.delete`."""
+        with self._writing_topics([name]):
+            await self._delete_topic(name)
+
+    async def set_topic_config(self, name: str, config: Mapping[str, str]) -> None:
+        """:func:`._topics.set_config`."""
+        with self._writing_topics([name]):
+            await self._set_topic_config(name, config)
 
     # -- partition states and assignments -------------------------------------------------------
 
     partition_state = Operation("read state of {topic}-{partition}", _partition_states.read)
-    set_partition_state = Operation("write state of {topic}-{partition}", _partition_states.write)
-    set_partition_states = Operation(
+    _set_partition_state = Operation("write state of {topic}-{partition}", _partition_states.write)
+    _set_partition_states = Operation(
         lambda states, **_: f"write the states of {len(states)} partitions", _partition_states.write_many
     )
-    set_assignment = Operation("set the assignment of {topic!r}", _partition_states.set_assignment)
+    _set_assignment = Operation("set the assignment of {topic!r}", _partition_states.set_assignment)
+
+    async def set_partition_state(
+        self, topic: str, partition: int, state: PartitionState, assignment_version: int | None = None
+    ) -> int:
+        """:func:`._partition_states.write`."""
+        with self._writing_topics([topic]):
+            return await self._set_partition_state(topic, partition, state, assignment_version)
+
+    async def set_partition_states(self, states: Mapping[tuple[str, int], PartitionState]) -> StateWrites:
+        """:func:`._partition_states.write_many`."""
+        paths = [partition_state_path(topic, p) for topic, p in states]
+        self.read_cache.mark(paths)
+        try:
+            return await self._set_partition_states(states)
+        finally:
+            self.read_cache.mark(paths)
+
+    async def set_assignment(
+        self,
+        topic: str,
+        partitions: Mapping[int, tuple[NodeId, ...]],
+        version: int,
+        states: Mapping[int, PartitionState] | None = None,
+    ) -> int:
+        """:func:`._partition_states.set_assignment`."""
+        with self._writing_topics([topic]):
+            return await self._set_assignment(topic, partitions, version, states)
+
+    @contextlib.contextmanager
+    def _writing_topics(self, names: Iterable[str]) -> Iterator[None]:
+        names = list(names)
+        for name in names:
+            self.read_cache.mark_topic(name)
+        try:
+            yield
+        finally:
+            for name in names:
+                self.read_cache.mark_topic(name)
 
     # -- controller -----------------------------------------------------------------------------
 
@@ -77,7 +163,21 @@ class ZkState(ZkSession):
 
     # -- everything at once -----------------------------------------------------------------------
 
-    snapshot = Operation("read a cluster snapshot", read_snapshot, retry=True)
+    _snapshot = Operation("read a cluster snapshot", read_snapshot, retry=True)
+
+    async def snapshot(self, *, incremental: bool = False, full: bool = False) -> ClusterSnapshot:
+        """:func:`._snapshot.read_snapshot`. ``incremental`` takes the watched znodes that did not
+        change since the last incremental snapshot from :attr:`read_cache` (``full`` reads them
+        anyway and refills it); without it everything is read and the cache is left alone."""
+        if not incremental:
+            return await self._snapshot()
+        async with self._snapshot_lock:  # snapshots with one cache must not overlap
+            try:
+                return await self._snapshot(self.read_cache, full=full)
+            except BaseException:
+                # Cancelled: the abandoned read may still be running; the next one reads everything.
+                self.read_cache.invalidate()
+                raise
 
     # -- partition reassignment -----------------------------------------------------------------
 

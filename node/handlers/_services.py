@@ -15,7 +15,7 @@ a module of its own because a handler imports nothing of this package but this m
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -79,6 +79,10 @@ class TopicAdmin(Protocol):
     async def create_topic(
         self, name: str, assignment: Assignment, configs: Mapping[str, str], *, validate_only: bool, refresh: bool = ...
     ) -> object: ...
+
+    async def create_topics(
+        self, topics: Sequence[tuple[str, Assignment, Mapping[str, str]]], *, validate_only: bool
+    ) -> Mapping[str, BrokerError | None]: ...
 
     async def delete_topic(self, name: str, *, refresh: bool = ...) -> None: ...
 

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from node.config import NodeConfig
 from node.errors import BrokerError
+from node.ids import NodeId
 from node.offsets_topic import OFFSETS_TOPIC
 from node.protocol import ErrorCode
 from node.request import Request
@@ -29,9 +30,55 @@ from node.security._acl import CLUSTER_NAME, AclOperation, ResourceType
 
 from ._services import NO_AUTHORIZER, MetadataView, SecurityServices, TopicAdmin
 
+if TYPE_CHECKING:
+    from node.cluster import TopicState
+
 log = logging.getLogger("strait.node.metadata")
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)  # Kafka: "not requested"
+
+
+class PartitionAnswers:
+    """Each topic's partition list as Metadata answers it, kept until something it depends on changes.
+
+    A Metadata request for all topics built a dict per partition every time: at thousands of
+    partitions that was most of the request's time, on the one thread that serves every client.
+    An answer depends on the topic's state (the re-read keeps the same ``TopicState`` object while
+    the topic does not change, so identity tells), the live brokers, the offline replicas, the
+    addresses on the request's listener and whether the version knows LISTENER_NOT_FOUND (v6). The
+    lists handed out are shared between answers: nothing may change them.
+    """
+
+    def __init__(self) -> None:
+        self._answers: dict[tuple[str, str, bool], tuple[object, object, object, object, list[dict[str, Any]]]] = {}
+
+    def partitions(
+        self,
+        state: TopicState,
+        cluster: MetadataView,
+        listener: str,
+        version: int,
+        addresses: Mapping[NodeId, tuple[str, int]],
+    ) -> list[dict[str, Any]]:
+        key = (state.name, listener, version >= 6)
+        found = self._answers.get(key)
+        brokers = frozenset(cluster.brokers)
+        if (
+            found is not None
+            and found[0] is state
+            and found[1] == brokers
+            and found[2] == cluster.offline_replicas
+            and found[3] == addresses
+        ):
+            return found[4]
+        answer = _partitions(state, cluster, version, addresses)
+        self._answers[key] = (state, brokers, dict(cluster.offline_replicas), dict(addresses), answer)
+        return answer
+
+    def prune(self, topics: Mapping[str, object]) -> None:
+        """Forget the answers of deleted topics (now and then: not on every request)."""
+        if len(self._answers) > 2 * len(topics) + 64:
+            self._answers = {key: found for key, found in self._answers.items() if key[0] in topics}
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +89,7 @@ class MetadataServices:
     cluster_id: str
     api_ranges: Mapping[int, tuple[int, int]]
     security: SecurityServices = NO_AUTHORIZER
+    answers: PartitionAnswers = field(default_factory=PartitionAnswers)
 
 
 async def handle_api_versions(services: MetadataServices, request: Request) -> dict[str, Any]:
@@ -101,35 +149,9 @@ async def handle_metadata(services: MetadataServices, request: Request) -> dict[
             if auto_create:
                 code = await _auto_create(services, name)
         state = cluster.topics.get(name)
-        partitions = []
+        partitions: list[dict[str, Any]] = []
         if state is not None and code == ErrorCode.NONE:
-            for p in sorted(state.assignment):
-                replicas = list(state.assignment[p])
-                part_state = state.states.get(p)
-                isr = list(part_state.isr) if part_state is not None else replicas
-                leader = cluster.leader_of(state, p)
-                offline = [
-                    b
-                    for b in replicas
-                    if (b not in cluster.brokers and b != cluster.broker_id)
-                    or (name, p) in cluster.offline_replicas.get(b, ())
-                ]
-                unavailable = leader < 0 or leader in offline
-                error = ErrorCode.LEADER_NOT_AVAILABLE if unavailable else ErrorCode.NONE
-                if not unavailable and leader not in addresses:
-                    unavailable = True
-                    error = ErrorCode.LISTENER_NOT_FOUND if version >= 6 else ErrorCode.LEADER_NOT_AVAILABLE
-                partitions.append(
-                    {
-                        "error_code": error,
-                        "partition_index": p,
-                        "leader_id": -1 if unavailable else leader,
-                        "leader_epoch": part_state.leader_epoch if part_state is not None else -1,
-                        "replica_nodes": replicas,
-                        "isr_nodes": isr,
-                        "offline_replicas": offline,
-                    }
-                )
+            partitions = services.answers.partitions(state, cluster, listener, version, addresses)
         topics.append(
             {
                 "error_code": code,
@@ -143,6 +165,7 @@ async def handle_metadata(services: MetadataServices, request: Request) -> dict[
                 ),
             }
         )
+    services.answers.prune(cluster.topics)
     cluster_operations = AUTHORIZED_OPERATIONS_OMITTED
     if version >= 8 and req.include_cluster_authorized_operations:
         cluster_operations = (
@@ -162,6 +185,41 @@ async def handle_metadata(services: MetadataServices, request: Request) -> dict[
         "topics": topics,
         "cluster_authorized_operations": cluster_operations,
     }
+
+
+def _partitions(
+    state: TopicState, cluster: MetadataView, version: int, addresses: Mapping[NodeId, tuple[str, int]]
+) -> list[dict[str, Any]]:
+    """The topic's partitions as Metadata answers them on a listener with ``addresses``."""
+    name = state.name
+    partitions = []
+    for p in sorted(state.assignment):
+        replicas = list(state.assignment[p])
+        part_state = state.states.get(p)
+        isr = list(part_state.isr) if part_state is not None else replicas
+        leader = cluster.leader_of(state, p)
+        offline = [
+            b
+            for b in replicas
+            if (b not in cluster.brokers and b != cluster.broker_id) or (name, p) in cluster.offline_replicas.get(b, ())
+        ]
+        unavailable = leader < 0 or leader in offline
+        error = ErrorCode.LEADER_NOT_AVAILABLE if unavailable else ErrorCode.NONE
+        if not unavailable and leader not in addresses:
+            unavailable = True
+            error = ErrorCode.LISTENER_NOT_FOUND if version >= 6 else ErrorCode.LEADER_NOT_AVAILABLE
+        partitions.append(
+            {
+                "error_code": error,
+                "partition_index": p,
+                "leader_id": -1 if unavailable else leader,
+                "leader_epoch": part_state.leader_epoch if part_state is not None else -1,
+                "replica_nodes": replicas,
+                "isr_nodes": isr,
+                "offline_replicas": offline,
+            }
+        )
+    return partitions
 
 
 def _creatable(services: MetadataServices, request: Request, missing: list[str]) -> frozenset[str]:

@@ -49,8 +49,8 @@ async def handle_create_topics(services: TopicServices, request: Request) -> dic
     counts = Counter(t.name for t in req.topics)
     security = services.security
     cluster_create = security.allowed(request, AclOperation.CREATE, ResourceType.CLUSTER, log_denied=False)
-    results = []
-    created = False
+    refused: dict[str, BrokerError] = {}
+    ready: list[tuple[str, dict[int, tuple[NodeId, ...]], dict[str, str]]] = []
     for topic in req.topics:
         name = topic.name
         try:
@@ -79,15 +79,23 @@ async def handle_create_topics(services: TopicServices, request: Request) -> dic
                 if rf < 1:
                     raise BrokerError(ErrorCode.INVALID_REPLICATION_FACTOR, f"replication factor {rf} must be >= 1")
                 assignment = await admin.plan(partitions, rf)
-            configs = admin.validate_configs({c.name: c.value for c in topic.configs})
-            await admin.create_topic(name, assignment, configs, validate_only=req.validate_only, refresh=False)
-            created = created or not req.validate_only
-            results.append(_result(name))
+            ready.append((name, assignment, admin.validate_configs({c.name: c.value for c in topic.configs})))
         except BrokerError as exc:
-            log.info("CreateTopics %r: %s", name, exc.message)
-            results.append(_result(name, exc.code, exc.message))
-    if created:  # one re-read of ZooKeeper for the whole request: this node answers with the topics
-        await admin.refresh()
+            refused[name] = exc
+    # Every topic that passed is written at once (one pipelined batch of transactions, one per
+    # topic), and ZooKeeper re-read once: a request of a hundred topics costs a few round trips.
+    written = await admin.create_topics(ready, validate_only=req.validate_only) if ready else {}
+    if not req.validate_only and any(error is None for error in written.values()):
+        await admin.refresh()  # this node answers with the topics
+    results = []
+    for topic in req.topics:
+        name = topic.name
+        error = refused.get(name) or written.get(name)
+        if error is None:
+            results.append(_result(name))
+        else:
+            log.info("CreateTopics %r: %s", name, error.message)
+            results.append(_result(name, error.code, error.message))
     return {"throttle_time_ms": 0, "topics": results}
 
 

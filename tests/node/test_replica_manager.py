@@ -78,7 +78,7 @@ def test_a_fetch_by_a_replica_the_reassignment_just_removed_never_rejoins_the_is
             after = await zk2.snapshot()
             straddling = dataclasses.replace(after, topics=before.topics, configs=before.configs)
 
-            async def straddled_once(*_: Any) -> Any:
+            async def straddled_once(*_: Any, **__: Any) -> Any:
                 monkeypatch.undo()  # the next refresh reads ZooKeeper again
                 return straddling
 

@@ -72,7 +72,7 @@ class FakeZk:
     def __init__(self) -> None:
         self.during: Callable[[], None] = lambda: None
 
-    async def snapshot(self) -> ClusterSnapshot:
+    async def snapshot(self, *, incremental: bool = False, full: bool = False) -> ClusterSnapshot:
         self.during()
         return ClusterSnapshot({}, {}, {}, {}, None, None, {})
 

@@ -81,9 +81,9 @@ def test_operations_need_a_started_open_session_and_say_what_they_were() -> None
 
 
 def test_each_operation_is_described_from_its_arguments() -> None:
-    assert ZkState.create_topic.describe("orders", {0: (1,)}, {}) == "create topic 'orders'"
-    assert ZkState.create_topic.describe(name="o", partitions={}, config={}) == "create topic 'o'"
+    assert ZkState._create_topic.describe("orders", {0: (1,)}, {}) == "create topic 'orders'"
+    assert ZkState._create_topic.describe(name="o", partitions={}, config={}) == "create topic 'o'"
     assert ZkState.claim_producer_id_block.describe(2, 1000) == "claim 1000 producer ids for broker 2"
     assert ZkState.complete_reassignment.describe("t", 7) == "complete the reassignment of t-7"
-    assert ZkState.snapshot.describe() == "read a cluster snapshot"
+    assert ZkState._snapshot.describe() == "read a cluster snapshot"
     assert ZkState.topic.__doc__ == "One topic's assignment, or None if it does not exist."

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import suppress
 from typing import Any
 
 import pytest
@@ -166,5 +167,58 @@ def test_partition_state_writes_arrive_as_hints(zk_connect: str) -> None:
             await next_hint(events, "topics")
             await actor.set_partition_state("t", 0, state(1, (1,), version=0))
             await next_hint(events, "states")
+
+    run(main)
+
+
+def test_an_incremental_snapshot_reads_only_what_changed_and_misses_nothing(zk_connect: str) -> None:
+    """Changes by another session (once their hint arrives) and by this one (at once), a config,
+    a topic deleted and made again: each incremental snapshot equals a whole read."""
+
+    async def check(zk: ZkState) -> ClusterSnapshot:
+        found = await zk.snapshot(incremental=True)
+        assert found == await zk.snapshot()
+        return found
+
+    async def main() -> None:
+        async with ZkState(zk_connect) as watcher, ZkState(zk_connect) as actor:
+            events = watcher.events()
+            await actor.create_topic("a", {p: (1, 2) for p in range(3)}, {}, {p: state(1, (1, 2)) for p in range(3)})
+            await actor.create_topic("b", {0: (2, 1)}, {"x": "1"}, {0: state(2, (2, 1))})
+            await check(watcher)  # the first: everything read
+            assert watcher.read_cache.last_taken == 0
+            # A znode read before its watch was set is read once more (it may have changed between
+            # the two); once the watches are set and nothing changes, nothing is read.
+            with trio.fail_after(10):
+                while watcher.read_cache.last_taken != 2 * 2 + 4:
+                    await check(watcher)
+                    await trio.sleep(0.05)
+            with suppress(trio.WouldBlock):
+                while True:
+                    events.receive_nowait()  # those hints came before the change below
+
+            await actor.set_partition_state("a", 0, state(2, (2,), version=0))
+            await next_hint(events, "states")
+            snap = await check(watcher)
+            assert snap.states["a", 0].leader == 2 and watcher.read_cache.last_taken == 2 * 2 + 3
+
+            written = await watcher.set_partition_states({("a", 1): state(1, (1,), version=0)})
+            assert not written.lost
+            assert (await watcher.snapshot(incremental=True)).states["a", 1].isr == (1,)  # no wait
+
+            await actor.set_topic_config("a", {"retention.ms": "5"})
+            await next_hint(events, "config:a")
+            assert (await check(watcher)).configs["a"] == {"retention.ms": "5"}
+
+            await actor.delete_topic("b")
+            await actor.create_topic("b", {0: (1,), 1: (1,)}, {}, {0: state(1, (1,)), 1: state(1, (1,))})
+            with trio.fail_after(10):
+                while True:
+                    topics = (await watcher.snapshot(incremental=True)).topics
+                    if "b" in topics and len(topics["b"].partitions) == 2:
+                        break
+                    await trio.sleep(0.05)
+            snap = await check(watcher)
+            assert snap.states["b", 0] == state(1, (1,), version=0) and snap.configs["b"] == {}
 
     run(main)

@@ -7,6 +7,7 @@ Each test is a plain function running ``trio.run``. A raw kazoo client (``Raw`` 
 from __future__ import annotations
 
 from contextlib import suppress
+from dataclasses import replace
 
 import pytest
 import trio
@@ -16,6 +17,7 @@ from chaos.proxy import ProxyServer
 from node.coordination import (
     BrokerIdInUse,
     CoordinationError,
+    NewTopic,
     PartitionState,
     StaleState,
     StateWrites,
@@ -220,6 +222,37 @@ def test_create_topic_writes_kafkas_znodes(zk_connect: str) -> None:
             with pytest.raises(TopicExists, match="'orders' already exists"):
                 await zk.create_topic("orders", {0: (1,)}, {"retention.ms": "5"})
             assert await zk.topic_config("orders") == {"retention.ms": "1000"}  # the failed create changed nothing
+
+    run(main)
+
+
+def test_create_topics_writes_each_topic_whole_and_reports_those_that_exist(zk_connect: str) -> None:
+    """Many topics in one pipelined batch: each as create_topic writes it, an existing one refused
+    alone, and a left-over config znode (set before the topic) replaced as create_topic does."""
+
+    async def main() -> None:
+        async with ZkState(zk_connect) as zk, raw_session(zk_connect) as raw:
+            await zk.create_topic("old", {0: (1,)}, {"retention.ms": "5"})
+            await raw.create("/config/topics/early", b'{"version":1,"config":{"x":"1"}}')
+            wanted = [
+                NewTopic(f"t{i}", {0: (1, 2), 1: (2, 1)}, {"retention.ms": str(i)}, {0: STATE, 1: STATE})
+                for i in range(30)
+            ]
+            wanted += [NewTopic("old", {0: (2,)}, {}, {}), NewTopic("early", {0: (1,)}, {"y": "2"}, {})]
+            done = await zk.create_topics(wanted)
+            assert isinstance(done.pop("old"), TopicExists)
+            assert sorted(done) == sorted([f"t{i}" for i in range(30)] + ["early"])
+            topics = await zk.topics()
+            for name, created in done.items():
+                assert not isinstance(created, TopicExists)
+                assert topics[name] == created
+            assert await zk.topic_config("t7") == {"retention.ms": "7"}
+            assert await zk.topic_config("early") == {"y": "2"}
+            assert await zk.topic_config("old") == {"retention.ms": "5"}  # refused: unchanged
+            assert await zk.partition_state("t29", 1) == replace(STATE, version=0)
+            with pytest.raises(ValueError, match="named twice"):
+                await zk.create_topics([NewTopic("d", {0: (1,)}, {}, {}), NewTopic("d", {0: (1,)}, {}, {})])
+            assert await zk.topic("d") is None
 
     run(main)
 
@@ -447,6 +480,37 @@ def test_unread_hints_do_not_pile_up(zk_connect: str) -> None:
 
 
 # -- sessions ---------------------------------------------------------------------------------
+
+
+def test_partition_state_watches_are_set_again_in_a_new_session(zookeeper: str, zk_connect: str) -> None:
+    """The partition-state watches are plain ZooKeeper watches, which die with their session:
+    after an expiry a state written by another session still arrives as a hint, and an
+    incremental snapshot (its cache emptied by the expiry) reads it."""
+    chroot = zk_connect[len(zookeeper) :]
+
+    async def main() -> None:
+        proxy = ProxyServer()
+        async with trio.open_nursery() as nursery:
+            await nursery.start(proxy.run)
+            through = (await proxy.create_proxy("zookeeper", zookeeper)).listen
+            async with ZkState(f"{through}{chroot}") as zk, ZkState(zk_connect) as other:
+                events = zk.events()
+                await other.create_topic("t", {0: (1, 2)}, {}, {0: STATE})
+                await next_hint(events, "topics")
+                assert (await zk.snapshot(incremental=True)).states["t", 0] == replace(STATE, version=0)
+                old_session = zk._client.client_id  # private: the test needs the session's password
+                async with partitioned(proxy, ["zookeeper"]):
+                    await trio.to_thread.run_sync(expire_session, zookeeper, old_session)
+                await next_hint(events, "session")
+                await other.set_partition_state("t", 0, replace(STATE, isr=(1,), version=0))
+                await next_hint(events, "states")
+                assert (await zk.snapshot(incremental=True)).states["t", 0].isr == (1,)
+                await other.set_partition_state("t", 0, replace(STATE, isr=(1, 2), version=1))
+                await next_hint(events, "states")
+                assert (await zk.snapshot(incremental=True)).states["t", 0].isr == (1, 2)
+            nursery.cancel_scope.cancel()
+
+    run(main)
 
 
 def test_session_expiry_restores_the_registration(zookeeper: str, zk_connect: str) -> None:

@@ -188,6 +188,20 @@ class FakeCluster:
             await self.refresh()
         return None
 
+    async def create_topics(
+        self, topics: Sequence[tuple[str, dict[int, tuple[int, ...]], Mapping[str, str]]], *, validate_only: bool
+    ) -> dict[str, BrokerError | None]:
+        self.calls.append(("create_topics", ([name for name, _, _ in topics], validate_only)))
+        outcome: dict[str, BrokerError | None] = {}
+        for name, assignment, _ in topics:
+            if name in self.topics:
+                outcome[name] = BrokerError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+                continue
+            outcome[name] = None
+            if not validate_only:
+                self.topics[name] = topic_state(name, len(assignment))
+        return outcome
+
     async def delete_topic(self, name: str, *, refresh: bool = True) -> None:
         self.calls.append(("delete_topic", name))
         if refresh:

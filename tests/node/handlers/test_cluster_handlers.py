@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import trio
 
+from node.coordination import BrokerRegistration
 from node.handlers import SERVED_APIS, NodeServices, dispatch_table, served_ranges
 from node.handlers.controller import ControllerServices, handle_controlled_shutdown
 from node.handlers.groups import GroupServices, handle_find_coordinator, handle_join_group, handle_list_groups
@@ -49,6 +50,42 @@ def test_metadata_answers_the_cluster_and_unknown_topics_without_auto_create() -
     assert by_name["missing"]["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert [p["leader_id"] for p in by_name["orders"]["partitions"]] == [1, 1]
     assert cluster.calls == []
+
+
+def test_metadata_answers_are_kept_per_topic_until_the_topic_or_the_brokers_change() -> None:
+    """The partition lists are built once per topic state: a new state (the re-read makes a new
+    TopicState only when the topic changed), a broker gone or a deleted topic shows at once."""
+    cluster = FakeCluster(
+        topics={"a": topic_state("a", 2), "b": topic_state("b", 1)},
+        brokers={
+            1: BrokerRegistration(1, "127.0.0.1", 9092),
+            2: BrokerRegistration(2, "127.0.0.1", 9093),
+        },
+    )
+    services = metadata_services(cluster)
+
+    def answer(version: int = 8) -> dict[str, Any]:
+        result = run(handle_metadata, services, request(ApiKey.METADATA, version, {"topics": None}))
+        return {t["name"]: t["partitions"] for t in result["topics"]}
+
+    first = answer()
+    again = answer()
+    assert again["a"] is first["a"]  # nothing changed: the same list
+    assert [p["leader_id"] for p in first["a"]] == [1, 1]
+
+    moved = topic_state("a", 2, leader=2)
+    cluster.topics["a"] = moved
+    after = answer()
+    assert [p["leader_id"] for p in after["a"]] == [2, 2] and after["b"] is first["b"]
+
+    del cluster.brokers[2]  # its leaderships are offline now
+    gone = answer()
+    assert [(p["leader_id"], p["offline_replicas"]) for p in gone["a"]] == [(-1, [2]), (-1, [2])]
+    assert [p["error_code"] for p in gone["a"]] == [ErrorCode.LEADER_NOT_AVAILABLE] * 2
+
+    del cluster.topics["b"]
+    assert sorted(answer()) == ["a"]
+    assert answer(1)["a"] == gone["a"]  # another version: the same content
 
 
 def test_metadata_auto_creates_with_the_brokers_defaults() -> None:
@@ -137,7 +174,9 @@ def test_create_and_delete_topics_reread_zookeeper_once_per_request() -> None:
         request(ApiKey.CREATE_TOPICS, 4, {"topics": topics, "timeout_ms": 1000, "validate_only": False}),
     )
     assert [t["error_code"] for t in created["topics"]] == [0, 0, 0]
-    assert [c[0] for c in cluster.calls] == ["plan", "create_topic"] * 3 + ["refresh"]
+    # Every topic is planned, then all are written at once and ZooKeeper is re-read once.
+    assert cluster.calls[3:] == [("create_topics", (["t0", "t1", "t2"], False)), ("refresh", None)]
+    assert [c[0] for c in cluster.calls[:3]] == ["plan"] * 3
 
     cluster.calls.clear()
     body = {"topic_names": ["old-1", "old-2"], "timeout_ms": 1000}
@@ -153,6 +192,26 @@ def test_create_and_delete_topics_reread_zookeeper_once_per_request() -> None:
         request(ApiKey.CREATE_TOPICS, 4, {"topics": topics[:1], "timeout_ms": 1000, "validate_only": True}),
     )
     assert ("refresh", None) not in cluster.calls
+
+
+def test_create_topics_answers_each_topic_in_request_order_when_some_are_refused() -> None:
+    """Topics refused before the write (invalid) and by it (already exist) keep their place."""
+    cluster = FakeCluster(topics={"old": topic_state("old", 1)})
+    services = TopicServices(cluster, node_config())
+    topics = [
+        {"name": name, "num_partitions": n, "replication_factor": 1, "assignments": [], "configs": []}
+        for name, n in (("a", 1), ("old", 1), ("bad", 0), ("b", 2))
+    ]
+    body = {"topics": topics, "timeout_ms": 1000, "validate_only": False}
+    result = run(handle_create_topics, services, request(ApiKey.CREATE_TOPICS, 4, body))
+    assert [(t["name"], t["error_code"]) for t in result["topics"]] == [
+        ("a", 0),
+        ("old", ErrorCode.TOPIC_ALREADY_EXISTS),
+        ("bad", ErrorCode.INVALID_PARTITIONS),
+        ("b", 0),
+    ]
+    assert ("create_topics", (["a", "old", "b"], False)) in cluster.calls
+    assert sorted(cluster.topics) == ["a", "b", "old"]
 
 
 def test_create_topics_with_invalid_counts_names_the_value() -> None:
