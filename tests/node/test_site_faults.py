@@ -230,6 +230,13 @@ def test_a_leader_paused_past_its_session_answers_no_stale_offsets_when_it_resum
                 timeout=SESSION_MS / 1000 * 4,
             )
             new_leader = next(n for n in others if n.broker_id == partition_states(others[0], TOPIC)[0]["leader"])
+            # The controller's choice reaches the new leader itself a moment later (seen on a loaded machine:
+            # "broker 3 is not the leader of ledger-0 (leader 2, epoch 0)").
+            wait_for(
+                "the new leader to know it leads",
+                lambda: partition_states(new_leader, TOPIC)[0]["leader"] == new_leader.broker_id,
+                timeout=SESSION_MS / 1000 * 4,
+            )
             for i in range(20):
                 assert produce_raw(new_leader.bootstrap, TOPIC, 0, [f"after-{i}".encode()]).error_code == 0
             end = partition_states(new_leader, TOPIC)[0]["high_watermark"]
