@@ -18,9 +18,11 @@ from __future__ import annotations
 import enum
 import gzip
 import struct
+import threading
 import zlib
 
 import cramjam
+import lz4.frame
 import zstandard
 
 from ._errors import RecordFormatError, UnsupportedCompressionError
@@ -65,11 +67,10 @@ def compress(codec: Compression, data: bytes | bytearray | memoryview) -> bytes:
         return bytes(out)
     if codec == Compression.LZ4:
         # Kafka's Java client refuses linked blocks ("Dependent block stream is unsupported").
-        compressor = cramjam.lz4.Compressor(block_linked=False)
-        compressor.compress(bytes(data))
-        return bytes(compressor.finish())
+        packed: bytes = lz4.frame.compress(data, block_linked=False)
+        return packed
     if codec == Compression.ZSTD:
-        return zstandard.ZstdCompressor(level=3).compress(data)
+        return _zstd().compressor.compress(data)
     raise UnsupportedCompressionError(int(codec))
 
 
@@ -83,12 +84,29 @@ def decompress(codec: int, data: bytes | memoryview) -> bytes:
         if codec == Compression.SNAPPY:
             return _snappy_decompress(data)
         if codec == Compression.LZ4:
-            return bytes(cramjam.lz4.decompress(data))
+            unpacked: bytes = lz4.frame.decompress(data)
+            return unpacked
         if codec == Compression.ZSTD:
-            return zstandard.ZstdDecompressor().decompressobj().decompress(data)
-    except (OSError, EOFError, zlib.error, zstandard.ZstdError, cramjam.DecompressionError) as exc:
+            return _zstd().decompressor.decompressobj().decompress(data)
+    except (OSError, EOFError, RuntimeError, zlib.error, zstandard.ZstdError, cramjam.DecompressionError) as exc:
         raise RecordFormatError(f"cannot decompress {Compression(codec).name.lower()} data: {exc}") from exc
     raise UnsupportedCompressionError(codec)
+
+
+class _Zstd(threading.local):
+    """A zstd compressor and decompressor per thread: making one costs more than a 16 KiB batch's
+    compression, and one may not be used by two threads at once."""
+
+    def __init__(self) -> None:
+        self.compressor = zstandard.ZstdCompressor(level=3)
+        self.decompressor = zstandard.ZstdDecompressor()
+
+
+_ZSTD = _Zstd()
+
+
+def _zstd() -> _Zstd:
+    return _ZSTD
 
 
 def _snappy_decompress(data: bytes | memoryview) -> bytes:
