@@ -84,6 +84,44 @@ def produce_body(topic: str, partition: int, records: bytes, acks: int = -1) -> 
     }
 
 
+def fetch_body(
+    topic: str,
+    offset: int,
+    *,
+    partition: int = 0,
+    max_wait_ms: int = 0,
+    min_bytes: int = 1,
+    max_bytes: int = 50 * 2**20,
+    partition_max_bytes: int = 2**20,
+) -> dict[str, Any]:
+    """A consumer's Fetch of one partition (every field up to v11; older versions ignore the rest)."""
+    return {
+        "replica_id": -1,
+        "max_wait_ms": max_wait_ms,
+        "min_bytes": min_bytes,
+        "max_bytes": max_bytes,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [
+                    {
+                        "partition": partition,
+                        "current_leader_epoch": -1,
+                        "fetch_offset": offset,
+                        "log_start_offset": -1,
+                        "partition_max_bytes": partition_max_bytes,
+                    }
+                ],
+            }
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+
+
 def produce_raw(
     bootstrap: str,
     topic: str,

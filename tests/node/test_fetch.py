@@ -12,7 +12,7 @@ import pytest
 from node.protocol import ApiKey, Struct
 from storage.records import build_batch, iter_batches
 from tests.node.harness import NodeProcess
-from tests.node.raw import auto_create, connect, produce_raw, request
+from tests.node.raw import auto_create, connect, fetch_body, produce_raw, request
 
 pytestmark = pytest.mark.integration
 
@@ -35,31 +35,14 @@ def fetch(
     max_bytes: int = 50 * 2**20,
     partition_max_bytes: int = 2**20,
 ) -> Struct:
-    body: dict[str, Any] = {
-        "replica_id": -1,
-        "max_wait_ms": max_wait_ms,
-        "min_bytes": min_bytes,
-        "max_bytes": max_bytes,
-        "isolation_level": 0,
-        "session_id": 0,
-        "session_epoch": -1,
-        "topics": [
-            {
-                "topic": topic,
-                "partitions": [
-                    {
-                        "partition": 0,
-                        "current_leader_epoch": -1,
-                        "fetch_offset": offset,
-                        "log_start_offset": -1,
-                        "partition_max_bytes": partition_max_bytes,
-                    }
-                ],
-            }
-        ],
-        "forgotten_topics_data": [],
-        "rack_id": "",
-    }
+    body = fetch_body(
+        topic,
+        offset,
+        max_wait_ms=max_wait_ms,
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        partition_max_bytes=partition_max_bytes,
+    )
     with connect(node.bootstrap) as sock:
         return request(sock, ApiKey.FETCH, 11, body).responses[0].partitions[0]
 

@@ -19,7 +19,7 @@ from storage import TopicPartition as StoredPartition
 from storage import list_batches, segment_files
 from storage.records import Compression, build_batch
 from tests.node.harness import NodeProcess
-from tests.node.raw import connect, produce_raw, request
+from tests.node.raw import connect, fetch_body, produce_raw, request
 
 pytestmark = pytest.mark.integration
 
@@ -147,33 +147,8 @@ def test_keyless_records_in_a_compacted_topic_are_refused_and_named(node: NodePr
 
 
 def fetch_raw(node: NodeProcess, topic: str, version: int) -> Any:
-    body = {
-        "replica_id": -1,
-        "max_wait_ms": 0,
-        "min_bytes": 0,
-        "max_bytes": 1 << 20,
-        "isolation_level": 0,
-        "session_id": 0,
-        "session_epoch": -1,
-        "topics": [
-            {
-                "topic": topic,
-                "partitions": [
-                    {
-                        "partition": 0,
-                        "current_leader_epoch": -1,
-                        "fetch_offset": 0,
-                        "log_start_offset": -1,
-                        "partition_max_bytes": 1 << 20,
-                    }
-                ],
-            }
-        ],
-        "forgotten_topics_data": [],
-        "rack_id": "",
-    }
     with connect(node.bootstrap) as sock:
-        return request(sock, ApiKey.FETCH, version, body).responses[0].partitions[0]
+        return request(sock, ApiKey.FETCH, version, fetch_body(topic, 0, min_bytes=0)).responses[0].partitions[0]
 
 
 def test_a_zstd_topic_is_refused_to_fetches_before_v10(node: NodeProcess) -> None:
