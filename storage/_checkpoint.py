@@ -26,18 +26,35 @@ from .records import Offset
 _VERSION = 0
 
 
-def write_atomically(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that a crash leaves the old or the new content."""
+def write_atomically(path: Path, data: bytes, *, sync: bool = True) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves the old or the new content.
+
+    Without ``sync`` nothing waits for the disk: a process crash still leaves the old or the
+    new content (the page cache has them), a power loss may leave the old one (the caller
+    fsyncs later with ``fsync_file``, or can rebuild what was lost).
+    """
     tmp = path.with_name(path.name + TEMP_SUFFIX)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
+    if sync:
+        fsync_dir(path.parent)
+
+
+def fsync_file(path: Path) -> None:
+    """fsync ``path`` and its directory (what ``write_atomically(sync=False)`` left undone)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     fsync_dir(path.parent)
 
 

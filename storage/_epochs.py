@@ -15,9 +15,14 @@ checkpoint format, so a directory written by Kafka reads here and the other way 
     5 1873
 
 Invariants: epochs strictly increase, and so do start offsets; every epoch is >= 0. Every
-mutation that changes the entries rewrites the file atomically (temp file, fsync, rename,
-directory fsync) before the change is visible in memory, so memory never runs ahead of the
-disk. A missing or unparseable file is not an error: the owner rebuilds the cache from the
+mutation that changes the entries rewrites the file atomically (temp file, rename) before the
+change is visible in memory. Truncations also wait for the disk (fsync of the file and the
+directory). A new epoch (``assign``) does not: a new leader, or a follower's first batch of an
+epoch, must not wait for fsyncs on the event loop (thousands of partitions change leaders at
+once in a failover), so ``sync`` fsyncs it later, and the partition log calls it before its
+recovery point moves past the epoch's start. A power loss can then lose only entries past the
+recovery point, and recovery rebuilds those from the batches it re-reads (as Kafka does since
+KAFKA-15046). A missing or unparseable file is not an error: the owner rebuilds the cache from the
 ``partitionLeaderEpoch`` of the log's batch headers (``LeaderEpochCache.load``).
 """
 
@@ -31,7 +36,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NamedTuple
 
-from ._checkpoint import write_atomically
+from ._checkpoint import fsync_file, write_atomically
 from ._errors import StorageError
 from ._files import LEADER_EPOCH_CHECKPOINT
 from .records import NO_OFFSET, BatchHeader, LeaderEpoch, Offset
@@ -65,6 +70,7 @@ class LeaderEpochCache:
         self._entries = [EpochEntry(e, o) for e, o in entries]
         _check_monotonic(self._entries, path)
         self._lock = threading.Lock()
+        self._unsynced = False  # the file on disk may be older than the entries (assign without fsync)
 
     @classmethod
     def load(cls, directory: Path, batch_headers: Callable[[], Iterable[BatchHeader]]) -> tuple[LeaderEpochCache, bool]:
@@ -172,7 +178,7 @@ class LeaderEpochCache:
                     start_offset,
                     self._entries[len(kept) :],
                 )
-            self._replace([*kept, EpochEntry(epoch, start_offset)])
+            self._replace([*kept, EpochEntry(epoch, start_offset)], sync=False)
             return True
 
     def truncate_from_end(self, end_offset: Offset) -> bool:
@@ -207,13 +213,21 @@ class LeaderEpochCache:
             self._replace([])
             return True
 
-    def _replace(self, entries: list[EpochEntry]) -> None:
-        self._persist(entries)
+    def sync(self) -> None:
+        """fsync what ``assign`` wrote without waiting for the disk (nothing when all is synced)."""
+        with self._lock:
+            if self._unsynced:
+                fsync_file(self.path)
+                self._unsynced = False
+
+    def _replace(self, entries: list[EpochEntry], *, sync: bool = True) -> None:
+        self._persist(entries, sync=sync)
         self._entries = entries
 
-    def _persist(self, entries: list[EpochEntry]) -> None:
+    def _persist(self, entries: list[EpochEntry], *, sync: bool = True) -> None:
         lines = [str(_VERSION), str(len(entries)), *(f"{e.epoch} {e.start_offset}" for e in entries)]
-        write_atomically(self.path, ("\n".join(lines) + "\n").encode())
+        write_atomically(self.path, ("\n".join(lines) + "\n").encode(), sync=sync)
+        self._unsynced = not sync
 
     def __repr__(self) -> str:
         return f"LeaderEpochCache({self.path}, {self._entries})"

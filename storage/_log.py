@@ -291,6 +291,7 @@ class PartitionLog:
         # Kafka flushes a rolled segment in the background; we do it here, off the append
         # path of every other batch, so the recovery point moves to the new segment's base.
         old.flush()
+        self.epochs.sync()  # before the recovery point passes the epochs' starts
         self.recovery_point = max(self.recovery_point, new.base_offset)
         fsync_dir(self.dir)
         return new
@@ -323,6 +324,7 @@ class PartitionLog:
         for segment in self._segments:
             if segment.next_offset >= self.recovery_point:  # >=: a segment truncated to it has unflushed index changes
                 segment.flush(indexes=indexes)
+        self.epochs.sync()  # before the recovery point passes the epochs' starts
         self.recovery_point = self.log_end_offset
         self._unflushed_records = 0
         self._first_unflushed_ms = None

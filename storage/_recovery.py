@@ -182,6 +182,13 @@ def load_log(
     )
     epochs.truncate_from_start(partition_log.log_start_offset)
     epochs.truncate_from_end(segments[-1].next_offset)  # the log end offset
+    if not clean_shutdown and not report.epochs_rebuilt:
+        # A new epoch is written without waiting for the disk until the recovery point passes
+        # it: after a power loss the file may lack the epochs of the batches recovered here.
+        for seg in segments[min(first_to_recover, len(segments) - 1) :]:
+            for _, header in seg.headers():
+                if header.partition_leader_epoch > epochs.latest_epoch:
+                    epochs.assign(header.partition_leader_epoch, header.base_offset)
     if report.bytes_dropped:
         partition_log.flush()
     return partition_log, report

@@ -349,6 +349,57 @@ def test_recovery_of_a_torn_tail_drops_the_epochs_past_the_new_end(tmp_path: Pat
     log.close()
 
 
+def test_a_new_epoch_is_written_at_once_and_fsynced_with_the_log(
+    make_log: MakeLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = make_log()
+    log.append(batch(3), leader_epoch=0)
+    log.flush()
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    assert log.assign_epoch(1)  # a new leader: no fsync on its path
+    assert synced == []
+    assert (log.dir / CHECKPOINT).read_text() == "0\n2\n0 0\n1 3\n"  # the file has it (a process crash keeps it)
+    log.append(batch(1), leader_epoch=1)
+    assert synced == []
+    log.flush()  # the recovery point moves past epoch 1's start: the checkpoint and its dir are fsynced first
+    assert len(synced) >= 3  # the segment, the checkpoint, the directory (and the indexes)
+    synced.clear()
+    log.flush()
+    assert len([fd for fd in synced]) == 1 + 2  # the segment and its two indexes again; the epochs are synced
+    assert log.epochs.truncate_from_end(3)  # a truncation still waits for the disk
+    assert len(synced) == 3 + 2
+
+
+def test_recovery_rebuilds_the_epochs_a_power_loss_took_from_the_checkpoint(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    log = create_log(directory, TP, LogConfig(), faults=FaultPoints(), clock=FakeClock())
+    log.append(epoch_batch(0, 3, 0), assign_offsets=False)
+    log.flush()  # recovery point 3, epoch 0 on disk
+    for base, epoch in [(3, 1), (6, 1), (9, 4)]:
+        log.append(epoch_batch(base, 3, epoch), assign_offsets=False)
+    assert log.epochs.entries == ((0, 0), (1, 3), (4, 9))
+    log.close()
+    # What a power loss can leave: the renames of the unsynced checkpoint never reached the disk.
+    (directory / CHECKPOINT).write_text("0\n1\n0 0\n")
+
+    again, report = load_log(
+        directory, TP, LogConfig(), clean_shutdown=False, recovery_point=3, faults=FaultPoints(), clock=FakeClock()
+    )
+    assert not report.epochs_rebuilt  # the file was read, then completed from the recovered batches
+    assert again.epochs.entries == ((0, 0), (1, 3), (4, 9))
+    assert again.end_offset_for_epoch(1) == (1, 9)
+    again.close()
+    assert (directory / CHECKPOINT).read_text() == "0\n3\n0 0\n1 3\n4 9\n"
+
+    # A clean shutdown's checkpoint is trusted as it is: its epochs were fsynced by the last flush.
+    (directory / CHECKPOINT).write_text("0\n1\n0 0\n")
+    clean, _ = load(directory)
+    assert clean.epochs.entries == ((0, 0),)
+    clean.close()
+
+
 # -- append_batches ---------------------------------------------------------------------------
 
 
