@@ -50,17 +50,17 @@ def write_atomically(path: Path, data: bytes, *, sync: bool = True) -> None:
 
 def fsync_file(path: Path) -> None:
     """fsync ``path`` and its directory (what ``write_atomically(sync=False)`` left undone)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    _fsync_path(path)
     fsync_dir(path.parent)
 
 
 def fsync_dir(directory: Path) -> None:
     """fsync a directory, so that the renames and creations in it survive a crash."""
-    fd = os.open(directory, os.O_RDONLY)
+    _fsync_path(directory)
+
+
+def _fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
