@@ -238,6 +238,7 @@ class Latency:
     node_cpu_s: dict[str, float]
     requests: dict[str, float]  # REQUEST_SERIES deltas over the site
     notes: list[str] = field(default_factory=list)
+    client: dict[str, float] = field(default_factory=dict)  # _Stats.latency_split
 
     @property
     def node_produce_ms(self) -> float:
@@ -302,6 +303,9 @@ for _api in ("Produce", "Fetch"):
 for _name in ("wakeup", "round_trip", "turnaround"):
     REQUEST_SERIES[f"strait_replica_fetch_{_name}_seconds_sum"] = f"replica_{_name}_s"
     REQUEST_SERIES[f"strait_replica_fetch_{_name}_seconds_count"] = f"replica_{_name}_n"
+for _gen in range(3):  # the nodes' garbage collections: each pauses every request in flight
+    for _part, _suffix in (("sum", "s"), ("count", "n")):
+        REQUEST_SERIES[f'strait_gc_pause_seconds_{_part}{{generation="{_gen}"}}'] = f"gc{_gen}_{_suffix}"
 #: The phase table's columns: (header, REQUEST_SERIES name without _s/_n).
 PHASE_COLUMNS = (
     *((f"produce {phase}", f"produce_{phase}") for phase in PHASES),
@@ -444,7 +448,9 @@ def latency_runs(
             topic = f"rep-p{partitions}-r{run + 1}-latency"
             create_topic(running.bootstrap, topic, partitions, REPLICATED, settings.timeout_s, client_id=CLIENT_ID)
             wait_in_sync(running, topic, partitions, REPLICATED.replication, settings.timeout_s)
+            stats = _Stats()
             config = settings.producer_config(running.bootstrap, REPLICATED, linger_ms=0)
+            config |= {"statistics.interval.ms": LATENCY_STATS_MS, "stats_cb": stats.on_stats}
             counters = functools.partial(metric_totals, running, REQUEST_SERIES, settings.timeout_s)
             paced = produce_paced(
                 config, topic, rate, settings.latency_seconds, value, settings.timeout_s, cpu, counters
@@ -461,6 +467,7 @@ def latency_runs(
                     paced.node_cpu_s,
                     paced.requests,
                     notes,
+                    stats.latency_split(),
                 )
             )
     shutil.rmtree(workdir, ignore_errors=True)
@@ -486,6 +493,28 @@ class _Stats:
 
     def on_stats(self, text: str) -> None:
         self.snapshots.append(json.loads(text))
+
+    def latency_split(self) -> dict[str, float]:
+        """The p50 and p99 of each of librdkafka's ``CLIENT_WINDOWS`` (ms): per snapshot, the worst
+        of the connections that sent produce requests in its window; the median over snapshots.
+
+        With the client's own end-to-end figure, this splits a produce's latency into the time the
+        client held the record before sending it and the request's round trip (the broker's part).
+        """
+        per_window: dict[str, list[float]] = {}
+        for snap in self.snapshots:
+            worst: dict[str, float] = {}
+            for broker in snap.get("brokers", {}).values():
+                if broker.get("nodeid", -1) < 0 or not broker.get("rtt", {}).get("cnt", 0):
+                    continue
+                for name, _ in CLIENT_WINDOWS:
+                    window = broker.get(name, {})
+                    for q in ("p50", "p99"):
+                        key = f"{name}_{q}"
+                        worst[key] = max(worst.get(key, 0.0), window.get(q, 0) / 1e3)
+            for key, value in worst.items():
+                per_window.setdefault(key, []).append(value)
+        return {key: statistics.median(values) for key, values in per_window.items()}
 
     def view(self, partitions: int, case: str) -> ClientView:
         """Per snapshot, the connections that sent produce requests; their in-flight counts and
@@ -517,6 +546,11 @@ class _Stats:
 
 
 CLIENT_STATS_MS = 100  # librdkafka statistics interval in profiled runs
+LATENCY_STATS_MS = 1000  # and in latency runs: each snapshot's latency windows cover this span
+#: librdkafka's per-broker latency windows (microseconds) the latency split reports, as
+#: (its name in the statistics, the column): the time a record waited in the producer's
+#: partition queue for a request, the request's wait in the output buffer, and its round trip.
+CLIENT_WINDOWS = (("int_latency", "client queue"), ("outbuf_latency", "client out-buffer"), ("rtt", "round trip"))
 
 
 def profile_run(
@@ -756,6 +790,48 @@ def phase_table(measured: list[Throughput], latency: list[Latency]) -> tuple[lis
     return headers, rows
 
 
+def split_table(latency: list[Latency]) -> tuple[list[str], list[list[str]]]:
+    """A paced produce's latency as the client saw it, end to end, next to librdkafka's own
+    windows: per partition count, the median over runs."""
+    headers = ["partitions", "end to end p50 / p99 ms"]
+    headers += [f"{label} p50 / p99 ms" for _, label in CLIENT_WINDOWS]
+    groups: dict[int, list[Latency]] = {}
+    for r in latency:
+        groups.setdefault(r.partitions, []).append(r)
+    rows = []
+    for partitions, runs in sorted(groups.items()):
+
+        def pair(values: list[tuple[float, float] | None]) -> str:
+            known = [v for v in values if v is not None]
+            if not known:
+                return "-"
+            return f"{statistics.median(a for a, _ in known):.2f} / {statistics.median(b for _, b in known):.2f}"
+
+        cells = [pair([(r.latency_ms["p50"], r.latency_ms["p99"]) for r in runs])]
+        for name, _ in CLIENT_WINDOWS:
+            cells.append(
+                pair(
+                    [
+                        (r.client[f"{name}_p50"], r.client[f"{name}_p99"]) if f"{name}_p50" in r.client else None
+                        for r in runs
+                    ]
+                )
+            )
+        rows.append([str(partitions), *cells])
+    return headers, rows
+
+
+SPLIT_NOTE = (
+    "The latency runs' produce time as the client saw it: *end to end* from `produce()` to the "
+    "delivery report (the table above), and librdkafka's own windows (statistics every "
+    f"{LATENCY_STATS_MS} ms; per window the worst connection, median of the windows): *client queue*, "
+    "a record's wait in its partition queue until a request took it; *client out-buffer*, that "
+    "request's wait to be written to the socket; *round trip*, from writing the request to its "
+    "answer, the broker's part (the node's own time plus both sockets). What end to end has beyond "
+    "queue + out-buffer + round trip is the wait for the application to poll the delivery report."
+)
+
+
 def client_table(clients: list[ClientView]) -> tuple[list[str], list[list[str]]]:
     headers = ["partitions", "case", "requests in flight (mean)", "(max)", "round trip ms", "records/batch"]
     rows = [
@@ -813,6 +889,7 @@ def print_tables(
             latency_table(latencies),
         ),
         ("Where the time goes: mean ms per phase, node metrics (median of runs)", phase_table(measured, latency)),
+        ("Latency runs: the client's split (librdkafka's windows)", split_table(latency)),
     ]
     if profiles:
         tables.append(("py-spy on every node (a separate run, sampling included)", profile_overview(profiles, 3)))
@@ -998,6 +1075,10 @@ def write_report(
         PHASE_NOTE,
         "",
         markdown_table(*phase_table(measured, latency)),
+        "",
+        SPLIT_NOTE,
+        "",
+        markdown_table(*split_table(latency)),
         "",
     ]
     if notes:

@@ -7,8 +7,8 @@ gives up connecting, how long it waits for the close) stays with the caller.
 
 - :func:`split_connect`: ``host:port[,host:port...][/chroot]`` -> hosts and chroot;
 - :func:`kazoo_client`: the kazoo client every session uses (reconnects forever, retries each
-  command a few times); :func:`stop_quietly` ends its session and closes it, never raising
-  and never hanging;
+  command a few times, on :class:`PollHandler`); :func:`stop_quietly` ends its session and
+  closes it, never raising and never hanging;
 - :func:`session_of`: the id of the client's current session;
 - :func:`create_or_find`: create an ephemeral znode, or read (and watch) the one standing at
   its path, to learn which session holds it;
@@ -39,6 +39,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import select
 import threading
 import time
 from collections.abc import Callable
@@ -47,6 +48,7 @@ from typing import Any
 
 from kazoo.client import KazooClient  # type: ignore[import-untyped]
 from kazoo.exceptions import NoAuthError, NodeExistsError, NoNodeError  # type: ignore[import-untyped]
+from kazoo.handlers.threading import SequentialThreadingHandler  # type: ignore[import-untyped]
 from kazoo.protocol.serialization import Auth  # type: ignore[import-untyped]
 from kazoo.retry import KazooRetry  # type: ignore[import-untyped]
 from kazoo.security import ACL, ANYONE_ID_UNSAFE, Permissions, make_digest_acl  # type: ignore[import-untyped]
@@ -223,7 +225,48 @@ def kazoo_client(
         auth_data={digest.auth_data} if digest is not None else None,
         default_acl=digest.secure_acl() if secure_acl and digest is not None else None,
         logger=kazoo_log,
+        handler=PollHandler(),
     )
+
+
+_READABLE = select.POLLIN | select.POLLHUP | select.POLLERR
+_WRITABLE = select.POLLOUT | select.POLLHUP | select.POLLERR
+
+
+class PollHandler(SequentialThreadingHandler):  # type: ignore[misc]
+    """kazoo's threading handler, with a ``select`` that costs one ``poll`` call.
+
+    kazoo's connection thread calls ``select`` before every request it writes and for every answer
+    it reads. kazoo's own builds a ``selectors.DefaultSelector`` each time (an epoll object: create,
+    register, wait, close). With thousands of znodes read or written at once (a failover at 5,000
+    partitions) that was half of kazoo's thread in py-spy: each of those system calls lets another
+    thread take the GIL, which this thread then waits to get back. A ``poll`` object needs one
+    system call and, unlike ``select.select``, takes descriptors above 1,023.
+
+    Same contract as kazoo's: lists of objects with ``fileno()``; the readable and writable ones are
+    returned (an error or hang-up counts as both, as ``select`` reports it); ``xlist`` is ignored
+    (kazoo passes none); ``timeout`` in seconds, None to wait for ever.
+    """
+
+    def select(
+        self, rlist: list[Any], wlist: list[Any], xlist: list[Any], timeout: float | None = None
+    ) -> tuple[list[Any], list[Any], list[Any]]:
+        poller = select.poll()
+        masks: dict[int, int] = {}
+        for obj in rlist:
+            masks[obj.fileno()] = select.POLLIN
+        for obj in wlist:
+            masks[obj.fileno()] = masks.get(obj.fileno(), 0) | select.POLLOUT
+        for fd, mask in masks.items():
+            poller.register(fd, mask)
+        ready = dict(poller.poll(None if timeout is None else max(0.0, timeout) * 1000))
+        if not ready:
+            return [], [], []
+        return (
+            [obj for obj in rlist if ready.get(obj.fileno(), 0) & _READABLE],
+            [obj for obj in wlist if ready.get(obj.fileno(), 0) & _WRITABLE],
+            [],
+        )
 
 
 def stop_quietly(client: Any, wait: float = STOP_WAIT_S) -> None:

@@ -4,6 +4,9 @@ ZooKeeper, the quiet stop of a client whose kazoo worker is stuck."""
 
 from __future__ import annotations
 
+import os
+import resource
+import socket
 import threading
 import time
 import uuid
@@ -13,7 +16,7 @@ from typing import Any
 import pytest
 from kazoo.exceptions import NodeExistsError, NoNodeError  # type: ignore[import-untyped]
 
-from node.zkkit import Found, create_or_find, kazoo_client, session_of, split_connect, stop_quietly
+from node.zkkit import Found, PollHandler, create_or_find, kazoo_client, session_of, split_connect, stop_quietly
 from tests.node.coordination.fake_kazoo import FakeClient, FakeZooKeeper
 
 
@@ -115,6 +118,55 @@ def test_the_kazoo_client_reconnects_forever_and_retries_commands_as_asked() -> 
     client = kazoo_client("127.0.0.1:1", 4.0, command_tries=3)
     assert (client._conn_retry.max_tries, client._retry.max_tries) == (-1, 3)
     assert kazoo_client("127.0.0.1:1", 4.0)._retry.max_tries == 5
+
+
+def test_the_kazoo_client_selects_with_poll() -> None:
+    assert isinstance(kazoo_client("127.0.0.1:1", 4.0).handler, PollHandler)
+
+
+def test_poll_select_reports_what_is_readable_and_writable_as_kazoos_does() -> None:
+    select = PollHandler().select
+    a, b = socket.socketpair()
+    with a, b:
+        assert select([a, b], [], [], 0) == ([], [], [])  # nothing to read: a timeout
+        assert select([], [a], [], 0) == ([], [a], [])  # an empty send buffer is writable
+        b.sendall(b"x")
+        assert select([a, b], [], [], 0) == ([a], [], [])
+        assert select([a], [a], [], None) == ([a], [a], [])  # both on one descriptor
+        b.close()
+        a.recv(1)
+        assert select([a], [], [], 0.5) == ([a], [], [])  # the peer's close reads as readable (EOF)
+    c, d = socket.socketpair()
+    with c, d:
+        started = time.monotonic()
+        assert select([c], [], [], 0.05) == ([], [], [])
+        assert time.monotonic() - started >= 0.04  # the timeout is in seconds, as select's
+
+
+def test_poll_select_takes_descriptors_above_select_selects_limit() -> None:
+    if resource.getrlimit(resource.RLIMIT_NOFILE)[0] <= 1100:
+        pytest.skip("the open-files limit is too low to hold descriptor 1100")
+    a, b = socket.socketpair()
+    high = socket.socket(fileno=os.dup2(a.fileno(), 1100))
+    with a, b, high:
+        b.sendall(b"x")
+        assert PollHandler().select([high], [high], [], 0) == ([high], [high], [])
+
+
+@pytest.mark.integration
+def test_many_pipelined_reads_and_writes_over_the_poll_handler(zookeeper: str) -> None:
+    root = f"/poll-{uuid.uuid4().hex}"
+    client = kazoo_client(zookeeper, 10.0)
+    client.start(timeout=10)
+    try:
+        client.create(root)
+        writes = [client.create_async(f"{root}/n{i}", str(i).encode()) for i in range(2000)]
+        assert [w.get(timeout=30) for w in writes][-1] == f"{root}/n1999"
+        reads = [client.get_async(f"{root}/n{i}") for i in range(2000)]
+        assert [r.get(timeout=30)[0] for r in reads] == [str(i).encode() for i in range(2000)]
+    finally:
+        client.delete(root, recursive=True)
+        stop_quietly(client)
 
 
 @pytest.mark.integration
