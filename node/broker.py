@@ -195,6 +195,7 @@ class Broker:
                     producer_ids=self.producer_ids,
                     metrics=self.metrics,
                     log_dirs=logs,
+                    states=cluster,
                     security=SecurityServices(self.security, authorizer_enabled=bool(config.authorizer_class_name)),
                 ),
                 self.api_ranges,

@@ -17,7 +17,7 @@ import logging
 import random
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import trio
 
@@ -68,6 +68,11 @@ def check_topic_name(name: str | None) -> str:
             f"topic name {name!r} may only contain ASCII letters, digits, '.', '_' and '-'",
         )
     return name
+
+
+#: What a controller pushes of one topic (``ClusterState.apply_pushed``): its topic id and the
+#: states it wrote, by partition, each with its new znode version.
+PushedTopic = tuple[str, Mapping[int, PartitionState]]
 
 
 @dataclass(slots=True)
@@ -135,6 +140,13 @@ class ClusterState:
                 overrides = snap.configs.get(name, {})
                 states = {p: st for p in assignment.partitions if (st := snap.states.get((name, p))) is not None}
                 known = self.topics.get(name)
+                if known is not None and known.topic_id == assignment.topic_id:
+                    # A state the controller pushed (``apply_pushed``) while this read was on its way
+                    # may be newer than the one read: never go back to an older znode version.
+                    for p, held in known.states.items():
+                        read = states.get(p)
+                        if read is not None and held.version > read.version:
+                            states[p] = held
                 if known is not None and known.overrides == overrides:
                     # A topic's effective config is worked out again only when its overrides change:
                     # with thousands of topics, doing it on every re-read was most of a re-read's time.
@@ -176,6 +188,56 @@ class ClusterState:
                 callback()
             for on_change in self.on_roles_changed:
                 on_change(changed)
+
+    def apply_pushed(self, controller_epoch: int, pushed: Mapping[str, PushedTopic]) -> int:
+        """Take the partition states a controller has just written to ZooKeeper (PartitionStates),
+        without waiting for this node's watches and re-read; returns how many were newer.
+
+        ZooKeeper stays the truth: a state is taken only for a topic this node knows under the same
+        topic id, for a partition in its assignment, and only if its znode version is newer than the
+        one held, so a push can only bring forward what a re-read would bring; a push from an
+        older controller epoch than the one this node knows is refused (BrokerError
+        STALE_CONTROLLER_EPOCH). Until this node has taken its roles from a whole re-read (just
+        started, or stopped for a while: ``leadership_in_doubt``) it takes the states into its view
+        but no role from them. Runs between two awaits of ``refresh``, which keeps what is newer.
+        """
+        if self.controller is not None and controller_epoch < self.controller[1]:
+            raise BrokerError(
+                ErrorCode.STALE_CONTROLLER_EPOCH,
+                f"controller epoch {controller_epoch} is older than the current {self.controller[1]}",
+            )
+        changed: list[Partition] = []
+        taken = 0
+        roles = self.registered and self._roles_applied and not self._claims_pending and not self.leadership_in_doubt
+        for name, (topic_id, states) in pushed.items():
+            topic = self.topics.get(name)
+            if topic is None or topic.topic_id != topic_id:
+                continue  # not known here yet (or re-created): the re-read brings it
+            newer = {
+                p: state
+                for p, state in states.items()
+                if p in topic.assignment and state.version > (held.version if (held := topic.states.get(p)) else -1)
+            }
+            if not newer:
+                continue
+            taken += len(newer)
+            # A new object: Metadata caches its answer by the TopicState it was made from.
+            topic = replace(topic, states={**topic.states, **newer})
+            self.topics[name] = topic
+            if not roles:
+                continue
+            for p, state in newer.items():
+                partition = self.partitions.get(TopicPartition(name, p))
+                if partition is None or partition.log.is_offline or self.broker_id not in topic.assignment[p]:
+                    continue
+                if partition.apply_state(state, topic.assignment[p]):
+                    changed.append(partition)
+        if taken:
+            for callback in self.on_refresh:
+                callback()
+            for on_change in self.on_roles_changed:
+                on_change(changed)
+        return taken
 
     def _reconcile(self, fresh: Mapping[str, TopicState]) -> list[Partition]:
         """Open, update and drop local replicas; returns the partitions whose role or leader epoch changed."""

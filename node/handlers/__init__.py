@@ -53,6 +53,7 @@ from ._services import (
     MetadataView,
     PartitionSource,
     ProducerIdSource,
+    PushedStateSink,
     RequestMetrics,
     TopicAdmin,
 )
@@ -98,6 +99,7 @@ SERVED_APIS: tuple[int, ...] = (
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
     ApiKey.MIRROR_APPEND,
     ApiKey.TRUNCATE_PARTITIONS,
+    ApiKey.PARTITION_STATES,
 )
 
 
@@ -121,6 +123,7 @@ class NodeServices:
     producer_ids: ProducerIdSource
     metrics: RequestMetrics
     log_dirs: LogDirSource
+    states: PushedStateSink
     security: SecurityServices = NO_AUTHORIZER
 
 
@@ -153,6 +156,9 @@ def dispatch_table(node: NodeServices, api_ranges: Mapping[int, tuple[int, int]]
         ApiKey.TRUNCATE_PARTITIONS: partial(
             truncate.handle_truncate_partitions,
             truncate.TruncateServices(node.partitions, node.admin, node.controller, node.metrics, security),
+        ),
+        ApiKey.PARTITION_STATES: partial(
+            controller.handle_partition_states, controller.PartitionStatesServices(node.states, security)
         ),
         ApiKey.METADATA: partial(metadata.handle_metadata, meta),
         ApiKey.API_VERSIONS: partial(metadata.handle_api_versions, meta),

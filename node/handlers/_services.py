@@ -28,7 +28,7 @@ from node.security._store import SecurityStore
 
 if TYPE_CHECKING:
     from node.cluster import TopicState
-    from node.coordination import BrokerRegistration
+    from node.coordination import BrokerRegistration, PartitionState
     from node.partition import Partition
     from node.truncation import Outcome
     from storage import DirUsage, Offset
@@ -65,6 +65,14 @@ class MetadataView(Protocol):
     def offline_replicas(self) -> Mapping[NodeId, frozenset[tuple[str, int]]]: ...
 
     def leader_of(self, topic: TopicState, index: int) -> NodeId: ...
+
+
+class PushedStateSink(Protocol):
+    """Where a controller's PartitionStates go: ``ClusterState.apply_pushed``."""
+
+    def apply_pushed(
+        self, controller_epoch: int, pushed: Mapping[str, tuple[str, Mapping[int, PartitionState]]]
+    ) -> int: ...
 
 
 class TopicAdmin(Protocol):

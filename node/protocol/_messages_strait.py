@@ -17,7 +17,7 @@ truncation"); the broker side is ``node.handlers.truncate`` and ``node.truncatio
 
 from __future__ import annotations
 
-from ._schema import BOOL, INT16, INT32, INT64, RECORDS, STRING, A, ApiKey, ApiSchema, F, S
+from ._schema import BOOL, BYTES, INT16, INT32, INT64, RECORDS, STRING, A, ApiKey, ApiSchema, F, S
 
 # fmt: off
 MIRROR_APPEND = ApiSchema(
@@ -85,6 +85,28 @@ TRUNCATE_PARTITIONS = ApiSchema(
         ))),
     ),
 )
+PARTITION_STATES = ApiSchema(
+    ApiKey.PARTITION_STATES, "PartitionStates", max_version=0, flexible_from=None,
+    request=S(
+        F("controller_id", INT32),
+        F("controller_epoch", INT32),  # refused (STALE_CONTROLLER_EPOCH) below the epoch the broker knows
+        F("topics", A(S(
+            F("name", STRING),
+            F("topic_id", STRING),  # the assignment's topic id: a re-created topic's states never mix
+            F("partitions", A(S(
+                F("index", INT32),
+                F("version", INT32),  # the state znode's version after the controller's write
+                F("state", BYTES),  # the znode's data, as written
+            ))),
+        ))),
+    ),
+    response=S(
+        F("throttle_time_ms", INT32),
+        F("error_code", INT16),
+        F("error_message", STRING, nullable="0+", default=None),
+        F("applied", INT32, default=0),  # states newer than what the broker held
+    ),
+)
 # fmt: on
 
-STRAIT_APIS = (MIRROR_APPEND, TRUNCATE_PARTITIONS)
+STRAIT_APIS = (MIRROR_APPEND, TRUNCATE_PARTITIONS, PARTITION_STATES)

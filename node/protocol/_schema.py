@@ -196,6 +196,7 @@ class ApiKey(enum.IntEnum):
     ALTER_USER_SCRAM_CREDENTIALS = 51
     MIRROR_APPEND = 1000  # strait's own (inter-site mirror); Kafka's keys stay below 100
     TRUNCATE_PARTITIONS = 1001  # strait's own (DR failback: truncate to a cut, controller-driven)
+    PARTITION_STATES = 1002  # strait's own (the controller's written partition states, to every broker)
 
 
 @dataclass(frozen=True, slots=True)

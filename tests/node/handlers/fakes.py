@@ -380,3 +380,17 @@ class FakeLogDirs:
 
     def describe_dirs(self) -> list[DirUsage]:
         return self.dirs
+
+
+@dataclass
+class FakeStates:
+    """Where a controller's pushed partition states land (``ClusterState.apply_pushed``)."""
+
+    calls: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    refuse: BrokerError | None = None
+
+    def apply_pushed(self, controller_epoch: int, pushed: Mapping[str, Any]) -> int:
+        if self.refuse is not None:
+            raise self.refuse
+        self.calls.append((controller_epoch, dict(pushed)))
+        return sum(len(states) for _, states in pushed.values())

@@ -23,6 +23,7 @@ from tests.node.handlers.fakes import (
     FakeLogDirs,
     FakeMetrics,
     FakePartitions,
+    FakeStates,
     node_config,
     request,
     topic_state,
@@ -130,6 +131,7 @@ def test_the_dispatch_table_serves_every_api_it_advertises_and_each_has_a_schema
         producer_ids=FakeProducerIds(),
         metrics=FakeMetrics(),
         log_dirs=FakeLogDirs(),
+        states=FakeStates(),
     )
     table = dispatch_table(services, served_ranges())
     assert sorted(table) == sorted(SERVED_APIS)

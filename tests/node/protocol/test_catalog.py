@@ -59,6 +59,7 @@ EXPECTED = {
     51: ("AlterUserScramCredentials", 0),
     1000: ("MirrorAppend", 0),
     1001: ("TruncatePartitions", 0),
+    1002: ("PartitionStates", 0),
 }
 
 
@@ -101,9 +102,9 @@ def test_flexible_from_matches_kafkas_specs() -> None:
     # kafka-python ships Kafka's JSON specs; their flexibleVersions is "N+" for every API here
     classes = kp_classes()
     missing = {api.name for api in all_schemas() if (api.api_key, True) not in classes}
-    # Inter-broker only (ControlledShutdown) or strait's own (MirrorAppend, TruncatePartitions): their
+    # Inter-broker only (ControlledShutdown) or strait's own (MirrorAppend, TruncatePartitions, PartitionStates): their
     # bytes are checked below.
-    assert missing == {"ControlledShutdown", "MirrorAppend", "TruncatePartitions"}
+    assert missing == {"ControlledShutdown", "MirrorAppend", "TruncatePartitions", "PartitionStates"}
     for api in all_schemas():
         if api.name in missing:
             continue
@@ -286,3 +287,32 @@ def test_truncate_partitions_bytes_follow_its_declaration() -> None:
         )
         for p in topic.partitions
     ] == [(0, 1, "no", -1, False, 5, 30, 30), (4, 0, None, 8, True, 0, 9, 9)]
+
+
+def test_partition_states_is_strait_api_1002_in_plain_kafka_encodings() -> None:
+    # Request: controller_id int32, controller_epoch int32, topics [name string, topic_id string,
+    # partitions [index int32, version int32, state bytes]]. Response: throttle_time_ms int32,
+    # error_code int16, error_message nullable string, applied int32.
+    api = schema(ApiKey.PARTITION_STATES)
+    assert (api.api_key, api.min_version, api.max_version, api.flexible_from) == (1002, 0, 0, None)
+    body = {
+        "controller_id": 2,
+        "controller_epoch": 5,
+        "topics": [{"name": "t", "topic_id": "id", "partitions": [{"index": 1, "version": 3, "state": b"{}"}]}],
+    }
+    frame = encode_request(request_header(ApiKey.PARTITION_STATES, 0, 6, "c"), body)
+    expected = (
+        struct.pack(">hhih", 1002, 0, 6, 1)
+        + b"c"
+        + struct.pack(">ii", 2, 5)
+        + struct.pack(">ih", 1, 1)
+        + b"t"
+        + struct.pack(">h", 2)
+        + b"id"
+        + struct.pack(">iiii", 1, 1, 3, 2)
+        + b"{}"
+    )
+    assert frame == struct.pack(">i", len(expected)) + expected
+    response = struct.pack(">iihhi", 9, 0, 11, -1, 0)  # correlation id, throttle, STALE_CONTROLLER_EPOCH, null, applied
+    correlation, decoded = decode_response(ApiKey.PARTITION_STATES, 0, response)
+    assert (correlation, decoded.error_code, decoded.error_message, decoded.applied) == (9, 11, None, 0)
