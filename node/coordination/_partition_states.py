@@ -18,10 +18,14 @@ require the assignment to be still at the version it read its replica list at
 the partition states it shrinks (``set_assignment(..., states=...)``). So no ISR ever lands
 naming a broker the assignment had already dropped.
 
-The controller changes many states at once (a broker stopping or dying leads or follows hundreds
-of partitions): :func:`write_many` pipelines those compare-and-sets, each on its own version, so
-N states cost one round trip (per :data:`WRITE_PIPELINE` of them) instead of N, and one lost race
-costs only its own partition, not the others'.
+The controller changes many states at once (a broker stopping or dying leads or follows
+thousands of partitions): :func:`write_many` writes those compare-and-sets, each on its own
+version, in transactions of :data:`MULTI_OPS` (ZooKeeper ``multi``), several in flight at once.
+One request per few hundred writes instead of one each: 5,000 states took 0.8-1.2 s of kazoo's
+time as single pipelined writes and 0.07-0.09 s as ten transactions (measured on this project's
+2-core machine). A transaction is all or nothing, but a lost race must cost only its own
+partition: when one fails, its lost write is reported and the others in it are written again one
+by one (pipelined, each landing or losing on its own).
 
 Blocking (kazoo calls): run each function in one worker thread (``ZkSession.run``).
 """
@@ -57,9 +61,15 @@ from ._layout import (
 from ._reads import retried
 from ._transactions import failure
 
-#: Most state writes :func:`write_many` keeps in flight at once: ZooKeeper throttles a connection
-#: with more outstanding requests than its limit (``globalOutstandingLimit``, 1000 by default).
+#: Most single state writes :func:`write_many` keeps in flight at once: ZooKeeper throttles a
+#: connection with more outstanding requests than its limit (``globalOutstandingLimit``, 1000 by default).
 WRITE_PIPELINE = 500
+#: State writes per transaction. Each is a path and a state of a few hundred bytes at most (a topic
+#: name has up to 249 characters), so a transaction stays far below ZooKeeper's 1 MB request limit
+#: (``jute.maxbuffer``).
+MULTI_OPS = 500
+#: Transactions :func:`write_many` keeps in flight at once.
+MULTI_PIPELINE = 8
 
 
 def read(client: Any, topic: str, partition: int) -> PartitionState | None:
@@ -139,14 +149,16 @@ class StateWrites:
 
 def write_many(client: Any, states: Mapping[tuple[str, int], PartitionState]) -> StateWrites:
     """Replace each ``(topic, partition)``'s state, each only if its znode is still at that
-    state's ``version``, with the writes pipelined: every request is sent before any answer is
-    awaited. Each write lands or loses on its own (this is not a transaction).
+    state's ``version``: in transactions of :data:`MULTI_OPS` writes, :data:`MULTI_PIPELINE` of them
+    sent before any answer is awaited. Each write lands or loses on its own (this is not one
+    transaction): the other writes of a transaction that one lost race failed are written again
+    singly.
 
     Raises:
         ValueError: an invalid topic name or partition, or a state without a version to compare
             with (-1: creating states is :func:`write`'s or the topic creation's job); nothing is sent.
         kazoo's error for a write that failed otherwise than by losing its race (a connection
-            loss, ...), once every write sent has its answer: some may have landed; re-read.
+            loss, ...), once every answer of its round is in: some may have landed; re-read.
     """
     for (topic, partition), state in states.items():
         validate_topic_name(topic)
@@ -154,6 +166,45 @@ def write_many(client: Any, states: Mapping[tuple[str, int], PartitionState]) ->
         if state.version < 0:
             raise ValueError(f"{topic}-{partition}: a batched state write needs the version it read, not -1")
     items = list(states.items())
+    chunks = [items[start : start + MULTI_OPS] for start in range(0, len(items), MULTI_OPS)]
+    versions: dict[tuple[str, int], int] = {}
+    lost: set[tuple[str, int]] = set()
+    again: list[tuple[tuple[str, int], PartitionState]] = []  # in a transaction another write failed
+    error: Exception | None = None
+    for start in range(0, len(chunks), MULTI_PIPELINE):
+        pending = []
+        for chunk in chunks[start : start + MULTI_PIPELINE]:
+            tx = client.transaction()
+            for key, state in chunk:
+                tx.set_data(partition_state_path(*key), encode_partition_state(state), version=state.version)
+            pending.append((chunk, tx.commit_async()))
+        for chunk, result in pending:
+            try:
+                results = result.get()
+            except Exception as exc:  # every answer is awaited before the first such error is raised
+                error = error or exc
+                continue
+            failed = failure(results)
+            if failed is None:
+                versions.update((key, int(stat.version)) for (key, _), stat in zip(chunk, results, strict=True))
+                continue
+            index, cause = failed
+            if isinstance(cause, (BadVersionError, NoNodeError)):
+                lost.add(chunk[index][0])
+            else:
+                error = error or cause
+            again.extend(item for i, item in enumerate(chunk) if i != index)
+        if error is not None:
+            raise error
+    if again:
+        singly = _write_each(client, again)
+        versions.update(singly.versions)
+        lost.update(singly.lost)
+    return StateWrites(versions, frozenset(lost))
+
+
+def _write_each(client: Any, items: list[tuple[tuple[str, int], PartitionState]]) -> StateWrites:
+    """Each write on its own, :data:`WRITE_PIPELINE` in flight; raises as :func:`write_many`."""
     versions: dict[tuple[str, int], int] = {}
     lost: set[tuple[str, int]] = set()
     error: Exception | None = None
