@@ -24,6 +24,7 @@ from ._layout import TopicAssignment as TopicAssignment
 from ._layout import Truncation as Truncation
 from ._layout import decode_partition_state as decode_partition_state
 from ._layout import encode_partition_state as encode_partition_state
+from ._layout import uuid_of as uuid_of
 from ._layout import validate_topic_name as validate_topic_name
 from ._partition_states import StateWrites as StateWrites
 from ._security_store import ZkSecurityStore as ZkSecurityStore

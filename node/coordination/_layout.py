@@ -162,6 +162,16 @@ def validate_topic_name(topic: str) -> str:
     return topic
 
 
+def uuid_of(text: str) -> uuid.UUID:
+    """The ``Uuid`` a topic id string (:func:`new_uuid`'s form) stands for, as the protocol carries
+    it; Kafka's zero ``Uuid`` for an empty or malformed one (a topic written without an id)."""
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except ValueError:
+        return uuid.UUID(int=0)
+    return uuid.UUID(bytes=raw) if len(raw) == 16 else uuid.UUID(int=0)
+
+
 def new_uuid() -> str:
     """A random Kafka ``Uuid`` in its string form: 16 bytes, base64url, no padding (22 characters).
 

@@ -11,16 +11,22 @@ looking whether it exists. Auto-creating a named topic needs CREATE on the clust
 topic; without either the topic answers TOPIC_AUTHORIZATION_FAILED and nothing is created.
 ``include_*_authorized_operations`` (v8) are answered with KIP-430's bit fields; the cluster's
 is 0 without DESCRIBE on the cluster, as in Kafka.
+
+From v10 each topic carries its topic id (KIP-516), so a client can tell a topic re-created under
+the same name from the one deleted; a topic asked for by id (name null) that no topic has answers
+UNKNOWN_TOPIC_ID. Asking by id does not auto-create. v9 and later are flexible (KIP-482).
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from node.config import NodeConfig
+from node.coordination import uuid_of
 from node.errors import BrokerError
 from node.ids import NodeId
 from node.offsets_topic import OFFSETS_TOPIC
@@ -36,6 +42,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("strait.node.metadata")
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)  # Kafka: "not requested"
+ZERO_UUID = uuid.UUID(int=0)  # Kafka's "no topic id"
 
 
 class PartitionAnswers:
@@ -107,11 +114,22 @@ async def handle_metadata(services: MetadataServices, request: Request) -> dict[
     req = request.body
     cluster = services.metadata
     version = request.api_version
+    unknown_ids: list[uuid.UUID] = []
     if req.topics is None or (version == 0 and not req.topics):
         names = sorted(cluster.topics)
         requested_all = True
     else:
-        names = [t.name for t in req.topics]
+        names = []
+        for t in req.topics:
+            if t.name is not None:
+                names.append(t.name)
+                continue
+            # v10+: asked for by topic id (KIP-516); an id no topic has answers UNKNOWN_TOPIC_ID.
+            named = next((n for n, state in cluster.topics.items() if uuid_of(state.topic_id) == t.topic_id), None)
+            if named is None:
+                unknown_ids.append(t.topic_id)
+            else:
+                names.append(named)
         requested_all = False
     auto_create = services.config.auto_create_topics_enable and (version < 4 or req.allow_auto_topic_creation)
     security = services.security
@@ -156,6 +174,7 @@ async def handle_metadata(services: MetadataServices, request: Request) -> dict[
             {
                 "error_code": code,
                 "name": name,
+                "topic_id": uuid_of(state.topic_id) if state is not None else ZERO_UUID,
                 "is_internal": name == OFFSETS_TOPIC,
                 "partitions": partitions,
                 "topic_authorized_operations": (
@@ -163,6 +182,17 @@ async def handle_metadata(services: MetadataServices, request: Request) -> dict[
                     if operations
                     else AUTHORIZED_OPERATIONS_OMITTED
                 ),
+            }
+        )
+    for topic_id in unknown_ids:
+        topics.append(
+            {
+                "error_code": ErrorCode.UNKNOWN_TOPIC_ID,
+                "name": None,
+                "topic_id": topic_id,
+                "is_internal": False,
+                "partitions": [],
+                "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
             }
         )
     services.answers.prune(cluster.topics)

@@ -7,7 +7,7 @@ Kafka 4 dropped are as in the 3.x specs. Field names are the snake_case of the n
 
 from __future__ import annotations
 
-from ._schema import BOOL, INT8, INT16, INT32, INT64, STRING, A, ApiKey, ApiSchema, F, S
+from ._schema import BOOL, INT8, INT16, INT32, INT64, STRING, UUID, A, ApiKey, ApiSchema, F, S
 
 # fmt: off
 API_VERSIONS = ApiSchema(
@@ -41,10 +41,11 @@ API_VERSIONS = ApiSchema(
 )
 
 METADATA = ApiSchema(
-    ApiKey.METADATA, "Metadata", max_version=8, flexible_from=9,
+    ApiKey.METADATA, "Metadata", max_version=12, flexible_from=9,
     request=S(
         # null (v1+) = all topics; v0 asks for all topics with an empty array
         F("topics", A(S(
+            F("topic_id", UUID, "10+"),  # v10+: a topic may be asked for by id, its name null
             F("name", STRING, nullable="10+"),
         )), nullable="1+"),
         F("allow_auto_topic_creation", BOOL, "4+", default=True),
@@ -64,6 +65,7 @@ METADATA = ApiSchema(
         F("topics", A(S(
             F("error_code", INT16),
             F("name", STRING, nullable="12+"),
+            F("topic_id", UUID, "10+"),  # KIP-516: tells a re-created topic from the one deleted
             F("is_internal", BOOL, "1+"),
             F("partitions", A(S(
                 F("error_code", INT16),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import uuid
 
 import pytest
 
@@ -37,6 +38,7 @@ from node.coordination._layout import (
     encode_topic,
     encode_topic_config,
     new_uuid,
+    uuid_of,
 )
 
 
@@ -253,3 +255,11 @@ def test_offline_replicas_round_trip() -> None:
     for bad in (b'{"partitions":{}}', b'{"partitions":[["t"]]}', b'{"partitions":[["t",true]]}'):
         with pytest.raises(MalformedZnode, match="/strait/offline_replicas/2"):
             decode_offline_replicas(2, bad)
+
+
+def test_uuid_of_reads_the_string_form_back_and_gives_zero_for_no_id() -> None:
+    text = new_uuid()
+    assert uuid_of(text).bytes == base64.urlsafe_b64decode(text + "==")
+    assert uuid_of("AAAAAAAAAAAAAAAAAAAAAA") == uuid.UUID(int=0)
+    for malformed in ("", "short", "not base64 at all!!", "A" * 30):
+        assert uuid_of(malformed) == uuid.UUID(int=0), malformed

@@ -21,12 +21,12 @@ from tests.node.protocol.helpers import kp_classes
 
 # Kafka's API keys (kafka.apache.org/protocol#protocol_api_keys) and the ranges strait advertises:
 # 0 up to the highest non-flexible version; ApiVersions 0-4, SaslAuthenticate 0-2 and the SCRAM
-# credential APIs (flexible v0 only) are the flexible exceptions. Keys from 1000 are strait's own.
+# credential APIs (flexible v0 only) and Metadata 0-12 are the flexible exceptions. Keys from 1000 are strait's own.
 EXPECTED = {
     0: ("Produce", 8),
     1: ("Fetch", 11),
     2: ("ListOffsets", 5),
-    3: ("Metadata", 8),
+    3: ("Metadata", 12),
     7: ("ControlledShutdown", 2),
     8: ("OffsetCommit", 7),
     9: ("OffsetFetch", 5),
@@ -84,6 +84,7 @@ FLEXIBLE: dict[int, tuple[int, int]] = {
     ApiKey.SASL_AUTHENTICATE: (2, 2),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),  # only a flexible v0 exists
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.METADATA: (9, 12),  # v10+ carries topic ids (KIP-516): a re-created topic is told apart
 }
 
 
