@@ -32,6 +32,7 @@ from ._records import GroupMetadataValue as GroupMetadataValue
 from ._records import MemberMetadataValue as MemberMetadataValue
 from ._records import OffsetCommitKey as OffsetCommitKey
 from ._records import OffsetCommitValue as OffsetCommitValue
+from ._records import Reader as Reader
 from ._records import decode_group_metadata_value as decode_group_metadata_value
 from ._records import decode_key as decode_key
 from ._records import decode_offset_commit_value as decode_offset_commit_value
@@ -40,3 +41,4 @@ from ._records import encode_key as encode_key
 from ._records import encode_offset_commit_value as encode_offset_commit_value
 from ._records import java_string_hash as java_string_hash
 from ._records import partition_for as partition_for
+from ._records import put_string as put_string
