@@ -7,7 +7,8 @@ unavailable). A group lives in partition ``hash(group) % partitions``; the broke
 that partition is the group's coordinator. When a node starts leading such a partition it
 replays the partition's records into the coordinator (``load``); commits are appended to it
 and acknowledged only once committed, below the high watermark (``OffsetsTopicStore.append``).
-The topic is replicated like any other.
+The topic is replicated like any other. Offsets of a transaction (TxnOffsetCommit) are a
+transactional batch of its producer, counted at load once the producer's COMMIT marker follows.
 
 The topic is compacted (``cleanup.policy=compact``, segments of ``offsets.topic.segment.bytes``):
 the node's cleaner keeps the latest record per key and drops tombstones after
@@ -17,6 +18,7 @@ the node's cleaner keeps the latest record per key and drops tombstones after
 from __future__ import annotations
 
 import logging
+import struct
 import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
@@ -24,9 +26,9 @@ from typing import TYPE_CHECKING
 import trio
 
 from node.errors import BrokerError
-from node.groups import GroupCoordinator, OffsetStoreError
+from node.groups import GroupCoordinator, LogEntry, OffsetStoreError, TxnEnd, TxnRecord
 from storage import TopicPartition
-from storage.records import RecordBatch, build_batch, iter_batches
+from storage.records import CONTROL_COMMIT, BatchBuilder, RecordBatch, build_batch, iter_batches
 
 if TYPE_CHECKING:
     from node.cluster import ClusterState
@@ -37,6 +39,7 @@ OFFSETS_TOPIC = "__consumer_offsets"
 OFFSETS_TOPIC_CONFIG = {"cleanup.policy": "compact"}
 LOAD_CHUNK_BYTES = 4 * 1024 * 1024
 COMMIT_WAIT_CAP_S = 60.0
+_CONTROL_KEY = struct.Struct(">hh")  # a control record's key: version, type (0 ABORT, 1 COMMIT)
 
 
 class OffsetsTopicStore:
@@ -45,12 +48,20 @@ class OffsetsTopicStore:
     def __init__(self, cluster: Callable[[], ClusterState]) -> None:
         self._cluster = cluster
 
-    async def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
+    async def append(
+        self, partition: int, records: list[tuple[bytes, bytes | None]], *, producer: tuple[int, int] | None = None
+    ) -> None:
         local = self._cluster().partitions.get(TopicPartition(OFFSETS_TOPIC, partition))
         if local is None or local.log.is_offline or not local.is_leader:
             raise OffsetStoreError(f"{OFFSETS_TOPIC}-{partition} is not led by this broker")
         now = int(time.time() * 1000)
-        batch = build_batch([(now, key, value) for key, value in records])
+        if producer is None:
+            batch = build_batch([(now, key, value) for key, value in records])
+        else:  # TxnOffsetCommit: a transactional batch of the producer, as Kafka's coordinator writes it
+            builder = BatchBuilder(producer_id=producer[0], producer_epoch=producer[1], transactional=True)
+            for key, value in records:
+                builder.append(now, key, value)
+            batch = builder.build()
         try:
             last = local.append_internal(batch)
         except Exception as exc:
@@ -62,8 +73,9 @@ class OffsetsTopicStore:
             raise OffsetStoreError(f"{OFFSETS_TOPIC}-{partition}: {exc.message}") from None
 
 
-def read_records(cluster: ClusterState, partition: int) -> Iterator[tuple[bytes | None, bytes | None]]:
-    """Every (key, value) of a local ``__consumer_offsets`` partition, in offset order."""
+def read_records(cluster: ClusterState, partition: int) -> Iterator[LogEntry]:
+    """Every record of a local ``__consumer_offsets`` partition, in offset order: (key, value), or
+    ``TxnRecord`` in a transactional batch; and ``TxnEnd`` for each transaction marker."""
     local = cluster.partitions[TopicPartition(OFFSETS_TOPIC, partition)]
     plog = local.log
     offset = plog.log_start_offset
@@ -75,9 +87,19 @@ def read_records(cluster: ClusterState, partition: int) -> Iterator[tuple[bytes 
             break
         view = memoryview(data)
         for pos, header in iter_batches(view):
-            if not header.is_control:
-                for record in RecordBatch(view[pos : pos + header.size], validate=False).records():
-                    if record.offset >= offset:
+            batch = RecordBatch(view[pos : pos + header.size], validate=False)
+            if header.is_control:
+                for record in batch.records():
+                    if record.key is not None and len(record.key) >= 4:
+                        _version, kind = _CONTROL_KEY.unpack_from(record.key)
+                        yield TxnEnd(header.producer_id, kind == CONTROL_COMMIT)
+            else:
+                for record in batch.records():
+                    if record.offset < offset:
+                        continue
+                    if header.is_transactional:
+                        yield TxnRecord(header.producer_id, record.key, record.value)
+                    else:
                         yield record.key, record.value
             offset = header.next_offset
 
