@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING
 import trio
 
 from node.client import ClientError, NodeConnection
-from node.errors import BrokerError
 from node.ids import NodeId
+from node.offsets_topic import InternalAppendError, append_committed, local_batches
 from node.protocol import ProtocolError
 from node.tls import inter_broker_context, inter_broker_sasl
 from node.txn import NO_LEADER, MarkerWriteError, TransactionCoordinator, TxnMarker, TxnStoreError
 from storage import TopicPartition
-from storage.records import RecordBatch, build_batch, iter_batches
+from storage.records import build_batch
 
 if TYPE_CHECKING:
     from node.cluster import ClusterState
@@ -38,8 +38,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("strait.node.txn")
 
 TRANSACTION_TOPIC = "__transaction_state"
-LOAD_CHUNK_BYTES = 4 * 1024 * 1024
-COMMIT_WAIT_CAP_S = 60.0
 # WriteTxnMarkers: the partition side declares its schema (``ApiKey.WRITE_TXN_MARKERS``) and client call;
 # until they are merged the request goes out by key through the generic ``NodeConnection.request``.
 WRITE_TXN_MARKERS = 27
@@ -57,44 +55,25 @@ def transaction_topic_config(config: NodeConfig) -> dict[str, str]:
 
 
 class TxnTopicStore:
-    """The coordinator's ``TxnLogStore``: appends to the local ``__transaction_state`` partitions."""
+    """The coordinator's ``TxnLogStore``: appends to the local ``__transaction_state`` partitions (acks=all)."""
 
     def __init__(self, cluster: Callable[[], ClusterState]) -> None:
         self._cluster = cluster
 
     async def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
-        local = self._cluster().partitions.get(TopicPartition(TRANSACTION_TOPIC, partition))
-        if local is None or local.log.is_offline or not local.is_leader:
-            raise TxnStoreError(f"{TRANSACTION_TOPIC}-{partition} is not led by this broker")
         now = int(time.time() * 1000)
         batch = build_batch([(now, key, value) for key, value in records])
         try:
-            last = local.append_internal(batch)
-        except Exception as exc:
-            raise TxnStoreError(f"appending to {TRANSACTION_TOPIC}-{partition} failed: {exc}") from exc
-        # Acknowledged only once committed (acks=all): the coordinator's write timeout bounds the wait.
-        try:
-            await local.wait_for_hw(last, trio.current_time() + COMMIT_WAIT_CAP_S)
-        except BrokerError as exc:
-            raise TxnStoreError(f"{TRANSACTION_TOPIC}-{partition}: {exc.message}") from None
+            await append_committed(self._cluster(), TRANSACTION_TOPIC, partition, batch)
+        except InternalAppendError as exc:
+            raise TxnStoreError(str(exc)) from None
 
 
 def read_records(cluster: ClusterState, partition: int) -> Iterator[tuple[bytes | None, bytes | None]]:
     """Every (key, value) of a local ``__transaction_state`` partition, in offset order."""
-    plog = cluster.partitions[TopicPartition(TRANSACTION_TOPIC, partition)].log
-    offset = plog.log_start_offset
-    end = plog.log_end_offset  # a new leader's log is the partition's truth; its high watermark may lag
-    while offset < end:
-        data = plog.read_bytes(offset, LOAD_CHUNK_BYTES, max_offset=end)
-        if not data:
-            break
-        view = memoryview(data)
-        for pos, header in iter_batches(view):
-            if not header.is_control:
-                for record in RecordBatch(view[pos : pos + header.size], validate=False).records():
-                    if record.offset >= offset:
-                        yield record.key, record.value
-            offset = header.next_offset
+    for header, batch, start in local_batches(cluster, TRANSACTION_TOPIC, partition):
+        if not header.is_control:
+            yield from ((r.key, r.value) for r in batch.records() if r.offset >= start)
 
 
 def sync_coordinator(cluster: ClusterState, coordinator: TransactionCoordinator) -> None:

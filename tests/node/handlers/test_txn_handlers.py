@@ -23,6 +23,7 @@ from node.handlers.txn import (
 from node.protocol import ApiKey, ErrorCode
 from node.security._acl import AclOperation, ResourceType
 from node.txn import TransactionCoordinator
+from tests.node.groups.helpers import wall_ms
 from tests.node.handlers.fakes import (
     ALICE,
     BOB,
@@ -35,7 +36,7 @@ from tests.node.handlers.fakes import (
     secured,
     topic_state,
 )
-from tests.node.txn.helpers import CONFIG, CountingIds, FakeMarkers, MemoryLog, wall_ms
+from tests.node.txn.helpers import CONFIG, CountingIds, FakeMarkers, MemoryLog
 
 pytestmark = pytest.mark.unit
 

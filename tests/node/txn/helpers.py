@@ -7,7 +7,6 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import trio
-import trio.testing
 
 from node.protocol import ErrorCode
 from node.txn import (
@@ -20,9 +19,8 @@ from node.txn import (
     decode_key,
     decode_value,
 )
+from tests.node.groups.helpers import run_trio, wall_ms
 
-WALL_BASE_MS = 1_700_000_000_000
-DEADLINE_S = 24 * 3600  # mock time: a wait that never ends fails at once instead of hanging
 CONFIG = TxnConfig(
     state_partitions=4,
     max_timeout_ms=60_000,
@@ -31,11 +29,6 @@ CONFIG = TxnConfig(
     remove_expired_interval_ms=60_000,
 )
 TopicPartition = tuple[str, int]
-
-
-def wall_ms() -> int:
-    """Wall-clock milliseconds that advance with the (mock) trio clock."""
-    return WALL_BASE_MS + round(trio.current_time() * 1000)
 
 
 class MemoryLog:
@@ -145,11 +138,7 @@ def run(
             await test(Env(coordinator, the_log, ids, the_markers, nursery))
             nursery.cancel_scope.cancel()
 
-    async def bounded() -> None:
-        with trio.fail_after(DEADLINE_S):
-            await main()
-
-    trio.run(bounded, clock=trio.testing.MockClock(autojump_threshold=0))
+    run_trio(main)
 
 
 async def settle(check: Callable[[], bool], *, seconds: float = 600) -> None:

@@ -8,7 +8,8 @@ import trio
 
 from node.protocol import ErrorCode
 from node.txn import MAX_EPOCH, TransactionCoordinator, TxnLogValue, TxnState, encode_key, encode_value
-from tests.node.txn.helpers import CONFIG, Env, FakeMarkers, MemoryLog, run, settle, wall_ms
+from tests.node.groups.helpers import wall_ms
+from tests.node.txn.helpers import CONFIG, Env, FakeMarkers, MemoryLog, run, settle
 
 pytestmark = pytest.mark.unit
 
