@@ -416,7 +416,7 @@ class TransactionCoordinator:
             return error
         if txn.state in _PREPARED:
             return ErrorCode.CONCURRENT_TRANSACTIONS
-        if txn.state is _S.PREPARE_EPOCH_FENCE or txn.state is _S.DEAD:
+        if txn.state is _S.PREPARE_EPOCH_FENCE:  # never written by Kafka nor strait: a log strait cannot follow
             return ErrorCode.INVALID_TXN_STATE
         wanted = set(partitions)
         if txn.state is _S.ONGOING and wanted <= txn.partitions:

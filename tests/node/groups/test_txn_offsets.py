@@ -6,8 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import trio
 
 from node.groups import (
+    GroupConfig,
     GroupCoordinator,
     OffsetCommitKey,
     OffsetCommitValue,
@@ -23,6 +25,7 @@ from tests.node.groups.helpers import CONFIG, Client, Env, MemoryStore, committe
 pytestmark = pytest.mark.unit
 
 PID, EPOCH = 4000, 2
+RETENTION = GroupConfig(offsets_partitions=4, offsets_retention_ms=60_000, offsets_retention_check_interval_ms=5_000)
 
 
 async def txn_commit(
@@ -149,3 +152,31 @@ def test_the_response_is_the_schema_of_every_version() -> None:
             assert await txn_commit(env, "g", {("t", 0): version}, version=version) == {("t", 0): 0}
 
     run(test)
+
+
+def test_a_group_being_deleted_refuses_transactional_offsets() -> None:
+    store = MemoryStore()
+
+    async def test(env: Env) -> None:
+        c = env.coordinator
+        assert await Client(c).commit("g", {("t", 0): (5, None)}) == {("t", 0): 0}
+        store.gate = trio.Event()
+        env.nursery.start_soon(c.delete_groups, ["g"])  # Dead while its tombstones are written
+        await trio.sleep(0.01)
+        assert await txn_commit(env, "g", {("t", 0): 10}) == {("t", 0): ErrorCode.COORDINATOR_NOT_AVAILABLE}
+        store.gate.set()
+
+    run(test, store=store)
+
+
+def test_a_group_holding_only_offsets_of_an_open_transaction_does_not_expire() -> None:
+    async def test(env: Env) -> None:
+        c = env.coordinator
+        assert await txn_commit(env, "g", {("t", 0): 10}) == {("t", 0): 0}
+        assert await txn_commit(env, "h", {("t", 0): 10}) == {("t", 0): 0}
+        c.complete_txn_offsets(c.partition_for("h"), PID, commit=False)
+        await trio.sleep((RETENTION.offsets_retention_ms + 2 * RETENTION.offsets_retention_check_interval_ms) / 1000)
+        assert c.describe("g") is not None
+        assert c.describe("h") is None  # its transaction aborted: an Empty group without offsets goes
+
+    run(test, config=RETENTION)

@@ -61,11 +61,16 @@ class MemoryLog:
 
 
 class CountingIds:
+    """Producer ids from ``first`` up; ``gate`` (when set) holds every claim."""
+
     def __init__(self, first: int = 1000) -> None:
         self.next = first
+        self.gate: trio.Event | None = None
 
     async def next_id(self) -> int:
         await trio.lowlevel.checkpoint()
+        if self.gate is not None:
+            await self.gate.wait()
         self.next += 1
         return self.next - 1
 

@@ -328,3 +328,57 @@ def test_list_transactions_filters_by_state_producer_and_duration() -> None:
         assert c.list_transactions(["Ongoing"], duration_ms=5_000)[2] == [("a", a_pid, "Ongoing")]
 
     run(test)
+
+
+def test_an_id_whose_partition_moves_while_its_producer_id_is_claimed_gets_not_coordinator() -> None:
+    log = MemoryLog()
+    probe = TransactionCoordinator(CONFIG, log, None, None, wall_clock_ms=wall_ms)  # type: ignore[arg-type]
+    exhausted = TxnLogValue(77, MAX_EPOCH - 1, TIMEOUT_MS, TxnState.EMPTY, frozenset(), 1, -1)
+    log.records[probe.partition_for("old")].append(stored("old", exhausted))
+
+    async def test(env: Env) -> None:
+        c = env.coordinator
+
+        async def claim(tid: str, results: list[ErrorCode]) -> None:
+            results.append((await c.init_producer_id(tid, TIMEOUT_MS)).error)
+
+        for tid in ("new", "old"):
+            env.ids.gate = trio.Event()
+            results: list[ErrorCode] = []
+            env.nursery.start_soon(claim, tid, results)
+            await trio.sleep(0.01)  # the claim waits for its producer id
+            if tid == "old":
+                assert (await c.init_producer_id(tid, TIMEOUT_MS)).error is E.CONCURRENT_TRANSACTIONS
+            c.unload_partition(c.partition_for(tid))
+            env.ids.gate.set()
+            await settle(lambda got=results: len(got) == 1)  # type: ignore[misc]
+            assert results == [E.NOT_COORDINATOR], tid
+            assert env.log.states(tid) == ([] if tid == "new" else ["Empty"])
+
+    run(test, log=log)
+
+
+def test_an_id_found_in_a_state_no_coordinator_writes_refuses_new_partitions() -> None:
+    log = MemoryLog()
+    probe = TransactionCoordinator(CONFIG, log, None, None, wall_clock_ms=wall_ms)  # type: ignore[arg-type]
+    fencing = TxnLogValue(9, 1, TIMEOUT_MS, TxnState.PREPARE_EPOCH_FENCE, frozenset({("t", 0)}), 1, 1)
+    log.records[probe.partition_for(TX)].append(stored(TX, fencing))
+
+    async def test(env: Env) -> None:
+        assert await env.coordinator.add_partitions(TX, 9, 1, [("t", 1)]) is E.INVALID_TXN_STATE
+
+    run(test, log=log)
+
+
+def test_a_partition_that_does_not_take_markers_of_its_format_needs_none() -> None:
+    markers = FakeMarkers(answers={("old", 0): [E.UNSUPPORTED_FOR_MESSAGE_FORMAT]})
+
+    async def test(env: Env) -> None:
+        c = env.coordinator
+        pid, epoch = await init(env)
+        assert await c.add_partitions(TX, pid, epoch, [("old", 0), ("t", 0)]) is E.NONE
+        assert await c.end_txn(TX, pid, epoch, commit=True) is E.NONE
+        await settle(lambda: state(env) == "CompleteCommit")
+        assert len(env.markers.sent) == 1
+
+    run(test, markers=markers)
