@@ -9,8 +9,8 @@ Shutdown (cancellation): stop accepting, deregister, then flush and close every 
 checkpoints and the clean-shutdown marker, within a deadline.
 
 Requests are dispatched by API key through ``node.handlers.dispatch_table``, which binds each
-handler to the parts of this node it uses (the cluster state, the group coordinator, the
-controller, the replica manager, ...); an unexpected exception in a handler is logged here and
+handler to the parts of this node it uses (the cluster state, the group and transaction
+coordinators, the controller, the replica manager, ...); an unexpected exception in a handler is logged here and
 closes that connection only.
 """
 
@@ -50,6 +50,9 @@ from node.security._scram import ScramCredential
 from node.server import KafkaServer, ServerLimits, api_name, bind_listener
 from node.stall import StallWatch
 from node.tls import ServerTls, inter_broker_context, inter_broker_sasl
+from node.txn import TransactionCoordinator, TxnConfig
+from node.txn_topic import ClusterMarkerWriter, TxnTopicStore
+from node.txn_topic import sync_coordinator as sync_txn_coordinator
 from storage import LogManager, wall_clock_ms
 
 log = logging.getLogger("strait.node")
@@ -105,6 +108,20 @@ class Broker:
                 offsets_retention_ms=config.offsets_retention_ms,
             ),
             OffsetsTopicStore(lambda: self.cluster),
+            wall_clock_ms=wall_clock_ms,
+        )
+        self._markers = ClusterMarkerWriter(config, lambda: self.cluster)
+        self.transactions = TransactionCoordinator(
+            TxnConfig(
+                state_partitions=config.transaction_state_log_num_partitions,
+                max_timeout_ms=config.transaction_max_timeout_ms,
+                id_expiration_ms=config.transactional_id_expiration_ms,
+                abort_timed_out_interval_ms=config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+                remove_expired_interval_ms=config.transaction_remove_expired_transaction_cleanup_interval_ms,
+            ),
+            TxnTopicStore(lambda: self.cluster),
+            self.producer_ids,
+            self._markers,
             wall_clock_ms=wall_clock_ms,
         )
         # Made once the cluster state exists (``run``): they work on it, not on the broker.
@@ -180,6 +197,7 @@ class Broker:
             replicas = self.replicas = ReplicaManager(config, cluster, self.zk, self.metrics)
             controller = self.controller = Controller(config, cluster, self.zk)
             cluster.on_refresh.append(lambda: sync_coordinator(cluster, self.groups))
+            cluster.on_refresh.append(lambda: sync_txn_coordinator(cluster, self.transactions))
             cluster.on_refresh.append(controller.poke)
             cluster.on_roles_changed.append(replicas.roles_changed)
             self._dispatch = dispatch_table(
@@ -190,6 +208,7 @@ class Broker:
                     metadata=cluster,
                     admin=cluster,
                     groups=self.groups,
+                    transactions=self.transactions,
                     controller=controller,
                     followers=replicas,
                     producer_ids=self.producer_ids,
@@ -244,6 +263,7 @@ class Broker:
                 ]
                 async with trio.open_nursery() as nursery:
                     await nursery.start(self.groups.run)
+                    await nursery.start(self.transactions.run)
                     await nursery.start(replicas.run)
                     await nursery.start(controller.run)
                     nursery.start_soon(self._follow_zookeeper)
@@ -302,6 +322,7 @@ class Broker:
             if self.security is not None:
                 self.security.close()
             with trio.CancelScope(shield=True), trio.move_on_after(SHUTDOWN_DEADLINE_S):
+                await self._markers.aclose()
                 await self.zk.close()
                 if logs is not None:
                     await trio.to_thread.run_sync(logs.shutdown)

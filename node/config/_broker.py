@@ -675,6 +675,33 @@ class NodeConfig:
         name="transaction.state.log.min.isr", type=_I, default="2", minimum=1, group=_TXN,
         doc="min.insync.replicas of __transaction_state.",
     ))
+    transaction_state_log_num_partitions: int = setting(ConfigKey(
+        name="transaction.state.log.num.partitions", type=_I, default="50", minimum=1, group=_TXN,
+        doc="Partitions of __transaction_state (fixed once created): a transactional id's coordinator is "
+            "the leader of its partition.",
+    ))
+    transaction_state_log_segment_bytes: int = setting(ConfigKey(
+        name="transaction.state.log.segment.bytes", type=_I, default="104857600", minimum=14, group=_TXN,
+        doc="segment.bytes of __transaction_state (small segments let the cleaner compact it sooner).",
+    ))
+    transaction_max_timeout_ms: int = setting(ConfigKey(
+        name="transaction.max.timeout.ms", type=_I, default="900000", minimum=1, group=_TXN,
+        doc="Largest transaction timeout a producer may ask for (else INVALID_TRANSACTION_TIMEOUT).",
+    ))
+    transactional_id_expiration_ms: int = setting(ConfigKey(
+        name="transactional.id.expiration.ms", type=_I, default="604800000", minimum=1, group=_TXN,
+        doc="A transactional id with no transaction open is forgotten after this long without use.",
+    ))
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = setting(ConfigKey(
+        name="transaction.abort.timed.out.transaction.cleanup.interval.ms", type=_I, default="10000", minimum=1,
+        group=_TXN,
+        doc="How often the coordinator aborts transactions open longer than their timeout.",
+    ))
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = setting(ConfigKey(
+        name="transaction.remove.expired.transaction.cleanup.interval.ms", type=_I, default="3600000", minimum=1,
+        group=_TXN,
+        doc="How often the coordinator forgets expired transactional ids.",
+    ))
     # strait's own
     admin_listener: tuple[str, int] = setting(ConfigKey(
         name="strait.admin.listener", type=_STR, default="127.0.0.1:0", check=_check_admin_listener, valid="host:port",

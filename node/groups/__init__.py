@@ -17,6 +17,7 @@ from ._consumer_protocol import decode_subscription as decode_subscription
 from ._consumer_protocol import encode_assignment as encode_assignment
 from ._consumer_protocol import encode_subscription as encode_subscription
 from ._coordinator import GroupCoordinator as GroupCoordinator
+from ._coordinator import LogEntry as LogEntry
 from ._errors import GroupBusy as GroupBusy
 from ._errors import GroupError as GroupError
 from ._errors import NotCoordinatorError as NotCoordinatorError
@@ -32,6 +33,7 @@ from ._records import GroupMetadataValue as GroupMetadataValue
 from ._records import MemberMetadataValue as MemberMetadataValue
 from ._records import OffsetCommitKey as OffsetCommitKey
 from ._records import OffsetCommitValue as OffsetCommitValue
+from ._records import Reader as Reader
 from ._records import decode_group_metadata_value as decode_group_metadata_value
 from ._records import decode_key as decode_key
 from ._records import decode_offset_commit_value as decode_offset_commit_value
@@ -40,3 +42,6 @@ from ._records import encode_key as encode_key
 from ._records import encode_offset_commit_value as encode_offset_commit_value
 from ._records import java_string_hash as java_string_hash
 from ._records import partition_for as partition_for
+from ._records import put_string as put_string
+from ._txn_offsets import TxnEnd as TxnEnd
+from ._txn_offsets import TxnRecord as TxnRecord

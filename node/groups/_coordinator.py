@@ -37,6 +37,10 @@ from ._records import (
 )
 from ._records import partition_for as _partition_for
 from ._timers import Timers
+from ._txn_offsets import TxnEnd, TxnOffsets, TxnRecord
+
+# What a load replays: plain (key, value) records, records of transactional batches, and transaction markers.
+LogEntry = tuple[bytes | None, bytes | None] | TxnRecord | TxnEnd
 
 log = logging.getLogger("strait.node.groups")
 
@@ -60,6 +64,7 @@ class GroupCoordinator:
         self._timers: Timers[TimerKey] = Timers()
         self._journal = Journal(store, config.offsets_commit_timeout_ms)
         self._offsets = Offsets(self._journal, self.partition_for, config.max_metadata_bytes, wall_clock_ms)
+        self._txn_offsets = TxnOffsets(self._journal, self.partition_for)
         self._membership = Membership(config, self._timers, self._store_group, self._spawn, wall_clock_ms)
         self._nursery: trio.Nursery | None = None
 
@@ -120,10 +125,12 @@ class GroupCoordinator:
         if self._partitions.get(partition) != LOADED:
             self._partitions[partition] = LOADING
 
-    def load_partition(self, partition: int, records: Iterable[tuple[bytes | None, bytes | None]]) -> None:
+    def load_partition(self, partition: int, records: Iterable[LogEntry]) -> None:
         """Replay ``partition``'s records (in offset order) and serve its groups.
 
-        The latest record per key wins and tombstones delete. Groups stored with members come back
+        The latest record per key wins and tombstones delete. Records of a transactional batch
+        (``TxnRecord``) count once their producer's COMMIT marker (``TxnEnd``) follows, never after an
+        ABORT, and are pending while neither has come. Groups stored with members come back
         Stable with those members, whose session timers start now: members that keep heartbeating
         keep their generation, the others expire and the group rebalances (as Kafka does). Records
         that do not parse are skipped with a warning naming them. A partition already loaded is
@@ -144,15 +151,27 @@ class GroupCoordinator:
             self._membership.on_loaded(group)
         self._partitions[partition] = LOADED
 
-    def _replay(self, partition: int, records: Iterable[tuple[bytes | None, bytes | None]]) -> dict[str, Group]:
+    def _replay(self, partition: int, records: Iterable[LogEntry]) -> dict[str, Group]:
         metadata: dict[str, GroupMetadataValue | None] = {}
         offsets: dict[str, dict[TopicPartition, OffsetCommitValue]] = {}
-        for n, (key_bytes, value_bytes) in enumerate(records):
+        pending: dict[int, dict[str, dict[TopicPartition, OffsetCommitValue]]] = {}  # producer -> group -> offsets
+        for n, entry in enumerate(records):
+            if isinstance(entry, TxnEnd):
+                for group_id, ended in pending.pop(entry.producer_id, {}).items():
+                    if entry.commit:
+                        offsets.setdefault(group_id, {}).update(ended)
+                continue
+            producer = entry.producer_id if isinstance(entry, TxnRecord) else None
+            key_bytes, value_bytes = (entry.key, entry.value) if isinstance(entry, TxnRecord) else entry
             if key_bytes is None:
                 continue
             try:
                 key = decode_key(key_bytes)
-                if isinstance(key, OffsetCommitKey):
+                if isinstance(key, OffsetCommitKey) and producer is not None:
+                    if value_bytes is not None:
+                        by_group = pending.setdefault(producer, {}).setdefault(key.group, {})
+                        by_group[(key.topic, key.partition)] = decode_offset_commit_value(value_bytes)
+                elif isinstance(key, OffsetCommitKey):
                     per_group = offsets.setdefault(key.group, {})
                     tp = (key.topic, key.partition)
                     if value_bytes is None:
@@ -165,6 +184,8 @@ class GroupCoordinator:
                 log.warning(
                     "__consumer_offsets-%d: skipping record %d (key %s): %s", partition, n, key_bytes.hex(), exc
                 )
+        if pending:
+            self._txn_offsets.pending[partition] = pending
         now = self._now_ms()
         groups: dict[str, Group] = {}
         for group_id in {**metadata, **offsets}:
@@ -184,6 +205,7 @@ class GroupCoordinator:
     def unload_partition(self, partition: int) -> None:
         """Stop serving ``partition``: its groups are dropped and their waiting requests get NOT_COORDINATOR."""
         self._partitions.pop(partition, None)
+        self._txn_offsets.unload(partition)
         for group in self._groups.pop(partition, {}).values():
             self._membership.close(group, ErrorCode.NOT_COORDINATOR)
 
@@ -261,7 +283,13 @@ class GroupCoordinator:
                     continue
                 expired = group.expired_offsets(now, self.config.offsets_retention_ms)
                 left = set(group.offsets) - set(expired)
-                dropped = group.is_(_S.EMPTY) and not left and not group.pending_members and not +group.pending_commits
+                dropped = (
+                    group.is_(_S.EMPTY)
+                    and not left
+                    and not group.pending_members
+                    and not +group.pending_commits
+                    and not self._txn_offsets.has_pending(self.partition_for(group.group_id), group.group_id)
+                )
                 if dropped:
                     error = await self._drop(group, expired)
                 elif expired:
@@ -399,6 +427,55 @@ class GroupCoordinator:
         for (topic, p), code in zip(entries, codes, strict=True):
             topics.setdefault(topic, []).append({"partition_index": p.partition_index, "error_code": code})
         return {"throttle_time_ms": 0, "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()]}
+
+    async def txn_offset_commit(self, req: Struct, version: int) -> dict[str, Any]:
+        """TxnOffsetCommit v0-3: the offsets are written as the producer's transactional batch, once durable.
+
+        They become committed when the transaction commits (``complete_txn_offsets``). As OffsetCommit:
+        NOT_COORDINATOR and the like for the group, OFFSET_METADATA_TOO_LARGE per partition; v3 checks the
+        member and generation when given (KIP-447); an unknown group is made, as Kafka does.
+        """
+        entries = [(t.name, p) for t in req.topics for p in t.partitions]
+        error = self._check(req.group_id, needs_id=True)
+        group = None
+        if error is None:
+            group = self._group(req.group_id) or self._create_group(req.group_id)  # as Kafka: made if unknown
+            error = _check_txn_commit(group, req, version)
+        codes: list[ErrorCode] = []
+        if error is not None or group is None:
+            codes = [error if error is not None else ErrorCode.UNKNOWN_SERVER_ERROR] * len(entries)
+        else:
+            now = self._now_ms()
+            accepted: dict[TopicPartition, OffsetCommitValue] = {}
+            for topic, p in entries:
+                metadata = p.committed_metadata or ""
+                if len(metadata.encode("utf-16-le", "surrogatepass")) // 2 > self.config.max_metadata_bytes:
+                    codes.append(ErrorCode.OFFSET_METADATA_TOO_LARGE)
+                    continue
+                codes.append(ErrorCode.NONE)
+                leader_epoch = p.committed_leader_epoch if version >= 2 else -1
+                accepted[(topic, p.partition_index)] = OffsetCommitValue(
+                    p.committed_offset, metadata, now, leader_epoch
+                )
+            if accepted:
+                failure = await self._txn_offsets.commit(req.group_id, req.producer_id, req.producer_epoch, accepted)
+                if failure is not ErrorCode.NONE:
+                    codes = [failure if c is ErrorCode.NONE else c for c in codes]
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for (topic, p), code in zip(entries, codes, strict=True):
+            topics.setdefault(topic, []).append({"partition_index": p.partition_index, "error_code": code})
+        return {"throttle_time_ms": 0, "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()]}
+
+    def complete_txn_offsets(self, partition_index: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker of ``producer_id`` was written in ``__consumer_offsets``-``partition_index``.
+
+        On COMMIT the producer's pending offsets there become committed (visible to OffsetFetch), on
+        ABORT they are dropped. Called by the partition once the marker is in the log; never raises.
+        """
+        for group_id, values in self._txn_offsets.complete(partition_index, producer_id, commit).items():
+            group = self._group(group_id) or self._create_group(group_id)
+            if not group.is_(_S.DEAD):
+                group.offsets.update(values)
 
     async def offset_fetch(self, req: Struct, version: int) -> dict[str, Any]:
         """OffsetFetch v0-5; ``topics`` null (v2+) means every committed offset of the group."""
@@ -572,6 +649,21 @@ class GroupCoordinator:
         if not group.is_(_S.EMPTY):
             raise GroupBusy(group_id, group.state.value, len(group.members))
         await self._offsets.reset(group, offsets)
+
+
+def _check_txn_commit(group: Group, req: Struct, version: int) -> ErrorCode | None:
+    """Kafka's checks of a TxnOffsetCommit: a live group, and from v3 the member and generation when given."""
+    if group.is_(_S.DEAD):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if version < 3:
+        return None
+    if req.member_id or req.group_instance_id is not None:
+        error = group.validate_member(req.member_id, req.group_instance_id)
+        if error is not None:
+            return error
+    if req.generation_id >= 0 and req.generation_id != group.generation_id:
+        return ErrorCode.ILLEGAL_GENERATION
+    return None
 
 
 def _join_response(result: JoinResult, version: int) -> dict[str, Any]:

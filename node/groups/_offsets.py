@@ -35,9 +35,14 @@ Records = list[tuple[bytes, bytes | None]]
 class OffsetStore(Protocol):
     """Where the coordinator's records go: the local leader replicas of ``__consumer_offsets``."""
 
-    async def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
+    async def append(
+        self, partition: int, records: list[tuple[bytes, bytes | None]], *, producer: tuple[int, int] | None = None
+    ) -> None:
         """Make these (key, value) records durable in __consumer_offsets partition `partition` before returning;
-        raise OffsetStoreError if that partition is not (or no longer) available here."""
+        raise OffsetStoreError if that partition is not (or no longer) available here.
+
+        With ``producer`` (id, epoch) they are one transactional batch of that producer (TxnOffsetCommit).
+        """
         ...
 
 
@@ -65,7 +70,12 @@ class Journal:
         self._lines: dict[int, _Line] = {}
 
     def write(
-        self, partition: int, records: Records, apply: Callable[[], None] | None = None
+        self,
+        partition: int,
+        records: Records,
+        apply: Callable[[], None] | None = None,
+        *,
+        producer: tuple[int, int] | None = None,
     ) -> Coroutine[Any, Any, None]:
         """Take the next place in ``partition``'s order now; the returned coroutine performs the write.
 
@@ -74,14 +84,21 @@ class Journal:
         and runs ``apply`` once they are durable. It raises OffsetStoreError (OffsetStoreTimeout on
         timeout) and then ``apply`` does not run. Cancelled while waiting for its turn, it writes
         nothing. The coroutine must be awaited: later writes of the partition wait for it.
+        ``producer`` (id, epoch) makes the records one transactional batch of that producer.
         """
         line = self._lines.setdefault(partition, _Line())
         ticket = line.next_ticket
         line.next_ticket += 1
-        return self._perform(partition, line, ticket, records, apply)
+        return self._perform(partition, line, ticket, records, apply, producer)
 
     async def _perform(
-        self, partition: int, line: _Line, ticket: int, records: Records, apply: Callable[[], None] | None
+        self,
+        partition: int,
+        line: _Line,
+        ticket: int,
+        records: Records,
+        apply: Callable[[], None] | None,
+        producer: tuple[int, int] | None,
     ) -> None:
         try:
             if line.serving != ticket:
@@ -90,7 +107,10 @@ class Journal:
             with trio.CancelScope(shield=True):
                 if records:
                     with trio.move_on_after(self._timeout_ms / 1000) as scope:
-                        await self._store.append(partition, records)
+                        if producer is None:
+                            await self._store.append(partition, records)
+                        else:
+                            await self._store.append(partition, records, producer=producer)
                     if scope.cancelled_caught:
                         raise OffsetStoreTimeout(partition, self._timeout_ms)
                 if apply is not None:

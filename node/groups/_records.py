@@ -68,6 +68,7 @@ OFFSET_COMMIT_VALUE_VERSION = 3
 OFFSET_COMMIT_VALUE_WITH_EXPIRY_VERSION = 1
 GROUP_METADATA_VALUE_VERSION = 3
 
+I8 = struct.Struct(">b")  # a state byte (``__transaction_state``)
 I16 = struct.Struct(">h")  # a version, a string length
 I32 = struct.Struct(">i")  # partition, generation, timeouts, a bytes length, an array count
 I64 = struct.Struct(">q")  # offsets and timestamps
@@ -323,6 +324,10 @@ class Reader:
         view = self._buf[self._pos : self._pos + n]
         self._pos += n
         return view
+
+    def int8(self) -> int:
+        value: int = I8.unpack(self._take(1))[0]
+        return value
 
     def int16(self) -> int:
         value: int = I16.unpack(self._take(2))[0]

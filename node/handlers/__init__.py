@@ -43,6 +43,7 @@ from . import (
     scram,
     topics,
     truncate,
+    txn,
 )
 from ._services import NO_AUTHORIZER as NO_AUTHORIZER
 from ._services import (
@@ -56,6 +57,7 @@ from ._services import (
     PushedStateSink,
     RequestMetrics,
     TopicAdmin,
+    TransactionService,
 )
 from ._services import SecurityServices as SecurityServices
 
@@ -84,6 +86,10 @@ SERVED_APIS: tuple[int, ...] = (
     ApiKey.DELETE_RECORDS,
     ApiKey.INIT_PRODUCER_ID,
     ApiKey.OFFSET_FOR_LEADER_EPOCH,
+    ApiKey.ADD_PARTITIONS_TO_TXN,
+    ApiKey.ADD_OFFSETS_TO_TXN,
+    ApiKey.END_TXN,
+    ApiKey.TXN_OFFSET_COMMIT,
     ApiKey.DESCRIBE_ACLS,
     ApiKey.CREATE_ACLS,
     ApiKey.DELETE_ACLS,
@@ -97,6 +103,8 @@ SERVED_APIS: tuple[int, ...] = (
     ApiKey.OFFSET_DELETE,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+    ApiKey.DESCRIBE_TRANSACTIONS,
+    ApiKey.LIST_TRANSACTIONS,
     ApiKey.MIRROR_APPEND,
     ApiKey.TRUNCATE_PARTITIONS,
     ApiKey.PARTITION_STATES,
@@ -118,6 +126,7 @@ class NodeServices:
     metadata: MetadataView
     admin: TopicAdmin
     groups: GroupService
+    transactions: TransactionService
     controller: ControllerService
     followers: FollowerTracker
     producer_ids: ProducerIdSource
@@ -132,6 +141,7 @@ def dispatch_table(node: NodeServices, api_ranges: Mapping[int, tuple[int, int]]
     security = node.security
     log_access = offsets.OffsetsServices(node.partitions, security)
     group = groups.GroupServices(node.groups, node.metadata, node.admin, node.config, security)
+    transaction = txn.TxnServices(node.transactions, node.groups, node.metadata, security)
     meta = metadata.MetadataServices(node.metadata, node.admin, node.config, node.cluster_id, api_ranges, security)
     config = configs.ConfigServices(node.metadata, node.admin, node.config, security)
     topic = topics.TopicServices(node.admin, node.config, security)
@@ -176,7 +186,8 @@ def dispatch_table(node: NodeServices, api_ranges: Mapping[int, tuple[int, int]]
         ApiKey.ALTER_CONFIGS: partial(configs.handle_alter_configs, config),
         ApiKey.INCREMENTAL_ALTER_CONFIGS: partial(configs.handle_incremental_alter_configs, config),
         ApiKey.INIT_PRODUCER_ID: partial(
-            producer_id.handle_init_producer_id, producer_id.ProducerIdServices(node.producer_ids, security)
+            producer_id.handle_init_producer_id,
+            producer_id.ProducerIdServices(node.producer_ids, node.transactions, security),
         ),
         ApiKey.FIND_COORDINATOR: partial(groups.handle_find_coordinator, group),
         ApiKey.JOIN_GROUP: partial(groups.handle_join_group, group),
@@ -189,6 +200,12 @@ def dispatch_table(node: NodeServices, api_ranges: Mapping[int, tuple[int, int]]
         ApiKey.LIST_GROUPS: partial(groups.handle_list_groups, group),
         ApiKey.DELETE_GROUPS: partial(groups.handle_delete_groups, group),
         ApiKey.OFFSET_DELETE: partial(groups.handle_offset_delete, group),
+        ApiKey.TXN_OFFSET_COMMIT: partial(groups.handle_txn_offset_commit, group),
+        ApiKey.ADD_PARTITIONS_TO_TXN: partial(txn.handle_add_partitions_to_txn, transaction),
+        ApiKey.ADD_OFFSETS_TO_TXN: partial(txn.handle_add_offsets_to_txn, transaction),
+        ApiKey.END_TXN: partial(txn.handle_end_txn, transaction),
+        ApiKey.DESCRIBE_TRANSACTIONS: partial(txn.handle_describe_transactions, transaction),
+        ApiKey.LIST_TRANSACTIONS: partial(txn.handle_list_transactions, transaction),
         ApiKey.DESCRIBE_ACLS: partial(acls.handle_describe_acls, acl),
         ApiKey.CREATE_ACLS: partial(acls.handle_create_acls, acl),
         ApiKey.DELETE_ACLS: partial(acls.handle_delete_acls, acl),

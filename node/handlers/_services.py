@@ -3,8 +3,8 @@
 A handler module depends on these protocols and on ``node.request.Request``, never on the
 broker, the server or another handler, so each one can be read and tested with a fake of the
 few calls it makes. ``node.broker`` binds the real objects (``ClusterState`` is the partition
-source, the metadata view and the topic admin; ``GroupCoordinator``, ``Controller``,
-``ReplicaManager``, ``ProducerIdAllocator`` and ``NodeMetrics`` the rest) in
+source, the metadata view and the topic admin; ``GroupCoordinator``, ``TransactionCoordinator``,
+``Controller``, ``ReplicaManager``, ``ProducerIdAllocator`` and ``NodeMetrics`` the rest) in
 ``node.handlers.dispatch_table``.
 
 Authorisation is the one thing here that is not a protocol: every handler asks the same
@@ -15,7 +15,7 @@ a module of its own because a handler imports nothing of this package but this m
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from node.coordination import BrokerRegistration, PartitionState
     from node.partition import Partition
     from node.truncation import Outcome
+    from node.txn import InitResult, TxnDescription
     from storage import DirUsage, Offset
 
 Assignment = dict[int, tuple[NodeId, ...]]
@@ -118,6 +119,8 @@ class GroupService(Protocol):
 
     async def offset_fetch(self, req: Struct, version: int) -> dict[str, Any]: ...
 
+    async def txn_offset_commit(self, req: Struct, version: int) -> dict[str, Any]: ...
+
     async def describe_groups(self, req: Struct, version: int) -> dict[str, Any]: ...
 
     async def list_groups(self, req: Struct, version: int) -> dict[str, Any]: ...
@@ -127,6 +130,28 @@ class GroupService(Protocol):
     async def offset_delete(
         self, group_id: str, partitions: list[tuple[str, int]]
     ) -> tuple[int, list[tuple[str, int, int]]]: ...
+
+
+class TransactionService(Protocol):
+    """The transaction coordinator (``node.txn.TransactionCoordinator``): errors are Kafka codes, never raised."""
+
+    def partition_for(self, transactional_id: str) -> int: ...
+
+    async def init_producer_id(
+        self, transactional_id: str, timeout_ms: int, expected_producer_id: int, expected_epoch: int
+    ) -> InitResult: ...
+
+    async def add_partitions(
+        self, transactional_id: str, producer_id: int, epoch: int, partitions: Iterable[tuple[str, int]]
+    ) -> ErrorCode: ...
+
+    async def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> ErrorCode: ...
+
+    def describe(self, transactional_id: str) -> tuple[ErrorCode, TxnDescription | None]: ...
+
+    def list_transactions(
+        self, states: Iterable[str], producer_ids: Iterable[int], duration_ms: int
+    ) -> tuple[ErrorCode, list[str], list[tuple[str, int, str]]]: ...
 
 
 class ControllerService(Protocol):

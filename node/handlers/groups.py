@@ -1,7 +1,8 @@
 """The consumer-group APIs: FindCoordinator (10) here, the rest relayed to ``node.groups``.
 
 FindCoordinator makes ``__consumer_offsets`` on first use and answers with the broker that
-leads the group's partition of it, at its address on the listener the request came in on
+leads the group's partition of it (key type 1: ``__transaction_state`` and the transactional
+id's partition, the transaction coordinator), at its address on the listener the request came in on
 (COORDINATOR_NOT_AVAILABLE when that broker has no such listener, as in Kafka). Every other
 group API goes to this node's ``GroupCoordinator``, which answers NOT_COORDINATOR for groups
 whose partition it does not lead (clients then ask FindCoordinator again).
@@ -19,6 +20,7 @@ request changes nothing (no group is created, no offset committed, no topic made
 | ListGroups | DESCRIBE on the cluster, else lists only groups it may DESCRIBE | never an error |
 | DeleteGroups | DELETE on each group | GROUP* for that group |
 | OffsetDelete | DELETE on the group, then READ on each topic | GROUP* (top level) / TOPIC* per partition |
+| TxnOffsetCommit | WRITE on the transactional id, READ on group and topics | TRANSACTIONAL_ID*, GROUP*, TOPIC* (2) |
 
 (1) per partition named; when every offset is asked for, the topics it may not DESCRIBE are left out.
 (2) then UNKNOWN_TOPIC_OR_PARTITION for a partition the site does not have (nothing is stored for it).
@@ -33,10 +35,12 @@ from typing import Any
 
 from node.config import NodeConfig
 from node.errors import BrokerError
+from node.groups import partition_for
 from node.offsets_topic import OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIG
 from node.protocol import ErrorCode, Struct
 from node.request import Request
 from node.security._acl import AclOperation, ResourceType
+from node.txn_topic import TRANSACTION_TOPIC, transaction_topic_config
 
 from ._services import NO_AUTHORIZER, GroupService, MetadataView, SecurityServices, TopicAdmin, denied
 
@@ -71,6 +75,23 @@ async def ensure_offsets_topic(services: GroupServices) -> None:
         await admin.refresh()  # made concurrently (by another request or broker): pick it up
 
 
+async def ensure_transaction_topic(services: GroupServices) -> None:
+    """Create ``__transaction_state`` if it does not exist yet (BrokerError if it cannot be)."""
+    if TRANSACTION_TOPIC in services.metadata.topics:
+        return
+    admin = services.admin
+    config = services.config
+    assignment = await admin.plan(
+        config.transaction_state_log_num_partitions, config.transaction_state_log_replication_factor
+    )
+    try:
+        await admin.create_topic(TRANSACTION_TOPIC, assignment, transaction_topic_config(config), validate_only=False)
+    except BrokerError as exc:
+        if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+            raise
+        await admin.refresh()
+
+
 async def handle_find_coordinator(services: GroupServices, request: Request) -> dict[str, Any]:
     req = request.body
     body: dict[str, Any] = {
@@ -89,29 +110,35 @@ async def handle_find_coordinator(services: GroupServices, request: Request) -> 
         refusal = denied(request, AclOperation.DESCRIBE, resource, req.key)
         body.update(error_code=refusal.code, error_message=refusal.message)
         return body
-    if key_type != GROUP_KEY:
-        body["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        body["error_message"] = "transaction coordinators are not supported by strait yet"
+    if key_type not in (GROUP_KEY, TRANSACTION_KEY):
+        body["error_code"] = ErrorCode.INVALID_REQUEST
+        body["error_message"] = f"unknown coordinator key type {key_type}"
         return body
+    config = services.config
+    if key_type == GROUP_KEY:
+        internal, ensure = OFFSETS_TOPIC, ensure_offsets_topic
+        partition = services.coordinator.partition_for(req.key)
+    else:
+        internal, ensure = TRANSACTION_TOPIC, ensure_transaction_topic
+        partition = partition_for(req.key, config.transaction_state_log_num_partitions)
     try:
-        await ensure_offsets_topic(services)
+        await ensure(services)
     except BrokerError as exc:
-        log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc.message)
+        log.warning("cannot create %s: %s", internal, exc.message)
         body["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        body["error_message"] = f"{OFFSETS_TOPIC} cannot be created: {exc.message}"
+        body["error_message"] = f"{internal} cannot be created: {exc.message}"
         return body
     cluster = services.metadata
-    topic = cluster.topics.get(OFFSETS_TOPIC)
+    topic = cluster.topics.get(internal)
     if topic is None:
         body["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        body["error_message"] = f"{OFFSETS_TOPIC} is being created"
+        body["error_message"] = f"{internal} is being created"
         return body
-    partition = services.coordinator.partition_for(req.key)
     leader = cluster.leader_of(topic, partition)
     registration = cluster.brokers.get(leader)
     if registration is None:
         body["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        body["error_message"] = f"the leader of {OFFSETS_TOPIC}-{partition} (broker {leader}) is not live"
+        body["error_message"] = f"the leader of {internal}-{partition} (broker {leader}) is not live"
         return body
     # The coordinator's address on the listener this client came in on, as Metadata gives it.
     listener = request.connection.listener
@@ -184,15 +211,26 @@ def _answered(body: dict[str, Any]) -> dict[tuple[str, int], dict[str, Any]]:
 
 
 async def handle_offset_commit(services: GroupServices, request: Request) -> dict[str, Any]:
+    if not _may_read_group(services, request):
+        return _refused_commit(request.body, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    return await _commit_readable(services, request, services.coordinator.offset_commit)
+
+
+def _refused_commit(req: Struct, code: ErrorCode) -> dict[str, Any]:
+    """An OffsetCommit or TxnOffsetCommit answer refusing every partition with ``code``."""
+    entries = [
+        (t.name, {"partition_index": p.partition_index, "error_code": code}) for t in req.topics for p in t.partitions
+    ]
+    return {"throttle_time_ms": 0, "topics": _grouped(entries)}
+
+
+async def _commit_readable(
+    services: GroupServices, request: Request, commit: Callable[[Struct, int], Awaitable[dict[str, Any]]]
+) -> dict[str, Any]:
+    """Pass to ``commit`` the partitions of the topics the principal may READ that the site has; refuse the others."""
     req = request.body
     version = request.api_version
     requested = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
-    if not _may_read_group(services, request):
-        group_refused = [
-            (topic, {"partition_index": p, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED})
-            for topic, p in requested
-        ]
-        return {"throttle_time_ms": 0, "topics": _grouped(group_refused)}
     security = services.security
     refused: dict[tuple[str, int], ErrorCode] = {}
     committable = []
@@ -209,10 +247,10 @@ async def handle_offset_commit(services: GroupServices, request: Request) -> dic
         if known:
             committable.append(_with(t, partitions=known))
     if not refused:
-        return await services.coordinator.offset_commit(req, version)
+        return await commit(req, version)
     answered: dict[tuple[str, int], dict[str, Any]] = {}
     if committable:  # nothing committable: the coordinator is not asked (a simple commit would create the group)
-        answered = _answered(await services.coordinator.offset_commit(_with(req, topics=committable), version))
+        answered = _answered(await commit(_with(req, topics=committable), version))
     entries = [
         (topic, answered.get((topic, p)) or {"partition_index": p, "error_code": refused[(topic, p)]})
         for topic, p in requested
@@ -332,3 +370,13 @@ async def handle_offset_delete(services: GroupServices, request: Request) -> dic
         results = [(topic, p, answered.get((topic, p), refused)) for topic, p in requested]
     entries = [(topic, {"partition_index": p, "error_code": error}) for topic, p, error in results]
     return {"error_code": code, "throttle_time_ms": 0, "topics": _grouped(entries)}
+
+
+async def handle_txn_offset_commit(services: GroupServices, request: Request) -> dict[str, Any]:
+    """TxnOffsetCommit (28): WRITE on the transactional id, READ on the group, then READ on each topic."""
+    req = request.body
+    if not services.security.allowed(request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
+        return _refused_commit(req, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not _may_read_group(services, request):
+        return _refused_commit(req, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    return await _commit_readable(services, request, services.coordinator.txn_offset_commit)

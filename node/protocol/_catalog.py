@@ -16,10 +16,11 @@ from ._messages_data import DATA_APIS
 from ._messages_group import GROUP_APIS
 from ._messages_security import SECURITY_APIS
 from ._messages_strait import STRAIT_APIS
+from ._messages_txn import TXN_APIS
 from ._schema import ApiKey, ApiSchema
 
 _SCHEMAS: dict[int, ApiSchema] = {
-    api.api_key: api for api in (*DATA_APIS, *GROUP_APIS, *ADMIN_APIS, *SECURITY_APIS, *STRAIT_APIS)
+    api.api_key: api for api in (*DATA_APIS, *GROUP_APIS, *ADMIN_APIS, *SECURITY_APIS, *TXN_APIS, *STRAIT_APIS)
 }
 
 if set(_SCHEMAS) != {key.value for key in ApiKey}:  # pragma: no cover - a declaration is missing
@@ -51,8 +52,9 @@ def advertised_ranges(api_keys: Iterable[int]) -> dict[int, tuple[int, int]]:
     """``{api_key: (min_version, max_version)}`` for each key, as declared.
 
     That is 0 up to the highest non-flexible version, except where a flexible version is declared
-    on purpose: ApiVersions (0, 4), SaslAuthenticate (0, 2), and the SCRAM credential APIs, which
-    only exist as a flexible v0.
+    on purpose: ApiVersions (0, 4), SaslAuthenticate (0, 2), the SCRAM credential APIs, which
+    only exist as a flexible v0, InitProducerId (0, 4: KIP-360's epoch bumps) and the transaction
+    APIs (``_messages_txn``).
 
     Raises UnknownApi for a key without a schema.
     """

@@ -188,11 +188,15 @@ DELETE_RECORDS = ApiSchema(
     ),
 )
 
+# v2 is the first flexible version; v3 adds the producer id and epoch a producer resumes with (KIP-360);
+# v4 may answer PRODUCER_FENCED (KIP-588), where older versions get INVALID_PRODUCER_EPOCH.
 INIT_PRODUCER_ID = ApiSchema(
-    ApiKey.INIT_PRODUCER_ID, "InitProducerId", max_version=1, flexible_from=2,
+    ApiKey.INIT_PRODUCER_ID, "InitProducerId", max_version=4, flexible_from=2,
     request=S(
         F("transactional_id", STRING, nullable="0+"),
         F("transaction_timeout_ms", INT32),
+        F("producer_id", INT64, "3+", default=-1),
+        F("producer_epoch", INT16, "3+", default=-1),
     ),
     response=S(
         F("throttle_time_ms", INT32),

@@ -181,6 +181,10 @@ class ApiKey(enum.IntEnum):
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    TXN_OFFSET_COMMIT = 28
     DESCRIBE_ACLS = 29
     CREATE_ACLS = 30
     DELETE_ACLS = 31
@@ -194,6 +198,8 @@ class ApiKey(enum.IntEnum):
     OFFSET_DELETE = 47
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
     MIRROR_APPEND = 1000  # strait's own (inter-site mirror); Kafka's keys stay below 100
     TRUNCATE_PARTITIONS = 1001  # strait's own (DR failback: truncate to a cut, controller-driven)
     PARTITION_STATES = 1002  # strait's own (the controller's written partition states, to every broker)

@@ -62,8 +62,11 @@ class MemoryStore:
         self.unavailable: set[int] = set()
         self.gate: trio.Event | None = None
         self.appends = 0
+        self.transactional: list[tuple[int, tuple[int, int], list[tuple[bytes, bytes | None]]]] = []
 
-    async def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
+    async def append(
+        self, partition: int, records: list[tuple[bytes, bytes | None]], *, producer: tuple[int, int] | None = None
+    ) -> None:
         await trio.lowlevel.checkpoint()
         if self.gate is not None:
             await self.gate.wait()
@@ -71,6 +74,8 @@ class MemoryStore:
             raise OffsetStoreError(f"__consumer_offsets-{partition} is not served here")
         self.appends += 1
         self.records[partition].extend(records)
+        if producer is not None:
+            self.transactional.append((partition, producer, list(records)))
 
 
 def request(api_key: ApiKey, version: int, **fields: Any) -> Struct:

@@ -8,7 +8,7 @@ Authorisation runs the real ``Authorizer`` over ACLs held by ``FakeSecurityStore
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -36,6 +36,7 @@ from node.security._acl import (
 )
 from node.security._scram import ScramCredential
 from node.security._store import SecurityStoreError
+from node.txn import InitResult, TxnDescription
 from storage import DirUsage, FaultPoints, LogConfig, TopicPartition, create_log
 
 NOW_MS = 1_700_000_000_000
@@ -348,6 +349,14 @@ class RecordingGroups:
         topic_list = [{"name": n, "partitions": ps} for n, ps in topics.items()]
         return {"throttle_time_ms": 0, "topics": topic_list, "error_code": 0}
 
+    async def txn_offset_commit(self, req: Struct, version: int) -> dict[str, Any]:
+        committed = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+        self.calls.append(("txn_offset_commit", committed))
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for topic, p in committed:
+            topics.setdefault(topic, []).append({"partition_index": p, "error_code": 0})
+        return {"throttle_time_ms": 0, "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()]}
+
     async def describe_groups(self, req: Struct, version: int) -> dict[str, Any]:
         self.calls.append(("describe_groups", list(req.groups)))
         described = [
@@ -394,3 +403,50 @@ class FakeStates:
             raise self.refuse
         self.calls.append((controller_epoch, dict(pushed)))
         return sum(len(states) for _, states in pushed.values())
+
+
+@dataclass
+class RecordingTransactions:
+    """TransactionService that records what reaches the coordinator; ``error`` is what every change answers.
+
+    ``known`` are the ids Describe and List find: id -> (producer id, state, partitions).
+    """
+
+    error: ErrorCode = ErrorCode.NONE
+    known: dict[str, tuple[int, str, tuple[tuple[str, int], ...]]] = field(default_factory=dict)
+    calls: list[tuple[str, Any]] = field(default_factory=list)
+
+    def partition_for(self, transactional_id: str) -> int:
+        return 0
+
+    async def init_producer_id(
+        self, transactional_id: str, timeout_ms: int, expected_producer_id: int, expected_epoch: int
+    ) -> InitResult:
+        self.calls.append(("init_producer_id", (transactional_id, timeout_ms, expected_producer_id, expected_epoch)))
+        if self.error is not ErrorCode.NONE:
+            return InitResult(self.error)
+        return InitResult(ErrorCode.NONE, 4000, 1)
+
+    async def add_partitions(
+        self, transactional_id: str, producer_id: int, epoch: int, partitions: Iterable[tuple[str, int]]
+    ) -> ErrorCode:
+        self.calls.append(("add_partitions", (transactional_id, producer_id, epoch, list(partitions))))
+        return self.error
+
+    async def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> ErrorCode:
+        self.calls.append(("end_txn", (transactional_id, producer_id, epoch, commit)))
+        return self.error
+
+    def describe(self, transactional_id: str) -> tuple[ErrorCode, TxnDescription | None]:
+        self.calls.append(("describe", transactional_id))
+        found = self.known.get(transactional_id)
+        if found is None:
+            return ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, None
+        pid, state, partitions = found
+        return ErrorCode.NONE, TxnDescription(transactional_id, state, 60_000, NOW_MS, pid, 3, partitions)
+
+    def list_transactions(
+        self, states: Iterable[str], producer_ids: Iterable[int], duration_ms: int
+    ) -> tuple[ErrorCode, list[str], list[tuple[str, int, str]]]:
+        self.calls.append(("list_transactions", (list(states), list(producer_ids), duration_ms)))
+        return ErrorCode.NONE, [], [(tid, pid, state) for tid, (pid, state, _) in sorted(self.known.items())]

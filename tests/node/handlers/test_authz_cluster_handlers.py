@@ -42,6 +42,7 @@ from tests.node.handlers.fakes import (
     BOB,
     FakeCluster,
     RecordingGroups,
+    RecordingTransactions,
     acl,
     node_config,
     request,
@@ -172,6 +173,7 @@ def test_find_coordinator_needs_describe_on_the_group_and_creates_nothing_when_r
     transaction = {"key": "tx", "key_type": 1}
     tx = run(handle_find_coordinator, services, request(ApiKey.FIND_COORDINATOR, 2, transaction, principal=ALICE))
     assert tx["error_code"] == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert list(services.metadata.topics) == ["__consumer_offsets"]  # __transaction_state was not made
 
 
 MEMBERSHIP = [
@@ -553,7 +555,7 @@ def test_init_producer_id_needs_idempotent_write_or_write_on_some_topic() -> Non
     security, _ = secured(
         acl(ALICE, Op.WRITE, TOPIC, "orders-", pattern=PatternType.PREFIXED), acl(CAROL, Op.IDEMPOTENT_WRITE)
     )
-    services = ProducerIdServices(ids, security)
+    services = ProducerIdServices(ids, RecordingTransactions(), security)
     body = {"transactional_id": None, "transaction_timeout_ms": 1000}
 
     def init(principal: str) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from node.handlers.producer_id import ProducerIdServices, handle_init_producer_i
 from node.handlers.topics import TopicServices, handle_create_topics, handle_delete_topics
 from node.offsets_topic import OFFSETS_TOPIC
 from node.protocol import ApiKey, ErrorCode, Struct, schema
+from node.txn_topic import TRANSACTION_TOPIC
 from tests.node.handlers.fakes import (
     FakeCluster,
     FakeFollowers,
@@ -24,6 +25,7 @@ from tests.node.handlers.fakes import (
     FakeMetrics,
     FakePartitions,
     FakeStates,
+    RecordingTransactions,
     node_config,
     request,
     topic_state,
@@ -126,6 +128,7 @@ def test_the_dispatch_table_serves_every_api_it_advertises_and_each_has_a_schema
         metadata=cluster,
         admin=cluster,
         groups=FakeGroups(),
+        transactions=RecordingTransactions(),
         controller=FakeController(active=False),
         followers=FakeFollowers(),
         producer_ids=FakeProducerIds(),
@@ -265,12 +268,27 @@ class FakeProducerIds:
         return self.next
 
 
-def test_init_producer_id_hands_out_ids_and_refuses_transactions() -> None:
-    services = ProducerIdServices(FakeProducerIds())
+def test_init_producer_id_hands_out_ids_and_asks_the_transaction_coordinator_for_transactional_ones() -> None:
+    transactions = RecordingTransactions()
+    services = ProducerIdServices(FakeProducerIds(), transactions)
     body = {"transactional_id": None, "transaction_timeout_ms": 1000}
     assert run(handle_init_producer_id, services, request(ApiKey.INIT_PRODUCER_ID, 1, body))["producer_id"] == 1001
+    assert transactions.calls == []
     tx = run(handle_init_producer_id, services, request(ApiKey.INIT_PRODUCER_ID, 1, body | {"transactional_id": "t"}))
-    assert (tx["error_code"], tx["producer_id"]) == (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1)
+    assert (tx["error_code"], tx["producer_id"], tx["producer_epoch"]) == (0, 4000, 1)
+    resumed = body | {"transactional_id": "t", "producer_id": 4000, "producer_epoch": 1}
+    run(handle_init_producer_id, services, request(ApiKey.INIT_PRODUCER_ID, 3, resumed))
+    assert transactions.calls == [("init_producer_id", ("t", 1000, -1, -1)), ("init_producer_id", ("t", 1000, 4000, 1))]
+
+
+@pytest.mark.parametrize(
+    ("version", "expected"), [(3, ErrorCode.INVALID_PRODUCER_EPOCH), (4, ErrorCode.PRODUCER_FENCED)]
+)
+def test_init_producer_id_answers_producer_fenced_only_from_v4(version: int, expected: ErrorCode) -> None:
+    services = ProducerIdServices(FakeProducerIds(), RecordingTransactions(error=ErrorCode.PRODUCER_FENCED))
+    body = {"transactional_id": "t", "transaction_timeout_ms": 1000, "producer_id": 5, "producer_epoch": 0}
+    tx = run(handle_init_producer_id, services, request(ApiKey.INIT_PRODUCER_ID, version, body))
+    assert (tx["error_code"], tx["producer_id"]) == (expected, -1)
 
 
 @dataclass
@@ -290,7 +308,7 @@ class FakeGroups:
     async def sync_group(self, req: Struct, version: int) -> dict[str, Any]:
         raise NotImplementedError
 
-    heartbeat = leave_group = offset_commit = offset_fetch = describe_groups = sync_group
+    heartbeat = leave_group = offset_commit = offset_fetch = describe_groups = txn_offset_commit = sync_group
 
     async def delete_groups(self, group_ids: list[str]) -> list[tuple[str, int]]:
         raise NotImplementedError
@@ -339,4 +357,11 @@ def test_find_coordinator_creates_the_offsets_topic_once_and_names_its_leader() 
     run(handle_find_coordinator, services, request(ApiKey.FIND_COORDINATOR, 2, body))
     assert len([c for c in cluster.calls if c[0] == "create_topic"]) == 1
     tx = run(handle_find_coordinator, services, request(ApiKey.FIND_COORDINATOR, 2, {"key": "t", "key_type": 1}))
-    assert tx["error_code"] == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert (tx["error_code"], tx["node_id"], tx["port"]) == (0, 1, 9092)
+    created = [args for name, args in cluster.calls if name == "create_topic"]
+    assert [args[0] for args in created] == [OFFSETS_TOPIC, TRANSACTION_TOPIC]
+    _, assignment, configs, _ = created[1]
+    assert len(assignment) == 50
+    assert configs == {"cleanup.policy": "compact", "min.insync.replicas": "2", "segment.bytes": "104857600"}
+    unknown = run(handle_find_coordinator, services, request(ApiKey.FIND_COORDINATOR, 2, {"key": "t", "key_type": 2}))
+    assert unknown["error_code"] == ErrorCode.INVALID_REQUEST

@@ -238,6 +238,7 @@ _KP_MODULES = (
     "kafka.protocol.admin.configs",
     "kafka.protocol.admin.groups",
     "kafka.protocol.admin.acl",
+    "kafka.protocol.admin.transactions",
     "kafka.protocol.admin.cluster",
     "kafka.protocol.admin.users",
     "kafka.protocol.sasl",

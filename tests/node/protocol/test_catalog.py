@@ -21,7 +21,8 @@ from tests.node.protocol.helpers import kp_classes
 
 # Kafka's API keys (kafka.apache.org/protocol#protocol_api_keys) and the ranges strait advertises:
 # 0 up to the highest non-flexible version; ApiVersions 0-4, SaslAuthenticate 0-2 and the SCRAM
-# credential APIs (flexible v0 only) and Metadata 0-12 are the flexible exceptions. Keys from 1000 are strait's own.
+# credential APIs (flexible v0 only), Metadata 0-12, InitProducerId 0-4 and the transaction APIs are
+# the flexible exceptions. Keys from 1000 are strait's own.
 EXPECTED = {
     0: ("Produce", 8),
     1: ("Fetch", 11),
@@ -42,8 +43,12 @@ EXPECTED = {
     19: ("CreateTopics", 4),
     20: ("DeleteTopics", 3),
     21: ("DeleteRecords", 1),
-    22: ("InitProducerId", 1),
+    22: ("InitProducerId", 4),
     23: ("OffsetForLeaderEpoch", 3),
+    24: ("AddPartitionsToTxn", 3),
+    25: ("AddOffsetsToTxn", 3),
+    26: ("EndTxn", 3),
+    28: ("TxnOffsetCommit", 3),
     29: ("DescribeAcls", 1),
     30: ("CreateAcls", 1),
     31: ("DeleteAcls", 1),
@@ -57,6 +62,8 @@ EXPECTED = {
     47: ("OffsetDelete", 0),
     50: ("DescribeUserScramCredentials", 0),
     51: ("AlterUserScramCredentials", 0),
+    65: ("DescribeTransactions", 0),
+    66: ("ListTransactions", 1),
     1000: ("MirrorAppend", 0),
     1001: ("TruncatePartitions", 0),
     1002: ("PartitionStates", 0),
@@ -85,6 +92,13 @@ FLEXIBLE: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),  # only a flexible v0 exists
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.METADATA: (9, 12),  # v10+ carries topic ids (KIP-516): a re-created topic is told apart
+    ApiKey.INIT_PRODUCER_ID: (2, 4),  # KIP-360's producer id and epoch are v3+
+    ApiKey.ADD_PARTITIONS_TO_TXN: (3, 3),  # the transaction APIs up to their last client-facing version
+    ApiKey.ADD_OFFSETS_TO_TXN: (3, 3),
+    ApiKey.END_TXN: (3, 3),
+    ApiKey.TXN_OFFSET_COMMIT: (3, 3),
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),  # only flexible versions exist
+    ApiKey.LIST_TRANSACTIONS: (0, 1),
 }
 
 
