@@ -108,6 +108,7 @@ SERVED_APIS: tuple[int, ...] = (
     ApiKey.MIRROR_APPEND,
     ApiKey.TRUNCATE_PARTITIONS,
     ApiKey.PARTITION_STATES,
+    ApiKey.ELECT_LEADERS,
 )
 
 
@@ -174,6 +175,10 @@ def dispatch_table(node: NodeServices, api_ranges: Mapping[int, tuple[int, int]]
         ApiKey.API_VERSIONS: partial(metadata.handle_api_versions, meta),
         ApiKey.CONTROLLED_SHUTDOWN: partial(
             controller.handle_controlled_shutdown,
+            controller.ControllerServices(node.controller, node.metadata, security),
+        ),
+        ApiKey.ELECT_LEADERS: partial(
+            controller.handle_elect_leaders,
             controller.ControllerServices(node.controller, node.metadata, security),
         ),
         ApiKey.CREATE_TOPICS: partial(topics.handle_create_topics, topic),

@@ -21,7 +21,7 @@ from tests.node.protocol.helpers import kp_classes
 
 # Kafka's API keys (kafka.apache.org/protocol#protocol_api_keys) and the ranges strait advertises:
 # 0 up to the highest non-flexible version; ApiVersions 0-4, SaslAuthenticate 0-2 and the SCRAM
-# credential APIs (flexible v0 only), Metadata 0-12, InitProducerId 0-4 and the transaction APIs are
+# credential APIs (flexible v0 only), Metadata 0-12, ElectLeaders 0-2, InitProducerId 0-4 and the transaction APIs are
 # the flexible exceptions. Keys from 1000 are strait's own.
 EXPECTED = {
     0: ("Produce", 8),
@@ -59,6 +59,7 @@ EXPECTED = {
     37: ("CreatePartitions", 1),
     42: ("DeleteGroups", 1),
     44: ("IncrementalAlterConfigs", 0),
+    43: ("ElectLeaders", 2),
     47: ("OffsetDelete", 0),
     50: ("DescribeUserScramCredentials", 0),
     51: ("AlterUserScramCredentials", 0),
@@ -91,7 +92,11 @@ FLEXIBLE: dict[int, tuple[int, int]] = {
     ApiKey.SASL_AUTHENTICATE: (2, 2),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),  # only a flexible v0 exists
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
-    ApiKey.METADATA: (9, 12),  # v10+ carries topic ids (KIP-516): a re-created topic is told apart
+    ApiKey.METADATA: (9, 12),
+    ApiKey.ELECT_LEADERS: (
+        2,
+        2,
+    ),  # KIP-460, as admin clients send it  # v10+ carries topic ids (KIP-516): a re-created topic is told apart
     ApiKey.INIT_PRODUCER_ID: (2, 4),  # KIP-360's producer id and epoch are v3+
     ApiKey.ADD_PARTITIONS_TO_TXN: (3, 3),  # the transaction APIs up to their last client-facing version
     ApiKey.ADD_OFFSETS_TO_TXN: (3, 3),
