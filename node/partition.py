@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import trio
@@ -34,8 +34,16 @@ from node.ids import NO_NODE, NodeId
 from node.producer_state import ProducerStateError, ProducerStateManager
 from node.protocol import ErrorCode
 from node.record_checks import conform_batch
-from storage import CorruptBatchError, LeaderEpoch, Offset, PartitionLog, RecordTooLargeError, TopicPartition
-from storage.records import NO_OFFSET, BatchHeader, check_batch, iter_batches
+from storage import (
+    CorruptBatchError,
+    LeaderEpoch,
+    Offset,
+    PartitionLog,
+    RecordFormatError,
+    RecordTooLargeError,
+    TopicPartition,
+)
+from storage.records import NO_OFFSET, BatchHeader, ControlMarker, check_batch, iter_batches, read_control_marker
 from storage.records._batch import CURRENT_MAGIC, HEADER_SIZE, MAGIC_POS
 
 log = logging.getLogger("strait.node.partition")
@@ -125,8 +133,21 @@ class Partition:
         self.woken_at = 0.0  # time.perf_counter() when wake() last set a waiter's event
 
     def rebuild_producer_state(self) -> None:
+        """Replay the log's batches (and its markers) from the log start into a new producer state."""
         self.producers = ProducerStateManager(self._producer_max_ids)
-        self.producers.rebuild(h for _seg, _pos, h in self.log.batch_headers(self.log.log_start_offset))
+        self.producers.rebuild(self._logged_batches(), self.log.high_watermark)
+
+    def _logged_batches(self) -> Iterator[tuple[BatchHeader, ControlMarker | None]]:
+        """Every batch header of the log with the marker a control batch carries: only control
+        batches, rare and small, are read beyond their header."""
+        for segment, pos, header in self.log.batch_headers(self.log.log_start_offset):
+            marker = None
+            if header.is_control:
+                try:
+                    marker = read_control_marker(bytes(segment.read_batch(pos, header)))
+                except (CorruptBatchError, RecordFormatError) as exc:
+                    log.warning("%s: control batch at offset %d unreadable: %s", self.tp, header.base_offset, exc)
+            yield header, marker
 
     # -- roles --------------------------------------------------------------------------------
 
