@@ -1,11 +1,21 @@
-"""A partition replica on this node: its role, its log, its idempotent producer state, and waiting fetchers.
+"""A partition replica on this node: its role, its log, its producer state, and waiting fetchers.
 
 ``append_produced`` applies Kafka's produce rules to one batch from a client, in this order:
 size (MESSAGE_TOO_LARGE), magic (UNSUPPORTED_FOR_MESSAGE_FORMAT), length and CRC-32C
 (CORRUPT_MESSAGE), exactly one batch with baseOffset 0 and a record count that matches
-lastOffsetDelta, no control or transactional batches (INVALID_RECORD), CreateTime within
-``message.timestamp.before/after.max.ms`` (INVALID_TIMESTAMP), then the idempotence rules
-(``node.producer_state``). Only then is the batch appended, as produced.
+lastOffsetDelta, no control batches and no transactional batch without a producer id
+(INVALID_RECORD), CreateTime within ``message.timestamp.before/after.max.ms``
+(INVALID_TIMESTAMP), then the idempotence and transaction rules (``node.producer_state``).
+Only then is the batch appended, as produced.
+
+Transactions (KIP-98): a producer's transactional batches open its transaction, and a marker
+ends it: ``append_marker`` writes one for the transaction coordinator (WriteTxnMarkers); a
+follower (``append_replica``) and a mirror target (``append_mirrored``) replay the ones they
+copy. Every replica keeps the same producer state and, for each ABORT marker, the same entry in
+its log's aborted-transaction index, so a follower that becomes leader knows both. The last
+stable offset (``last_stable_offset``) is where read_committed consumers stop: the earliest
+first offset of an open transaction or of an ended one whose marker is not yet below the high
+watermark, else the high watermark.
 
 Fetchers and acks=all producers register an event with ``add_waiter``; every append, high
 watermark move, role change and deletion sets it.
@@ -35,6 +45,7 @@ from node.producer_state import ProducerStateError, ProducerStateManager
 from node.protocol import ErrorCode
 from node.record_checks import conform_batch
 from storage import (
+    AbortedTxn,
     CorruptBatchError,
     LeaderEpoch,
     Offset,
@@ -43,7 +54,16 @@ from storage import (
     RecordTooLargeError,
     TopicPartition,
 )
-from storage.records import NO_OFFSET, BatchHeader, ControlMarker, check_batch, iter_batches, read_control_marker
+from storage.records import (
+    NO_OFFSET,
+    BatchHeader,
+    ControlMarker,
+    build_control_batch,
+    check_batch,
+    iter_batches,
+    read_control_marker,
+    read_header,
+)
 from storage.records._batch import CURRENT_MAGIC, HEADER_SIZE, MAGIC_POS
 
 log = logging.getLogger("strait.node.partition")
@@ -261,6 +281,17 @@ class Partition:
             )
 
     @property
+    def last_stable_offset(self) -> Offset:
+        """Where read_committed consumers stop (see the module docstring); never above the high
+        watermark nor below the log start offset."""
+        plog = self.log
+        hw = plog.high_watermark
+        first = self.producers.first_unstable_offset(hw)
+        if first is None or first >= hw:
+            return hw
+        return Offset(max(first, plog.log_start_offset))
+
+    @property
     def high_watermark_lagging(self) -> bool:
         """Leader: its high watermark is still behind the start of its epoch (just elected, its
         followers have not fetched yet): committed records may lie above it."""
@@ -405,13 +436,64 @@ class Partition:
         if count:
             end = self.log.log_end_offset
             # The headers are in the fetched bytes: no need to read them back from the segment.
+            view = memoryview(records)
             with contextlib.suppress(CorruptBatchError):  # a cut-short last batch was not appended
-                for _pos, header in iter_batches(records, validate=False):
+                for pos, header in iter_batches(view, validate=False):
                     if header.base_offset >= end:
                         break
                     if header.base_offset >= before:
-                        self.producers.update(header, header.base_offset)
+                        self._replay(header, view[pos : pos + header.size], header.base_offset)
         return count
+
+    def _replay(self, header: BatchHeader, batch: memoryview | bytes, offset: int) -> None:
+        """Producer state (and the aborted-transaction index) after a batch appended at ``offset``
+        by the leader's, a mirror's or the broker's own hand."""
+        if not header.is_control:
+            self.producers.update(header, offset)
+            return
+        if header.producer_id < 0 or not header.is_transactional:
+            return
+        try:
+            marker = read_control_marker(batch)
+        except RecordFormatError as exc:
+            log.warning("%s: control batch at offset %d unreadable: %s", self.tp, offset, exc)
+            return
+        if marker is not None:
+            self._end_txn(header.producer_id, header.producer_epoch, marker, offset)
+
+    def _end_txn(self, producer_id: int, producer_epoch: int, marker: ControlMarker, offset: int) -> None:
+        """A marker at ``offset`` ended the producer's transaction: index it if it aborted one."""
+        completed = self.producers.complete(producer_id, producer_epoch, marker, offset)
+        if completed is not None and completed.aborted:
+            lso = self.producers.last_stable_offset_after(completed)
+            self.log.append_aborted_txn(AbortedTxn(producer_id, completed.first_offset, offset, lso))
+
+    def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int) -> int:
+        """Append a transaction marker (COMMIT or ABORT) for the coordinator; returns its offset.
+
+        Leader only (NOT_LEADER_OR_FOLLOWER). An epoch below the producer's is
+        INVALID_PRODUCER_EPOCH and a coordinator epoch below the last marker's
+        TRANSACTION_COORDINATOR_FENCED: nothing is written. The marker's epoch becomes the
+        producer's. The caller waits for the high watermark (Kafka writes markers with acks=all).
+        Raises BrokerError, and LogDirOfflineError from the log.
+        """
+        self.check_leader()
+        try:
+            self.producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        except ProducerStateError as exc:
+            raise BrokerError(ErrorCode(exc.error_code), f"{self.tp}: {exc}") from None
+        batch = build_control_batch(
+            commit=commit,
+            timestamp=self._clock(),
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            coordinator_epoch=coordinator_epoch,
+        )
+        info = self.log.append(batch, leader_epoch=self.leader_epoch, validate=False)
+        self._end_txn(producer_id, producer_epoch, ControlMarker(commit, coordinator_epoch), info.base_offset)
+        self.maybe_advance_hw()
+        self.wake()
+        return info.base_offset
 
     def truncate_to(self, offset: Offset) -> int:
         """Remove the divergent tail from ``offset`` (whole batches); rebuild producer state."""
@@ -458,8 +540,8 @@ class Partition:
             )
         if header.is_control:
             raise invalid_record(f"{tp}: clients may not produce control batches")
-        if header.is_transactional:
-            raise invalid_record(f"{tp}: transactional batches are not supported by strait yet")
+        if header.is_transactional and header.producer_id < 0:
+            raise invalid_record(f"{tp}: a transactional batch needs a producer id")
         if header.compression == ZSTD and not allow_zstd:
             raise BrokerError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"{tp}: zstd needs Produce v7 or later")
         stored, header = conform_batch(
@@ -523,11 +605,11 @@ class Partition:
             )
         jump = start_offset > end  # -1 never jumps
         # Check every batch before anything changes: a bad request must not cost the log its jump.
-        headers: list[BatchHeader] = []
+        headers: list[tuple[int, BatchHeader]] = []
         next_offset = start_offset if jump else end
         limit = self.log.config.max_message_bytes
         try:
-            for _pos, header in iter_batches(records or b""):
+            for pos, header in iter_batches(records or b""):
                 if header.size > limit:
                     raise BrokerError(
                         ErrorCode.MESSAGE_TOO_LARGE,
@@ -539,7 +621,7 @@ class Partition:
                         f"{tp}: a mirrored batch starts at offset {header.base_offset}, below {next_offset}"
                     )
                 # A batch past ``next_offset`` leaves a hole: the source was compacted there.
-                headers.append(header)
+                headers.append((pos, header))
                 next_offset = header.next_offset
         except CorruptBatchError as exc:
             raise BrokerError(ErrorCode.CORRUPT_MESSAGE, f"{tp}: {exc}") from None
@@ -557,16 +639,21 @@ class Partition:
             return -1
         assert records is not None
         self.log.append_batches(records, leader_epoch=self.leader_epoch)
-        for header in headers:
-            self.producers.update(header, header.base_offset)
+        view = memoryview(records)
+        for pos, header in headers:
+            self._replay(header, view[pos : pos + header.size], header.base_offset)
         self.maybe_advance_hw()
         self.wake()
-        return headers[-1].last_offset
+        return headers[-1][1].last_offset
 
     def append_internal(self, batch: bytes) -> int:
-        """Append a batch the broker built itself (``__consumer_offsets``); returns its last offset."""
+        """Append a batch the broker built itself (``__consumer_offsets``); returns its last offset.
+
+        A transactional batch (a transactional offset commit) opens its producer's transaction
+        here as a produced one would."""
         self.check_leader()
         info = self.log.append(batch, leader_epoch=self.leader_epoch)
+        self._replay(read_header(batch), batch, info.base_offset)
         self.maybe_advance_hw()
         self.wake()
         return info.last_offset

@@ -6,6 +6,8 @@ which ``storage`` re-exports and the broker, client and mirror use across their 
 A leaf: it imports nothing of ``storage`` outside itself (its errors are in ``_errors``).
 """
 
+from ._batch import ATTR_CONTROL as ATTR_CONTROL
+from ._batch import ATTR_TRANSACTIONAL as ATTR_TRANSACTIONAL
 from ._batch import CRC_START as CRC_START
 from ._batch import HEADER_SIZE as HEADER_SIZE
 from ._batch import LOG_OVERHEAD as LOG_OVERHEAD
