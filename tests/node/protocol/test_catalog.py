@@ -44,6 +44,7 @@ EXPECTED = {
     21: ("DeleteRecords", 1),
     22: ("InitProducerId", 1),
     23: ("OffsetForLeaderEpoch", 3),
+    27: ("WriteTxnMarkers", 1),
     29: ("DescribeAcls", 1),
     30: ("CreateAcls", 1),
     31: ("DeleteAcls", 1),
@@ -83,6 +84,7 @@ FLEXIBLE: dict[int, tuple[int, int]] = {
     ApiKey.SASL_AUTHENTICATE: (2, 2),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),  # only a flexible v0 exists
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.WRITE_TXN_MARKERS: (1, 1),  # sent by brokers only; Kafka 4 keeps only the flexible v1
 }
 
 
