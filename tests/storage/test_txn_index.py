@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from storage import (
 from storage._txn_index import ENTRY, TransactionIndex
 from storage.records import BatchBuilder, build_control_batch
 from tests.storage.helpers import TP, FakeClock, batch
+from tests.storage.test_cleaner import CONFIG as COMPACTED
 
 MakeLog = Callable[..., PartitionLog]
 SMALL = LogConfig(segment_bytes=400, index_interval_bytes=64)
@@ -193,13 +195,7 @@ def test_retention_deletes_a_segments_index_with_it(make_log: MakeLog, clock: Fa
 
 
 def test_compaction_keeps_every_entry(make_log: MakeLog, clock: FakeClock) -> None:
-    config = LogConfig(
-        cleanup_policy="compact",
-        segment_bytes=400,
-        index_interval_bytes=64,
-        file_delete_delay_ms=0,
-        min_cleanable_dirty_ratio=0.0,
-    )
+    config = replace(COMPACTED, segment_bytes=400)  # test_cleaner's, with smaller segments
     log = make_log(config)
     w = workload(log)
     log.high_watermark = log.log_end_offset
