@@ -441,8 +441,12 @@ class Partition:
                 for pos, header in iter_batches(view, validate=False):
                     if header.base_offset >= end:
                         break
-                    if header.base_offset >= before:
+                    if header.base_offset < before:
+                        continue
+                    if header.is_control:
                         self._replay(header, view[pos : pos + header.size], header.base_offset)
+                    else:  # the common case, without a slice or a call more
+                        self.producers.update(header, header.base_offset)
         return count
 
     def _replay(self, header: BatchHeader, batch: memoryview | bytes, offset: int) -> None:

@@ -409,19 +409,19 @@ class PartitionLog:
     def collect_aborted_txns(self, fetch_offset: Offset, upper_bound: Offset) -> list[AbortedTxn]:
         """The aborted transactions that overlap ``[fetch_offset, upper_bound)``, as a
         read_committed Fetch answers them: from the segment holding ``fetch_offset`` on, until an
-        entry's last stable offset reaches ``upper_bound``. Raises LogDirOfflineError."""
-        with self._io():
-            segments = self._segments[:]
-            i = max(0, bisect.bisect_right([s.base_offset for s in segments], fetch_offset) - 1)
-            found: list[AbortedTxn] = []
-            for segment in segments[i:]:
-                if not len(segment.txn_index):
-                    continue
-                entries, complete = segment.txn_index.collect(fetch_offset, upper_bound)
-                found += entries
-                if complete:
-                    break
-            return found
+        entry's last stable offset reaches ``upper_bound``. Reads memory only: no lock, a
+        snapshot of the segment list (every read_committed fetch of every partition calls it)."""
+        segments = self._segments[:]
+        i = max(0, bisect.bisect_right(segments, fetch_offset, key=_base_offset) - 1)
+        found: list[AbortedTxn] = []
+        for segment in segments[i:]:
+            if not len(segment.txn_index):
+                continue
+            entries, complete = segment.txn_index.collect(fetch_offset, upper_bound)
+            found += entries
+            if complete:
+                break
+        return found
 
     # -- leader epochs ---------------------------------------------------------------------
 
@@ -652,6 +652,10 @@ class PartitionLog:
             f"PartitionLog({self.tp}, start={self.log_start_offset}, end={self.log_end_offset}, "
             f"hw={self._high_watermark}, segments={len(self._segments)})"
         )
+
+
+def _base_offset(segment: LogSegment) -> Offset:
+    return segment.base_offset
 
 
 def _stamp_log_append_time(buf: bytearray, header: BatchHeader, now: int) -> None:
