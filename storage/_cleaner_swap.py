@@ -63,6 +63,7 @@ def swap_in(
     _fsync_dir_at_fault_point(directory, faults)
     loaded = LogSegment.open(directory, base_offset, config, faults, now_ms, recover=True)
     new = loaded.segment
+    new.transactional_batches = None  # the replaced segments' entries are copied instead
     try:
         if loaded.error is not None:  # the file was fsynced before the swap: this is a bad disk
             raise StorageError(f"{log_path}: the cleaned segment does not read back: {loaded.error}")

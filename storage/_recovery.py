@@ -203,7 +203,7 @@ def load_log(
     # Pass 7: aborted-transaction indexes of the recovered segments.
     if first_txn_rebuild < len(segments):
         report.txn_indexes_rebuilt = rebuild_txn_indexes(segments, first_txn_rebuild)
-    if report.bytes_dropped or report.txn_indexes_rebuilt:
+    if report.bytes_dropped:
         partition_log.flush()
     return partition_log, report
 
@@ -225,6 +225,8 @@ def rebuild_txn_indexes(segments: list[LogSegment], first: int) -> int:
             segment.txn_index.reset()
         if not _replay(rebuilt, state, write=True):
             break
+    for segment in segments:
+        segment.transactional_batches = None  # only this pass needs them
     return len(rebuilt)
 
 
@@ -233,7 +235,9 @@ def _replay(segments: list[LogSegment], state: OpenTransactions, *, write: bool)
     ``write``; returns whether a marker ended no transaction the replay knew of."""
     unmatched = False
     for segment in segments:
-        for pos, header in segment.headers():
+        # A segment recovery just scanned names its transactional batches: no second read of it.
+        known = segment.transactional_batches
+        for pos, header in segment.headers() if known is None else known:
             if header.producer_id < 0 or not header.is_transactional:
                 continue
             if not header.is_control:

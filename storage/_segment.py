@@ -22,7 +22,15 @@ from ._files import DELETED_SUFFIX, segment_paths, txn_index_path
 from ._index import OffsetIndex, TimeIndex
 from ._scan import INT32_MAX, scan_batches
 from ._txn_index import TransactionIndex
-from .records import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, Offset, RecordBatch, read_header
+from .records import (
+    ATTR_TRANSACTIONAL,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    Offset,
+    RecordBatch,
+    read_header,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +66,9 @@ class LogSegment:
         self.index = OffsetIndex(index_path, base_offset, config.segment_index_bytes)
         self.time_index = TimeIndex(time_index_path, base_offset, config.segment_index_bytes)
         self.txn_index = TransactionIndex(txn_index_path(directory, base_offset))
+        #: ``recover()`` lists (position, header) of every transactional batch it scanned, so that
+        #: recovery's rebuild of the aborted-transaction index need not read the file again.
+        self.transactional_batches: list[tuple[int, BatchHeader]] | None = None
         self._fd = -1
         self.size = 0
         self.next_offset = base_offset
@@ -275,8 +286,9 @@ class LogSegment:
 
         Passes: (1) forget the indexes and the tracked state; (2) scan the file, checking each
         batch's length, magic, CRC-32C and offsets, re-adding index entries as an append
-        would; (3) truncate the file at the first batch that fails; (4) write the indexes.
-        Returns ``(bytes_dropped, first_error)``.
+        would, and listing the transactional batches (``transactional_batches``); (3) truncate
+        the file at the first batch that fails; (4) write the indexes. Returns
+        ``(bytes_dropped, first_error)``.
         """
         self.index.reset()
         self.time_index.reset()
@@ -288,10 +300,14 @@ class LogSegment:
         self._rolling_ts = -1
         valid_end = 0
         error: CorruptBatchError | None = None
+        transactional: list[tuple[int, BatchHeader]] = []
+        self.transactional_batches = transactional
         try:
             for position, header in scan_batches(self._fd, file_size, path=self.log_path, base_offset=self.base_offset):
                 self._track(header.last_offset, header.max_timestamp, header.size, position)
                 valid_end = position + header.size
+                if header.attributes & ATTR_TRANSACTIONAL:
+                    transactional.append((position, header))
         except CorruptBatchError as exc:
             error = exc
         self.seal_time_index()
