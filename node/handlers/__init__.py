@@ -44,6 +44,7 @@ from . import (
     topics,
     truncate,
     txn,
+    txn_markers,
 )
 from ._services import NO_AUTHORIZER as NO_AUTHORIZER
 from ._services import (
@@ -90,6 +91,7 @@ SERVED_APIS: tuple[int, ...] = (
     ApiKey.ADD_OFFSETS_TO_TXN,
     ApiKey.END_TXN,
     ApiKey.TXN_OFFSET_COMMIT,
+    ApiKey.WRITE_TXN_MARKERS,
     ApiKey.DESCRIBE_ACLS,
     ApiKey.CREATE_ACLS,
     ApiKey.DELETE_ACLS,
@@ -135,6 +137,9 @@ class NodeServices:
     log_dirs: LogDirSource
     states: PushedStateSink
     security: SecurityServices = NO_AUTHORIZER
+    #: Called once a transaction marker of a ``__consumer_offsets`` partition is committed
+    #: (``txn_markers``): (partition index, producer id, commit).
+    on_offsets_marker: Callable[[int, int, bool], None] = txn_markers.ignore_offsets_marker
 
 
 def dispatch_table(node: NodeServices, api_ranges: Mapping[int, tuple[int, int]]) -> dict[int, Handler]:
@@ -160,6 +165,10 @@ def dispatch_table(node: NodeServices, api_ranges: Mapping[int, tuple[int, int]]
         ApiKey.DELETE_RECORDS: partial(offsets.handle_delete_records, log_access),
         ApiKey.OFFSET_FOR_LEADER_EPOCH: partial(
             epochs.handle_offset_for_leader_epoch, epochs.EpochServices(node.partitions, security)
+        ),
+        ApiKey.WRITE_TXN_MARKERS: partial(
+            txn_markers.handle_write_txn_markers,
+            txn_markers.TxnMarkerServices(node.partitions, node.metrics, security, node.on_offsets_marker),
         ),
         ApiKey.MIRROR_APPEND: partial(
             mirror.handle_mirror_append, mirror.MirrorServices(node.partitions, node.metrics, security)

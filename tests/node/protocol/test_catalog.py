@@ -48,6 +48,7 @@ EXPECTED = {
     24: ("AddPartitionsToTxn", 3),
     25: ("AddOffsetsToTxn", 3),
     26: ("EndTxn", 3),
+    27: ("WriteTxnMarkers", 1),
     28: ("TxnOffsetCommit", 3),
     29: ("DescribeAcls", 1),
     30: ("CreateAcls", 1),
@@ -92,11 +93,8 @@ FLEXIBLE: dict[int, tuple[int, int]] = {
     ApiKey.SASL_AUTHENTICATE: (2, 2),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),  # only a flexible v0 exists
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
-    ApiKey.METADATA: (9, 12),
-    ApiKey.ELECT_LEADERS: (
-        2,
-        2,
-    ),  # KIP-460, as admin clients send it  # v10+ carries topic ids (KIP-516): a re-created topic is told apart
+    ApiKey.METADATA: (9, 12),  # v10+ carries topic ids (KIP-516): a re-created topic is told apart
+    ApiKey.ELECT_LEADERS: (2, 2),  # KIP-460, as admin clients send it
     ApiKey.INIT_PRODUCER_ID: (2, 4),  # KIP-360's producer id and epoch are v3+
     ApiKey.ADD_PARTITIONS_TO_TXN: (3, 3),  # the transaction APIs up to their last client-facing version
     ApiKey.ADD_OFFSETS_TO_TXN: (3, 3),
@@ -104,6 +102,7 @@ FLEXIBLE: dict[int, tuple[int, int]] = {
     ApiKey.TXN_OFFSET_COMMIT: (3, 3),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),  # only flexible versions exist
     ApiKey.LIST_TRANSACTIONS: (0, 1),
+    ApiKey.WRITE_TXN_MARKERS: (1, 1),  # sent by brokers only; Kafka 4 keeps only the flexible v1
 }
 
 
