@@ -124,7 +124,7 @@ class ClusterMarkerWriter:
                 m.producer_epoch,
                 m.commit,
                 m.coordinator_epoch,
-                [(tp.topic, tp.partition) for tp in m.partitions],
+                list(m.partitions),
             )
             for m in markers
         ]
