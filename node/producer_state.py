@@ -114,6 +114,7 @@ class ProducerEntry:
     batches: deque[BatchMeta] = field(default_factory=lambda: deque(maxlen=MAX_BATCHES))
     coordinator_epoch: int = -1  # of the last marker, -1 before any
     txn_first_offset: int = -1  # first offset of the open transaction, -1 when none is open
+    last_timestamp: int = -1  # max timestamp of its last batch (DescribeProducers), -1 before any
 
     @property
     def last_seq(self) -> int:
@@ -133,6 +134,10 @@ class ProducerStateManager:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def entries(self) -> list[tuple[int, ProducerEntry]]:
+        """Every producer id this partition keeps state for, least recently written first."""
+        return list(self._entries.items())
 
     def entry(self, producer_id: int) -> ProducerEntry | None:
         return self._entries.get(producer_id)
@@ -193,6 +198,7 @@ class ProducerStateManager:
         entry.batches.append(
             BatchMeta(header.base_sequence, header.last_sequence, first_offset, first_offset + header.last_offset_delta)
         )
+        entry.last_timestamp = header.max_timestamp
         if header.is_transactional and entry.txn_first_offset < 0:
             entry.txn_first_offset = first_offset
             self._ongoing[pid] = first_offset

@@ -39,6 +39,7 @@ from . import (
     offsets,
     produce,
     producer_id,
+    producers,
     sasl,
     scram,
     topics,
@@ -111,6 +112,7 @@ SERVED_APIS: tuple[int, ...] = (
     ApiKey.TRUNCATE_PARTITIONS,
     ApiKey.PARTITION_STATES,
     ApiKey.ELECT_LEADERS,
+    ApiKey.DESCRIBE_PRODUCERS,
 )
 
 
@@ -185,6 +187,9 @@ def dispatch_table(node: NodeServices, api_ranges: Mapping[int, tuple[int, int]]
         ApiKey.CONTROLLED_SHUTDOWN: partial(
             controller.handle_controlled_shutdown,
             controller.ControllerServices(node.controller, node.metadata, security),
+        ),
+        ApiKey.DESCRIBE_PRODUCERS: partial(
+            producers.handle_describe_producers, producers.ProducersServices(node.partitions, security)
         ),
         ApiKey.ELECT_LEADERS: partial(
             controller.handle_elect_leaders,
