@@ -30,7 +30,12 @@ def txn_producer(servers: str, transactional_id: str, **extra: Any) -> Producer:
 
 
 def read_all(servers: str, topic: str, partitions: int, isolation: str, group: str | None = None) -> list[bytes]:
-    """Every record of ``topic`` from the start up to its end as ``isolation`` sees it."""
+    """Every record of ``topic`` from the start up to its high watermark as ``isolation`` sees it.
+
+    A read_committed reader first waits until no transaction holds the last stable offset below
+    the high watermark: a commit returns once the coordinator has decided it, its markers follow
+    (as in Kafka), so for a moment after ``commit_transaction`` its records are not yet readable.
+    """
     consumer = Consumer(
         {
             "bootstrap.servers": servers,
@@ -40,10 +45,16 @@ def read_all(servers: str, topic: str, partitions: int, isolation: str, group: s
             "auto.offset.reset": "earliest",
         }
     )
+    uncommitted = Consumer({"bootstrap.servers": servers, "group.id": "watermarks"})
     try:
         tps = [TopicPartition(topic, p, 0) for p in range(partitions)]
+
+        def ends(reader: Consumer) -> dict[int, int]:
+            return {p: reader.get_watermark_offsets(TopicPartition(topic, p), TIMEOUT_S)[1] for p in range(partitions)}
+
+        high = ends(uncommitted)
+        wait_for(f"{topic}: the last stable offset at the high watermark", lambda: ends(consumer) == high)
         consumer.assign(tps)
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), TIMEOUT_S)[1] for p in range(partitions)}
         values: list[bytes] = []
         deadline = time.monotonic() + TIMEOUT_S
         while time.monotonic() < deadline:
@@ -51,10 +62,11 @@ def read_all(servers: str, topic: str, partitions: int, isolation: str, group: s
             if message is not None and message.error() is None:
                 values.append(message.value())
             positions = {tp.partition: tp.offset for tp in consumer.position(tps)}
-            if all(positions[p] >= ends[p] for p in range(partitions)):
+            if all(positions[p] >= high[p] for p in range(partitions)):
                 break
         return values
     finally:
+        uncommitted.close()
         consumer.close()
 
 
