@@ -137,6 +137,10 @@ class ProducerStateManager:
     def entry(self, producer_id: int) -> ProducerEntry | None:
         return self._entries.get(producer_id)
 
+    def items(self) -> list[tuple[int, ProducerEntry]]:
+        """Every producer id held and its entry, least recently used first (DescribeProducers)."""
+        return list(self._entries.items())
+
     @property
     def ongoing(self) -> dict[int, int]:
         """Open transactions: producer id -> the offset of its first transactional batch (a copy)."""

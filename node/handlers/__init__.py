@@ -39,6 +39,7 @@ from . import (
     offsets,
     produce,
     producer_id,
+    producers,
     sasl,
     scram,
     topics,
@@ -107,6 +108,7 @@ SERVED_APIS: tuple[int, ...] = (
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
     ApiKey.DESCRIBE_TRANSACTIONS,
     ApiKey.LIST_TRANSACTIONS,
+    ApiKey.DESCRIBE_PRODUCERS,
     ApiKey.MIRROR_APPEND,
     ApiKey.TRUNCATE_PARTITIONS,
     ApiKey.PARTITION_STATES,
@@ -220,6 +222,9 @@ def dispatch_table(node: NodeServices, api_ranges: Mapping[int, tuple[int, int]]
         ApiKey.END_TXN: partial(txn.handle_end_txn, transaction),
         ApiKey.DESCRIBE_TRANSACTIONS: partial(txn.handle_describe_transactions, transaction),
         ApiKey.LIST_TRANSACTIONS: partial(txn.handle_list_transactions, transaction),
+        ApiKey.DESCRIBE_PRODUCERS: partial(
+            producers.handle_describe_producers, producers.ProducersServices(node.partitions, security)
+        ),
         ApiKey.DESCRIBE_ACLS: partial(acls.handle_describe_acls, acl),
         ApiKey.CREATE_ACLS: partial(acls.handle_create_acls, acl),
         ApiKey.DELETE_ACLS: partial(acls.handle_delete_acls, acl),

@@ -64,6 +64,7 @@ EXPECTED = {
     47: ("OffsetDelete", 0),
     50: ("DescribeUserScramCredentials", 0),
     51: ("AlterUserScramCredentials", 0),
+    61: ("DescribeProducers", 0),
     65: ("DescribeTransactions", 0),
     66: ("ListTransactions", 1),
     1000: ("MirrorAppend", 0),
@@ -102,6 +103,7 @@ FLEXIBLE: dict[int, tuple[int, int]] = {
     ApiKey.TXN_OFFSET_COMMIT: (3, 3),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),  # only flexible versions exist
     ApiKey.LIST_TRANSACTIONS: (0, 1),
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),  # only flexible versions exist (KIP-664)
     ApiKey.WRITE_TXN_MARKERS: (1, 1),  # sent by brokers only; Kafka 4 keeps only the flexible v1
 }
 
