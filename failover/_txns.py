@@ -27,6 +27,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import trio
+
 from node.client import (
     READ_UNCOMMITTED,
     ClientError,
@@ -44,6 +46,20 @@ from storage.records import Offset
 from .errors import FailoverError
 
 REPORTED = 20  # transactions a promote lists in its journal (all are counted)
+_RETRY_BACKOFF_S = 0.25
+# Refusals that pass: a leader that has not seen the topic's new config yet (still a mirror to
+# it), leadership moving, too few in-sync replicas for a moment.
+_PASSING = frozenset(
+    {
+        ErrorCode.POLICY_VIOLATION,
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        ErrorCode.REQUEST_TIMED_OUT,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -94,41 +110,66 @@ async def open_transactions(site: SiteClient, topics: Mapping[str, int]) -> list
 
 
 async def abort_mirrored(
-    site: SiteClient, topics: Mapping[str, int], cut: Mapping[tuple[str, int], int]
+    site: SiteClient, topics: Mapping[str, int], cut: Mapping[tuple[str, int], int], *, retry_s: float = 30.0
 ) -> dict[str, Any]:
     """Abort every transaction open in ``topics`` that began below the cut (``cut``: (topic,
     partition) -> the mirrored end): the ones the mirror copied. A transaction that began at or
     past the cut is the promoted site's own and is left alone, and so is a partition missing from
     the cut; one already aborted is no longer open, so running this again writes nothing twice.
 
+    A refusal that passes (POLICY_VIOLATION from a leader that has not seen yet that the topic is
+    no longer a mirror, a leader moving, too few in-sync replicas, an unreachable leader) is tried
+    again, from a fresh DescribeProducers, for up to ``retry_s`` seconds.
+
     Returns ``aborted`` (how many), ``left_open`` (the site's own, left alone) and the first
-    ``REPORTED`` transactions aborted. Raises FailoverError when a partition refuses a marker or a
-    leader cannot be reached: run it again.
+    ``REPORTED`` transactions aborted. Raises FailoverError when a partition still refuses a
+    marker (naming it and why) or a leader cannot be reached: run it again.
     """
-    found = await open_transactions(site, topics)
-    mirrored = [t for t in found if t.first_offset < cut.get((t.topic, t.partition), -1)]
+    deadline = trio.current_time() + retry_s
+    aborted: list[OpenTxn] = []
+    while True:
+        found = await open_transactions(site, topics)
+        mirrored = [t for t in found if t.first_offset < cut.get((t.topic, t.partition), -1)]
+        why = ""
+        if mirrored:
+            try:
+                refused = await _write_aborts(site, mirrored)
+            except ClientError as exc:
+                why = f"aborting the open transactions: {exc}"
+            else:
+                aborted += [t for t in mirrored if (t.topic, t.partition, t.producer_id) not in refused]
+                if refused:
+                    shown = ", ".join(
+                        f"{topic}-{p} producer {pid}: {_code_name(code)}"
+                        for (topic, p, pid), code in sorted(refused.items())[:5]
+                    )
+                    why = f"{len(refused)} ABORT markers refused ({shown})"
+                    if any(code not in _PASSING for code in refused.values()):
+                        deadline = trio.current_time()  # no point in waiting
+        if not why:
+            return {
+                "aborted": len(aborted),
+                "left_open": len(found) - len(mirrored),
+                "transactions": [t.to_dict() for t in aborted[:REPORTED]],
+            }
+        if trio.current_time() >= deadline:
+            raise FailoverError(f"site {site.name}: {why}; run the same command again")
+        await trio.sleep(_RETRY_BACKOFF_S)
+        await site.refresh()
+
+
+async def _write_aborts(site: SiteClient, txns: list[OpenTxn]) -> dict[tuple[str, int, int], int]:
+    """Write an ABORT marker for each transaction; the error code of each refused one by (topic,
+    partition, producer id). Raises ClientError when a leader cannot be reached."""
     by_topic: dict[str, list[OpenTxn]] = {}
-    for t in mirrored:
+    for t in txns:
         by_topic.setdefault(t.topic, []).append(t)
+    refused: dict[tuple[str, int, int], int] = {}
     for topic, some in sorted(by_topic.items()):
         aborts = [TxnAbort(t.partition, t.producer_id, t.producer_epoch, max(0, t.coordinator_epoch)) for t in some]
-        try:
-            codes = await abort_transactions(site, topic, aborts)
-        except ClientError as exc:
-            raise FailoverError(f"site {site.name}: aborting the open transactions of {topic!r}: {exc}") from None
-        refused = {key: code for key, code in codes.items() if code}
-        if refused:
-            shown = ", ".join(
-                f"{topic}-{p} producer {pid}: {_code_name(code)}" for (p, pid), code in sorted(refused.items())[:5]
-            )
-            raise FailoverError(
-                f"site {site.name}: {len(refused)} ABORT markers refused ({shown}); run the same command again"
-            )
-    return {
-        "aborted": len(mirrored),
-        "left_open": len(found) - len(mirrored),
-        "transactions": [t.to_dict() for t in mirrored[:REPORTED]],
-    }
+        codes = await abort_transactions(site, topic, aborts)
+        refused.update({(topic, p, pid): code for (p, pid), code in codes.items() if code})
+    return refused
 
 
 def _code_name(code: int) -> str:

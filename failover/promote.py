@@ -22,7 +22,8 @@ Planned (a switchover, RPO 0; the source must answer), steps in order:
 8. ``abort-transactions``: every transaction still open on the target's partitions that began
    below the cut (the mirror copied its records, its coordinator is on the source) is aborted
    with an ABORT marker (``failover._txns``), so read_committed consumers on the new primary
-   are not held behind it. After a planned drain there are none.
+   are not held behind it (a leader that has not seen the unmirror yet refuses the marker:
+   tried again for up to 30 s). After a planned drain there are none.
 
 Unplanned (the source is lost; nothing of it is needed): ``plan``, ``stop-link`` (if the
 mirror answers; its answer carries the source ends it saw last), ``seal-target`` (the

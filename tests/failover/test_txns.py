@@ -8,6 +8,7 @@ from typing import Any, cast
 
 import pytest
 import trio
+import trio.testing
 
 from failover import _txns
 from failover.errors import FailoverError
@@ -31,6 +32,10 @@ class FakeSite:
         self.refuse: dict[tuple[str, int, int], int] = {}  # (topic, p, pid) -> error code for its marker
         self.markers: list[dict[str, Any]] = []
         self.missing_partition: tuple[str, int] | None = None
+        self.refuse_times = -1  # how many markers ``refuse`` refuses (-1: every one)
+
+    async def refresh(self, topics: list[str] | None = None) -> None:
+        pass
 
     async def on_leaders(self, topic: str, partitions: list[int], api_key: ApiKey, highest: int, body: Any) -> Any:
         request = body(highest, partitions)
@@ -60,7 +65,8 @@ class FakeSite:
         for marker in request["markers"]:
             self.markers.append(marker)
             (p,) = marker["topics"][0]["partition_indexes"]
-            code = self.refuse.get((topic, p, marker["producer_id"]), 0)
+            code = self.refuse.get((topic, p, marker["producer_id"]), 0) if self.refuse_times else 0
+            self.refuse_times -= 1 if code else 0
             if not code:
                 self.producers[topic, p] = [
                     (pid, epoch, ce, -1 if pid == marker["producer_id"] else start)
@@ -103,11 +109,29 @@ def test_a_promote_aborts_the_transactions_below_the_cut_once() -> None:
     assert (again["aborted"], again["left_open"], len(fake.markers)) == (0, 1, 2)
 
 
-def test_a_refused_marker_or_an_unreadable_partition_fails_the_step() -> None:
+def test_a_refusal_that_passes_is_tried_again_and_one_that_does_not_fails_the_step() -> None:
+    cut = {("orders", 0): 200}
+    # The leader has not seen the unmirror yet: POLICY_VIOLATION once, then the marker is taken.
+    fake = FakeSite({("orders", 0): [(7, 3, 2, 120)]})
+    fake.refuse[("orders", 0, 7)] = ErrorCode.POLICY_VIOLATION
+    fake.refuse_times = 1
+    done = trio.run(lambda: _txns.abort_mirrored(site(fake), {"orders": 1}, cut))
+    assert done["aborted"] == 1 and len(fake.markers) == 2
+    # Still refused after retry_s: the step fails, naming the partition and why.
     fake = FakeSite({("orders", 0): [(7, 3, 2, 120)]})
     fake.refuse[("orders", 0, 7)] = ErrorCode.NOT_ENOUGH_REPLICAS
     with pytest.raises(FailoverError, match=r"1 ABORT markers refused \(orders-0 producer 7: NOT_ENOUGH_REPLICAS\)"):
-        trio.run(lambda: _txns.abort_mirrored(site(fake), {"orders": 1}, {("orders", 0): 200}))
+        trio.run(
+            lambda: _txns.abort_mirrored(site(fake), {"orders": 1}, cut, retry_s=5),
+            clock=trio.testing.MockClock(autojump_threshold=0),
+        )
+    assert len(fake.markers) > 2
+    # A refusal that cannot pass (a newer producer epoch there) fails at once.
+    fake = FakeSite({("orders", 0): [(7, 3, 2, 120)]})
+    fake.refuse[("orders", 0, 7)] = ErrorCode.INVALID_PRODUCER_EPOCH
+    with pytest.raises(FailoverError, match="INVALID_PRODUCER_EPOCH"):
+        trio.run(lambda: _txns.abort_mirrored(site(fake), {"orders": 1}, cut))
+    assert len(fake.markers) == 1
     fake.missing_partition = ("orders", 0)
     with pytest.raises(FailoverError, match=r"site west: reading the producers of orders-0: .*moved"):
         trio.run(lambda: _txns.open_transactions(site(fake), {"orders": 1}))
