@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 
 import trio
 
-from node.client import LATEST, AdminClient, ClientError, SiteClient
+from node.client import LATEST, READ_COMMITTED, AdminClient, ClientError, SiteClient, list_offsets
 
 from .errors import FailoverError
 from .topology import Site
@@ -144,6 +144,20 @@ async def high_watermarks(site: SiteClient, topics: Mapping[str, int]) -> dict[t
             found = await admin.list_offsets(topic, list(range(count)), LATEST)
         except ClientError as exc:
             raise FailoverError(f"site {site.name}: reading the end offsets of {topic!r}: {exc}") from None
+        for p, end in found.items():
+            ends[(topic, p)] = int(end)
+    return ends
+
+
+async def stable_offsets(site: SiteClient, topics: Mapping[str, int]) -> dict[tuple[str, int], int]:
+    """Every partition's last stable offset (ListOffsets latest, read_committed): below the high
+    watermark while a transaction is open there. Raises FailoverError naming a failing topic."""
+    ends: dict[tuple[str, int], int] = {}
+    for topic, count in sorted(topics.items()):
+        try:
+            found = await list_offsets(site, topic, list(range(count)), LATEST, isolation_level=READ_COMMITTED)
+        except ClientError as exc:
+            raise FailoverError(f"site {site.name}: reading the last stable offsets of {topic!r}: {exc}") from None
         for p, end in found.items():
             ends[(topic, p)] = int(end)
     return ends

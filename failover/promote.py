@@ -8,20 +8,29 @@ Planned (a switchover, RPO 0; the source must answer), steps in order:
    POLICY_VIOLATION naming the new primary, reads go on;
 3. ``drain``: wait until every partition's mirrored end equals the source's high watermark,
    twice in a row and at least ``FENCE_SETTLE_S`` after the fence (a produce in flight when
-   the fence landed is waited for); bounded by ``--timeout`` (the source stays fenced: run the
-   same command again to wait more, or ``strait failover unfence SITE`` to back out);
+   the fence landed is waited for), and no transaction is open on the source's partitions (the
+   fence refuses new transactional records but takes markers: a transaction begun before it
+   ends by its producer's commit or abort, or by its timeout, and the mirror copies its
+   markers); bounded by ``--timeout`` (the source stays fenced: run the same command again to
+   wait more, or ``strait failover unfence SITE`` to back out);
 4. ``sync-groups``: one last group offset sync by the mirror;
 5. ``stop-link``: the mirror stops the link for good (``failed-over``);
 6. ``cut``: per partition, the target's end (the mirrored end) and the source's end, stored
    in the DR state's ``cuts/<epoch>``;
 7. ``unmirror-target``: ``strait.mirror.link`` (and any ``strait.fenced``) removed from the
-   target's topics: they take writes now.
+   target's topics: they take writes now;
+8. ``abort-transactions``: every transaction still open on the target's partitions that began
+   below the cut (the mirror copied its records, its coordinator is on the source) is aborted
+   with an ABORT marker (``failover._txns``), so read_committed consumers on the new primary
+   are not held behind it (a leader that has not seen the unmirror yet refuses the marker:
+   tried again for up to 30 s). After a planned drain there are none.
 
 Unplanned (the source is lost; nothing of it is needed): ``plan``, ``stop-link`` (if the
 mirror answers; its answer carries the source ends it saw last), ``seal-target`` (the
 target's mirror topics are handed to the name ``<link>.sealed``, so no copier of the link,
 even one the mirror did not stop, can append any more, while clients are still refused),
-``cut`` (read after the seal took effect), ``unmirror-target``. The RPO estimate (records
+``cut`` (read after the seal took effect), ``unmirror-target``, ``abort-transactions`` (as
+above: the source's transactions the mirror copied unfinished). The RPO estimate (records
 the source had acknowledged, as far as the mirror saw, that the target lacks) is printed and
 kept in the DR state (``facts.rpo_at_promote``); ``reverse`` later measures it exactly.
 
@@ -40,7 +49,7 @@ import trio
 
 from node.client import SiteClient
 
-from . import _topics
+from . import _topics, _txns
 from ._run import Run, Say, link_run
 from ._topics import FENCE_KEY, LINK_KEY, SiteUnreachable, TopicFilter
 from .errors import FailoverError, WrongState
@@ -142,6 +151,11 @@ async def promote(
                 f"making {len(topics)} topics writable on {run.target.name}",
                 lambda: _unmirror(target_client, topics),
             )
+            aborted = await run.step(
+                "abort-transactions",
+                f"aborting the transactions left open on {run.target.name}",
+                lambda: _abort_transactions(run, epoch, target_client, topics),
+            )
             rpo = {
                 "records": cut["rpo_records"],
                 "bytes": cut["rpo_bytes"],
@@ -159,6 +173,7 @@ async def promote(
                 facts={
                     **run.state.facts,
                     "rpo_at_promote": rpo,
+                    "transactions_aborted_at_promote": aborted["aborted"],
                     "selection": plan["selection"],
                     "groups": plan["groups"],
                 },
@@ -180,6 +195,7 @@ async def promote(
             "epoch": run.state.epoch,
             "primary": run.state.primary,
             "rpo": rpo,
+            "transactions_aborted": aborted["aborted"],
             "steps": run.steps,
             "seconds": round(time.monotonic() - started, 3),
         }
@@ -267,6 +283,7 @@ async def drain(
     first: int | None = None
     previous: dict[tuple[str, int], int] | None = None
     left = -1
+    unstable: list[tuple[tuple[str, int], int]] = []
     with trio.move_on_after(timeout_s) as scope:
         while True:
             await source.refresh()
@@ -275,18 +292,28 @@ async def drain(
             have = await _topics.high_watermarks(target, _topics.partition_counts(target, source_topics))
             left = sum(max(0, end - have.get(key, 0)) for key, end in ends.items())
             missing = [key for key in ends if key not in have]
+            # A transaction open on the source holds its last stable offset below the high watermark.
+            stable = await _topics.stable_offsets(source, source_topics)
+            unstable = sorted((key, lso) for key, lso in stable.items() if 0 <= lso < ends.get(key, lso))
             if first is None:
                 first = left
             if progress is not None:
                 progress(left, first)
-            caught_up = left == 0 and not missing
+            caught_up = left == 0 and not missing and not unstable
             if caught_up and previous == ends and run.clock_ms() >= settle_until:
                 return {"records_drained": first, "partitions": len(ends)}
             previous = ends if caught_up else None
             await trio.sleep(POLL_S)
     assert scope.cancelled_caught
+    why = f"{left} records still to copy"
+    if unstable:
+        (topic, p), lso = unstable[0]
+        why += (
+            f", transactions open on site {site} in {len(unstable)} partitions (the first at {topic}-{p} offset "
+            f"{lso}): they end when their producers commit or abort them, or at their transaction timeout"
+        )
     raise FailoverError(
-        f"link {run.link.name!r}: the drain did not finish within {timeout_s:g} s: {left} records still to copy. "
+        f"link {run.link.name!r}: the drain did not finish within {timeout_s:g} s: {why}. "
         f"Site {site} stays fenced. Run the same command again to keep waiting, or back out with "
         f"`strait failover unfence {site}`"
     )
@@ -370,3 +397,15 @@ async def _cut(
 async def _unmirror(target: SiteClient, topics: Mapping[str, int]) -> dict[str, Any]:
     changed = await _topics.set_keys(target, topics, {}, delete=[LINK_KEY, FENCE_KEY])
     return {"changed": changed}
+
+
+async def _abort_transactions(run: Run, epoch: int, target: SiteClient, topics: Mapping[str, int]) -> dict[str, Any]:
+    cut = await run.store.read_cut(epoch)
+    ends = {(t, int(p)): int(v["mirrored_end"]) for t, parts in cut.items() for p, v in parts.items()}
+    await target.refresh()
+    done = await _txns.abort_mirrored(target, topics, ends)
+    if done["aborted"]:
+        run.say(
+            f"  aborted {done['aborted']} transactions the source left open (their coordinator is on {run.source.name})"
+        )
+    return done

@@ -13,7 +13,13 @@ Where each number comes from (measured, not trusted from one place):
   ``scan_limit_bytes`` per partition; ``rpo_exact`` says whether it was). With the source
   unreachable it is the last known lag (records) and the mirror's byte estimate, not exact;
 * lag in seconds, the time since the last successful fetch, the link's state and the group
-  offset sync come from the mirror's admin API.
+  offset sync come from the mirror's admin API;
+* the **open transactions** per mirror topic (``open_transactions``; while the link mirrors):
+  the source's transactions whose records the target holds and whose end it has not copied,
+  from the target leaders' producer state (DescribeProducers): how many, and the oldest
+  (partition, first offset, producer, age from its first batch's timestamp). A promote now
+  would abort them (``failover._txns``); most end on the source within their timeout and the
+  mirror copies their end.
 
 Link states (``link_state``), named as operators of Cluster Linking know them: ``active``,
 ``paused``, ``source-unavailable``, ``stopped`` (failed over: the link copies nothing),
@@ -35,7 +41,7 @@ import trio
 from node.client import LATEST, AdminClient, ClientError, SiteClient
 from storage.records import Offset
 
-from . import _scan
+from . import _scan, _txns
 from ._mirror import MirrorControl
 from .errors import FailoverError, TopologyError
 from .state import MIRRORING, DrState, open_store
@@ -119,6 +125,8 @@ async def link_status(
     out["source"] = {"name": source.name, "reachable": source_view.error is None, "error": source_view.error}
     rows = await _rows(link, partitions, mirror, cut, dr, target_view, source_view, timeout_s, scan_limit_bytes)
     out["partitions"] = rows
+    if dr is None or dr.state == MIRRORING:
+        out["open_transactions"] = await _open_transactions(target, partitions, timeout_s, clock_ms)
     out["link_state"] = _link_state(dr, mirror, source_view.error, problems.get("mirror"))
     out["rpo"] = _totals(rows)
     out["cut"] = {t: {str(p): v.get("mirrored_end") for p, v in sorted(parts.items())} for t, parts in cut.items()}
@@ -167,6 +175,40 @@ async def _site_ends(where: Site, partitions: Mapping[str, int], timeout_s: floa
         view.error = f"site {where.name} did not answer within {timeout_s * 2:g} s"
         await site.aclose()
     return view
+
+
+async def _open_transactions(
+    where: Site, partitions: Mapping[str, int], timeout_s: float, clock_ms: Callable[[], int]
+) -> dict[str, Any]:
+    """The transactions open on the target's mirror partitions: ``total``, ``topics`` (per topic,
+    see ``failover._txns.by_topic``) and ``error`` (None, or why they are unknown)."""
+    out: dict[str, Any] = {"total": None, "topics": {}, "error": None}
+    if not partitions:
+        out["total"] = 0
+        return out
+    try:
+        security = where.client_security()
+    except TopologyError as exc:
+        out["error"] = str(exc)
+        return out
+    site = SiteClient(where.name, where.bootstrap, client_id=CLIENT_ID, timeout=timeout_s, **security)
+    try:
+        with trio.fail_after(timeout_s * 2):
+            await site.refresh(sorted(partitions))
+            present = {t: n for t, n in partitions.items() if t in site.topics}
+            found = await _txns.open_transactions(site, present)
+            # The first transaction of each partition is its oldest there: one batch read per partition.
+            firsts = {(t.topic, t.partition): t for t in reversed(found)}.values()
+            opened = {t: await _txns.first_timestamp(site, t, timeout=timeout_s) for t in firsts}
+        out["total"] = len(found)
+        out["topics"] = _txns.by_topic(found, opened, clock_ms())
+    except (FailoverError, ClientError, OSError) as exc:
+        out["error"] = str(exc)
+    except trio.TooSlowError:
+        out["error"] = f"site {where.name} did not answer within {timeout_s * 2:g} s"
+    finally:
+        await site.aclose()
+    return out
 
 
 def _partitions_to_show(mirror: Mapping[str, Any] | None, cut: Mapping[str, Mapping[int, Any]]) -> dict[str, int]:
@@ -407,6 +449,24 @@ def render(status: Mapping[str, Any]) -> str:
             f"  RPO if you fail over now: {rpo['records']} records, {_size(rpo['bytes'])} ({exact}); "
             f"{rpo['partitions_behind']} of {rpo['partitions']} partitions behind"
         )
+    txns = status.get("open_transactions")
+    if txns is not None:
+        if txns.get("error"):
+            lines.append(f"  open transactions on {status['target']['name']}: unknown ({txns['error']})")
+        elif txns.get("total"):
+            lines.append(
+                f"  open transactions on {status['target']['name']}: {txns['total']} "
+                "(a promote now would abort them; their records are not visible to read_committed consumers)"
+            )
+            for topic, info in sorted(txns["topics"].items()):
+                oldest = info["oldest"]
+                age = "" if oldest.get("age_s") is None else f", {_seconds(float(oldest['age_s']))} old"
+                lines.append(
+                    f"    {topic}: {info['count']} open; oldest at partition {oldest['partition']} offset "
+                    f"{oldest['first_offset']} (producer {oldest['producer_id']}{age})"
+                )
+        else:
+            lines.append(f"  open transactions on {status['target']['name']}: none")
     if status.get("rpo_at_promote"):
         at = status["rpo_at_promote"]
         lines.append(

@@ -14,6 +14,8 @@ By concern:
 - ``_data``: produce, fetch and list offsets of a partition, and record-set helpers;
 - ``_mirror``: MirrorAppend (strait's API 1000);
 - ``_txn_markers``: WriteTxnMarkers (Kafka's API 27), for the transaction coordinator;
+- ``_producers``: a partition's producers and open transactions (DescribeProducers, API 61), and
+  aborting one whose coordinator cannot (WriteTxnMarkers), as Kafka's admin client does;
 - ``_reconnect``: the reconnect-with-backoff loop of long-running copiers;
 - ``_security``: Kafka client properties (``security.protocol``, ``ssl.*``, ``sasl.*``) read into
   ``ClientSecurity``, which builds a ``SiteClient``'s TLS context and SASL credentials.
@@ -45,6 +47,10 @@ from ._groups import GroupDescription as GroupDescription
 from ._groups import GroupMember as GroupMember
 from ._mirror import MirrorAppendResult as MirrorAppendResult
 from ._mirror import mirror_append as mirror_append
+from ._producers import ProducerState as ProducerState
+from ._producers import TxnAbort as TxnAbort
+from ._producers import abort_transactions as abort_transactions
+from ._producers import describe_producers as describe_producers
 from ._reconnect import RECONNECT_ON as RECONNECT_ON
 from ._reconnect import aclose_quietly as aclose_quietly
 from ._reconnect import run_reconnecting as run_reconnecting

@@ -3,9 +3,11 @@
 For each partition asked for, its leader answers every producer id in the partition's producer
 state (``node.producer_state``): epoch, last sequence, the last batch's max timestamp, the epoch of
 the coordinator that wrote its last marker and the first offset of its open transaction (-1 when
-none). Operators use it (``kafka-transactions.sh describe-producers``) to find a hanging
-transaction that holds the last stable offset back. A partition this node does not lead answers
-NOT_LEADER_OR_FOLLOWER, one that does not exist UNKNOWN_TOPIC_OR_PARTITION.
+none). Operators use it (``kafka-transactions.sh describe-producers``, ``find-hanging``) to find a
+hanging transaction that holds the last stable offset back, and ``strait failover`` the same way
+for the transactions a mirror copied and a promote must end (docs/transactions.md, "Across
+sites"). A partition this node does not lead answers NOT_LEADER_OR_FOLLOWER (only the leader's
+state is authoritative), one that does not exist UNKNOWN_TOPIC_OR_PARTITION.
 
 Authorisation (Kafka's): READ on each topic, else TOPIC_AUTHORIZATION_FAILED for its partitions.
 """
@@ -44,6 +46,7 @@ async def handle_describe_producers(services: ProducersServices, request: Reques
                 if not readable:
                     raise denied(request, AclOperation.READ, ResourceType.TOPIC, topic.name)
                 partition = services.partitions.partition(topic.name, index)
+                partition.check_leader()
                 entry["active_producers"] = [
                     {
                         "producer_id": producer_id,

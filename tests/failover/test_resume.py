@@ -79,7 +79,19 @@ def test_each_command_killed_half_way_finishes_when_run_again(tmp_path: Path) ->
 
         entries = journal(app)
         for operation, steps in (
-            ("promote", ["plan", "fence-source", "drain", "sync-groups", "stop-link", "cut", "unmirror-target"]),
+            (
+                "promote",
+                [
+                    "plan",
+                    "fence-source",
+                    "drain",
+                    "sync-groups",
+                    "stop-link",
+                    "cut",
+                    "unmirror-target",
+                    "abort-transactions",
+                ],
+            ),
             ("reverse", ["fence-old", "settle", "export", "truncate", "mirror-old", "start-reverse"]),
             (
                 "failback",

@@ -104,6 +104,7 @@ FLEXIBLE: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),  # only flexible versions exist
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),  # only flexible versions exist
     ApiKey.LIST_TRANSACTIONS: (0, 1),
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),  # only flexible versions exist (KIP-664)
     ApiKey.WRITE_TXN_MARKERS: (1, 1),  # sent by brokers only; Kafka 4 keeps only the flexible v1
 }
 

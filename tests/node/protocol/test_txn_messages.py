@@ -30,6 +30,7 @@ TXN_KEYS = {
     ApiKey.DESCRIBE_PRODUCERS: ("DescribeProducers", 0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: ("DescribeTransactions", 0, 0),
     ApiKey.LIST_TRANSACTIONS: ("ListTransactions", 1, 0),
+    ApiKey.DESCRIBE_PRODUCERS: ("DescribeProducers", 0, 0),
 }
 
 
@@ -119,3 +120,38 @@ def test_describe_transactions_response_roundtrips() -> None:
     assert correlation_id == 11
     assert decoded.transaction_states[0].topics[0].partitions == [1]
     assert decoded.transaction_states[0].producer_epoch == 3
+
+
+def test_describe_producers_v0_bytes_and_its_int32_epoch() -> None:
+    wire, body = body_of(ApiKey.DESCRIBE_PRODUCERS, 0, {"topics": [{"name": "t", "partition_indexes": [0, 2]}]})
+    assert wire == b"\x02" + compact("t") + b"\x03" + struct.pack(">ii", 0, 2) + b"\x00\x00"
+    assert body.topics[0].partition_indexes == [0, 2]
+    producer = {
+        "producer_id": 9,
+        "producer_epoch": 3,
+        "last_sequence": 41,
+        "last_timestamp": -1,
+        "coordinator_epoch": 2,
+        "current_txn_start_offset": 120,
+    }
+    partition = {"partition_index": 2, "error_code": 0, "error_message": None, "active_producers": [producer]}
+    response = {"throttle_time_ms": 0, "topics": [{"name": "t", "partitions": [partition]}]}
+    header = request_header(ApiKey.DESCRIBE_PRODUCERS, 0, 12, "c")
+    frame = b"".join(bytes(part) for part in encode_response(header, response).parts)  # type: ignore[arg-type]
+    # Response header v1 (correlation id, no tagged fields), then the body.
+    body_bytes = frame[4 + 4 + 1 :]
+    expected_producer = struct.pack(">qiiqiq", 9, 3, 41, -1, 2, 120) + b"\x00"
+    assert body_bytes == (
+        struct.pack(">i", 0)
+        + b"\x02"
+        + compact("t")
+        + b"\x02"
+        + struct.pack(">ih", 2, 0)
+        + b"\x00"  # a null compact string
+        + b"\x02"
+        + expected_producer
+        + b"\x00\x00\x00"
+    )
+    _, decoded = decode_response(ApiKey.DESCRIBE_PRODUCERS, 0, frame[4:])
+    (state,) = decoded.topics[0].partitions[0].active_producers
+    assert (state.producer_epoch, state.current_txn_start_offset) == (3, 120)
