@@ -263,8 +263,7 @@ def test_admin_groups(groups_run: tuple[str, list[dict[str, Any]], dict[str, int
         {"group_id": group, "simple": False}
     ]
     assert described["group_id"] == group and described["state"] == "Empty" and described["members"] == []
-    assert described["type"] == "CLASSIC" and described["coordinator"] in (1, 2, 3)
-    assert described["protocol"] == "range"
+    assert described["type"] == "Classic" and described["coordinator"] in (1, 2, 3)
     assert offsets["offsets"] == committed
     assert after["offsets"] == {"1": committed["1"]}
 
