@@ -7,23 +7,20 @@ the test with its message: the producer and consumer programs end with it (``Kaf
 fails on a non-zero exit, showing stderr); the Admin program prints each call's failure as
 ``{"op", "error"}``, and :func:`admin_calls` fails on the first one.
 
-One site serves the whole module (every test uses its own topics and groups).
+One site (conftest's ``java_site``) serves the whole module; every test uses its own topics and groups.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
-import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
 from storage import TopicPartition, list_batches, segment_files
 from storage.records import Compression
+from tests.interop.javasite import bootstrap, create_topic, lines
 from tests.node.harness import NodeProcess, wait_for
 
 if TYPE_CHECKING:
@@ -31,59 +28,12 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.integration
 
-# What tests/node/conftest.py's ``site`` sets: three replicas of everything, quick fault detection.
-SITE_PROPS = {
-    "default.replication.factor": "3",
-    "offsets.topic.replication.factor": "3",
-    "transaction.state.log.replication.factor": "3",
-    "replica.lag.time.max.ms": "5000",
-    "num.partitions": "3",
-}
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 _names = itertools.count()
 
 
-@pytest.fixture(scope="module")
-def java_site(tmp_path_factory: pytest.TempPathFactory, zookeeper: str) -> Iterator[list[NodeProcess]]:
-    """Three nodes (broker ids 1..3) in a ZooKeeper chroot of their own, stopped at the module's end."""
-    work: Path = tmp_path_factory.mktemp("java-site")
-    chroot = f"{zookeeper}/t-java-{time.time_ns()}"
-    nodes = [NodeProcess(i, work / f"node{i}", chroot, dict(SITE_PROPS)) for i in (1, 2, 3)]
-    try:
-        for n in nodes:
-            n.start()
-        yield nodes
-    finally:
-        for n in nodes:
-            n.stop()
-
-
-def bootstrap(nodes: list[NodeProcess]) -> str:
-    return ",".join(n.bootstrap for n in nodes)
-
-
 def name(prefix: str) -> str:
     return f"java-{prefix}-{next(_names)}"
-
-
-def create_topic(nodes: list[NodeProcess], topic: str, partitions: int = 3) -> None:
-    """Create ``topic`` (replication factor 3) with confluent-kafka and wait until every node knows its leaders."""
-    admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
-    admin.create_topics([NewTopic(topic, partitions, 3)], operation_timeout=30)[topic].result(30)
-
-    def known_everywhere() -> bool:
-        for n in nodes:
-            md = AdminClient({"bootstrap.servers": n.bootstrap}).list_topics(topic, timeout=10)
-            parts = md.topics[topic].partitions
-            if md.topics[topic].error is not None or len(parts) != partitions or any(p.leader < 0 for p in parts.values()):
-                return False
-        return True
-
-    wait_for(f"topic {topic} on every node", known_everywhere)
-
-
-def lines(stdout: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
 
 
 def admin_scenario(kafka_java: KafkaJava, *args: str) -> list[dict[str, Any]]:
@@ -351,9 +301,7 @@ def test_transactions_commit_abort_send_offsets(java_site: list[NodeProcess], ka
     values = [r["value"] for r in committed[:-1]]
     assert values == [f"committed-1-{i}" for i in range(5)] + [f"committed-2-{i}" for i in range(5)]
     everything = lines(kafka_java.run("ClientConsume", "read", bootstrap(java_site), sink, "read_uncommitted").stdout)
-    assert sorted(r["value"] for r in everything[:-1]) == sorted(
-        [*values, *(f"aborted-{i}" for i in range(5))]
-    )
+    assert sorted(r["value"] for r in everything[:-1]) == sorted([*values, *(f"aborted-{i}" for i in range(5))])
 
     from confluent_kafka import ConsumerGroupTopicPartitions
 
