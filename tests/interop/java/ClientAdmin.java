@@ -161,16 +161,36 @@ public final class ClientAdmin {
       admin.incrementalAlterConfigs(ops).all().get();
       return new Object[] {"set", Map.of("retention.ms", "7200000", "max.message.bytes", "200000")};
     });
-    op("describeConfigs", () -> new Object[] {"resource", "topic", "entries", configEntries(
-        admin.describeConfigs(List.of(topicResource)).all().get().get(topicResource), topicKeys)});
+    op("describeConfigs", () -> new Object[] {"resource", "topic", "entries", describeUntil(admin, topicResource,
+        topicKeys, c -> "7200000".equals(value(c, "retention.ms")) && "200000".equals(value(c, "max.message.bytes")))});
     op("incrementalAlterConfigs", () -> {
       Map<ConfigResource, Collection<AlterConfigOp>> ops = Map.of(topicResource, List.of(
           new AlterConfigOp(new ConfigEntry("max.message.bytes", ""), AlterConfigOp.OpType.DELETE)));
       admin.incrementalAlterConfigs(ops).all().get();
       return new Object[] {"deleted", List.of("max.message.bytes")};
     });
-    op("describeConfigs", () -> new Object[] {"resource", "topic", "entries", configEntries(
-        admin.describeConfigs(List.of(topicResource)).all().get().get(topicResource), topicKeys)});
+    op("describeConfigs", () -> new Object[] {"resource", "topic", "entries", describeUntil(admin, topicResource,
+        topicKeys, c -> !"200000".equals(value(c, "max.message.bytes")))});
+  }
+
+  static String value(Config config, String key) {
+    ConfigEntry e = config.get(key);
+    return e == null ? null : e.value();
+  }
+
+  /**
+   * describeConfigs until {@code done} holds (10 s at most, then what it last saw): a change is
+   * acknowledged once it is stored, and a node other than the one that made it serves it once
+   * its view of the cluster has it (Kafka's KRaft brokers answer from their metadata cache too).
+   */
+  static Map<String, Object> describeUntil(Admin admin, ConfigResource resource, Set<String> keys,
+      java.util.function.Predicate<Config> done) throws Exception {
+    long deadline = System.currentTimeMillis() + 10_000;
+    while (true) {
+      Config config = admin.describeConfigs(List.of(resource)).all().get().get(resource);
+      if (done.test(config) || System.currentTimeMillis() > deadline) return configEntries(config, keys);
+      Thread.sleep(100);
+    }
   }
 
   static Map<Integer, Object> offsets(Map<TopicPartition, OffsetAndMetadata> offsets) {
