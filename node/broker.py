@@ -215,6 +215,7 @@ class Broker:
                     metrics=self.metrics,
                     log_dirs=logs,
                     states=cluster,
+                    on_offsets_marker=self.groups.complete_txn_offsets,
                     security=SecurityServices(self.security, authorizer_enabled=bool(config.authorizer_class_name)),
                 ),
                 self.api_ranges,

@@ -610,6 +610,117 @@ class Controller:
                 await cluster.refresh()
         return moved
 
+    async def elect_leaders(
+        self, partitions: list[PartitionKey] | None, *, unclean: bool
+    ) -> dict[PartitionKey, tuple[ErrorCode, str | None]]:
+        """ElectLeaders (KIP-460): per partition, the outcome of a preferred or an unclean election.
+
+        ``partitions`` None: every partition, answering only those where an election was needed.
+        Preferred: the first replica of the assignment must be alive and in the ISR
+        (PREFERRED_LEADER_NOT_AVAILABLE), and not lead already (ELECTION_NOT_NEEDED). Unclean:
+        only a partition without a live leader is elected (ELECTION_NOT_NEEDED otherwise): the
+        controller's usual choice from the ISR first, else the first live replica, which then
+        leads alone (what the old ISR held beyond its log is lost, as with
+        ``unclean.leader.election.enable``); with no live replica, ELIGIBLE_LEADERS_NOT_AVAILABLE.
+        A partition that does not exist answers UNKNOWN_TOPIC_OR_PARTITION. The states are written
+        as one batch (pushed to the brokers at once); a write that lost its race answers
+        ELIGIBLE_LEADERS_NOT_AVAILABLE so the client may try again.
+        """
+        epoch = self.epoch
+        if epoch is None:
+            raise BrokerError(ErrorCode.NOT_CONTROLLER, f"broker {self.broker_id} is not the controller")
+        outcomes: dict[PartitionKey, tuple[ErrorCode, str | None]] = {}
+        decided: dict[PartitionKey, PartitionState] = {}
+        async with self._lock:
+            cluster = self.cluster
+            if partitions is None:
+                keys = [(t.name, p) for t in cluster.topics.values() for p in sorted(t.assignment)]
+            else:
+                keys = list(dict.fromkeys(partitions))
+            for name, p in keys:
+                topic = cluster.topics.get(name)
+                state = topic.states.get(p) if topic is not None else None
+                if topic is None or p not in topic.assignment or state is None:
+                    outcomes[name, p] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{name}-{p} does not exist")
+                    continue
+                replicas = topic.assignment[p]
+                chosen = self._unclean_choice(cluster, topic, p, state) if unclean else None
+                if unclean:
+                    if state.leader >= 0 and self._usable(cluster, state.leader, name, p):
+                        outcomes[name, p] = (ErrorCode.ELECTION_NOT_NEEDED, f"{name}-{p} has a leader")
+                    elif chosen is None:
+                        outcomes[name, p] = (
+                            ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                            f"{name}-{p}: no replica of {list(replicas)} is alive",
+                        )
+                    else:
+                        decided[name, p] = chosen
+                    continue
+                preferred = replicas[0]
+                if state.leader == preferred:
+                    outcomes[name, p] = (ErrorCode.ELECTION_NOT_NEEDED, f"{name}-{p} is led by its preferred replica")
+                elif preferred not in state.isr or not self._usable(cluster, preferred, name, p):
+                    outcomes[name, p] = (
+                        ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+                        f"{name}-{p}: preferred replica {preferred} is not alive and in the ISR {list(state.isr)}",
+                    )
+                else:
+                    decided[name, p] = replace(
+                        state,
+                        leader=preferred,
+                        leader_epoch=LeaderEpoch(state.leader_epoch + 1),
+                        controller_epoch=epoch,
+                    )
+            lost = await self._write(decided)
+        for key, state in decided.items():
+            if key in lost:
+                outcomes[key] = (
+                    ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                    f"{key[0]}-{key[1]} moved meanwhile; try again",
+                )
+            else:
+                outcomes[key] = (ErrorCode.NONE, None)
+                log.info(
+                    "%s-%d: %s election of %d (epoch %d)",
+                    *key,
+                    "unclean" if unclean else "preferred",
+                    state.leader,
+                    state.leader_epoch,
+                )
+        if decided:
+            await self.cluster.refresh()
+        if partitions is None:
+            outcomes = {k: v for k, v in outcomes.items() if v[0] != ErrorCode.ELECTION_NOT_NEEDED}
+        return outcomes
+
+    def _unclean_choice(
+        self, cluster: ClusterState, topic: TopicState, p: int, state: PartitionState
+    ) -> PartitionState | None:
+        """The state an unclean election gives a partition: a live ISR member if any, else the
+        first live replica alone; None when no replica is alive."""
+        epoch = self.epoch
+        assert epoch is not None
+        replicas = topic.assignment[p]
+        in_sync = [b for b in replicas if b in state.isr and self._usable(cluster, b, topic.name, p)]
+        if in_sync:
+            isr = tuple(in_sync)
+            leader = in_sync[0]
+        else:
+            live = [b for b in replicas if self._usable(cluster, b, topic.name, p)]
+            if not live:
+                return None
+            leader, isr = live[0], (live[0],)
+            log.warning(
+                "%s-%d: UNCLEAN election (ElectLeaders) of %d, out of the ISR %s: what only the ISR had is lost",
+                topic.name,
+                p,
+                leader,
+                list(state.isr),
+            )
+        return replace(
+            state, leader=leader, leader_epoch=LeaderEpoch(state.leader_epoch + 1), isr=isr, controller_epoch=epoch
+        )
+
     # -- reassignment ----------------------------------------------------------------------------
 
     async def _reassign(self, cluster: ClusterState, epoch: int) -> None:

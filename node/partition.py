@@ -1,11 +1,21 @@
-"""A partition replica on this node: its role, its log, its idempotent producer state, and waiting fetchers.
+"""A partition replica on this node: its role, its log, its producer state, and waiting fetchers.
 
 ``append_produced`` applies Kafka's produce rules to one batch from a client, in this order:
 size (MESSAGE_TOO_LARGE), magic (UNSUPPORTED_FOR_MESSAGE_FORMAT), length and CRC-32C
 (CORRUPT_MESSAGE), exactly one batch with baseOffset 0 and a record count that matches
-lastOffsetDelta, no control or transactional batches (INVALID_RECORD), CreateTime within
-``message.timestamp.before/after.max.ms`` (INVALID_TIMESTAMP), then the idempotence rules
-(``node.producer_state``). Only then is the batch appended, as produced.
+lastOffsetDelta, no control batches and no transactional batch without a producer id
+(INVALID_RECORD), CreateTime within ``message.timestamp.before/after.max.ms``
+(INVALID_TIMESTAMP), then the idempotence and transaction rules (``node.producer_state``).
+Only then is the batch appended, as produced.
+
+Transactions (KIP-98): a producer's transactional batches open its transaction, and a marker
+ends it: ``append_marker`` writes one for the transaction coordinator (WriteTxnMarkers); a
+follower (``append_replica``) and a mirror target (``append_mirrored``) replay the ones they
+copy. Every replica keeps the same producer state and, for each ABORT marker, the same entry in
+its log's aborted-transaction index, so a follower that becomes leader knows both. The last
+stable offset (``last_stable_offset``) is where read_committed consumers stop: the earliest
+first offset of an open transaction or of an ended one whose marker is not yet below the high
+watermark, else the high watermark.
 
 Fetchers and acks=all producers register an event with ``add_waiter``; every append, high
 watermark move, role change and deletion sets it.
@@ -22,7 +32,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import trio
@@ -34,8 +44,26 @@ from node.ids import NO_NODE, NodeId
 from node.producer_state import ProducerStateError, ProducerStateManager
 from node.protocol import ErrorCode
 from node.record_checks import conform_batch
-from storage import CorruptBatchError, LeaderEpoch, Offset, PartitionLog, RecordTooLargeError, TopicPartition
-from storage.records import NO_OFFSET, BatchHeader, check_batch, iter_batches
+from storage import (
+    AbortedTxn,
+    CorruptBatchError,
+    LeaderEpoch,
+    Offset,
+    PartitionLog,
+    RecordFormatError,
+    RecordTooLargeError,
+    TopicPartition,
+)
+from storage.records import (
+    NO_OFFSET,
+    BatchHeader,
+    ControlMarker,
+    build_control_batch,
+    check_batch,
+    iter_batches,
+    read_control_marker,
+    read_header,
+)
 from storage.records._batch import CURRENT_MAGIC, HEADER_SIZE, MAGIC_POS
 
 log = logging.getLogger("strait.node.partition")
@@ -125,8 +153,21 @@ class Partition:
         self.woken_at = 0.0  # time.perf_counter() when wake() last set a waiter's event
 
     def rebuild_producer_state(self) -> None:
+        """Replay the log's batches (and its markers) from the log start into a new producer state."""
         self.producers = ProducerStateManager(self._producer_max_ids)
-        self.producers.rebuild(h for _seg, _pos, h in self.log.batch_headers(self.log.log_start_offset))
+        self.producers.rebuild(self._logged_batches(), self.log.high_watermark)
+
+    def _logged_batches(self) -> Iterator[tuple[BatchHeader, ControlMarker | None]]:
+        """Every batch header of the log with the marker a control batch carries: only control
+        batches, rare and small, are read beyond their header."""
+        for segment, pos, header in self.log.batch_headers(self.log.log_start_offset):
+            marker = None
+            if header.is_control:
+                try:
+                    marker = read_control_marker(bytes(segment.read_batch(pos, header)))
+                except (CorruptBatchError, RecordFormatError) as exc:
+                    log.warning("%s: control batch at offset %d unreadable: %s", self.tp, header.base_offset, exc)
+            yield header, marker
 
     # -- roles --------------------------------------------------------------------------------
 
@@ -238,6 +279,17 @@ class Partition:
                 f"broker {self.broker_id} is not the leader of {self.tp} (leader {self.leader_id}, "
                 f"epoch {self.leader_epoch})",
             )
+
+    @property
+    def last_stable_offset(self) -> Offset:
+        """Where read_committed consumers stop (see the module docstring); never above the high
+        watermark nor below the log start offset."""
+        plog = self.log
+        hw = plog.high_watermark
+        first = self.producers.first_unstable_offset(hw)
+        if first is None or first >= hw:
+            return hw
+        return Offset(max(first, plog.log_start_offset))
 
     @property
     def high_watermark_lagging(self) -> bool:
@@ -384,13 +436,68 @@ class Partition:
         if count:
             end = self.log.log_end_offset
             # The headers are in the fetched bytes: no need to read them back from the segment.
+            view = memoryview(records)
             with contextlib.suppress(CorruptBatchError):  # a cut-short last batch was not appended
-                for _pos, header in iter_batches(records, validate=False):
+                for pos, header in iter_batches(view, validate=False):
                     if header.base_offset >= end:
                         break
-                    if header.base_offset >= before:
+                    if header.base_offset < before:
+                        continue
+                    if header.is_control:
+                        self._replay(header, view[pos : pos + header.size], header.base_offset)
+                    else:  # the common case, without a slice or a call more
                         self.producers.update(header, header.base_offset)
         return count
+
+    def _replay(self, header: BatchHeader, batch: memoryview | bytes, offset: int) -> None:
+        """Producer state (and the aborted-transaction index) after a batch appended at ``offset``
+        by the leader's, a mirror's or the broker's own hand."""
+        if not header.is_control:
+            self.producers.update(header, offset)
+            return
+        if header.producer_id < 0 or not header.is_transactional:
+            return
+        try:
+            marker = read_control_marker(batch)
+        except RecordFormatError as exc:
+            log.warning("%s: control batch at offset %d unreadable: %s", self.tp, offset, exc)
+            return
+        if marker is not None:
+            self._end_txn(header.producer_id, header.producer_epoch, marker, offset)
+
+    def _end_txn(self, producer_id: int, producer_epoch: int, marker: ControlMarker, offset: int) -> None:
+        """A marker at ``offset`` ended the producer's transaction: index it if it aborted one."""
+        completed = self.producers.complete(producer_id, producer_epoch, marker, offset)
+        if completed is not None and completed.aborted:
+            lso = self.producers.last_stable_offset_after(completed)
+            self.log.append_aborted_txn(AbortedTxn(producer_id, completed.first_offset, offset, lso))
+
+    def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int) -> int:
+        """Append a transaction marker (COMMIT or ABORT) for the coordinator; returns its offset.
+
+        Leader only (NOT_LEADER_OR_FOLLOWER). An epoch below the producer's is
+        INVALID_PRODUCER_EPOCH and a coordinator epoch below the last marker's
+        TRANSACTION_COORDINATOR_FENCED: nothing is written. The marker's epoch becomes the
+        producer's. The caller waits for the high watermark (Kafka writes markers with acks=all).
+        Raises BrokerError, and LogDirOfflineError from the log.
+        """
+        self.check_leader()
+        try:
+            self.producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        except ProducerStateError as exc:
+            raise BrokerError(ErrorCode(exc.error_code), f"{self.tp}: {exc}") from None
+        batch = build_control_batch(
+            commit=commit,
+            timestamp=self._clock(),
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            coordinator_epoch=coordinator_epoch,
+        )
+        info = self.log.append(batch, leader_epoch=self.leader_epoch, validate=False)
+        self._end_txn(producer_id, producer_epoch, ControlMarker(commit, coordinator_epoch), info.base_offset)
+        self.maybe_advance_hw()
+        self.wake()
+        return info.base_offset
 
     def truncate_to(self, offset: Offset) -> int:
         """Remove the divergent tail from ``offset`` (whole batches); rebuild producer state."""
@@ -437,8 +544,8 @@ class Partition:
             )
         if header.is_control:
             raise invalid_record(f"{tp}: clients may not produce control batches")
-        if header.is_transactional:
-            raise invalid_record(f"{tp}: transactional batches are not supported by strait yet")
+        if header.is_transactional and header.producer_id < 0:
+            raise invalid_record(f"{tp}: a transactional batch needs a producer id")
         if header.compression == ZSTD and not allow_zstd:
             raise BrokerError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"{tp}: zstd needs Produce v7 or later")
         stored, header = conform_batch(
@@ -502,11 +609,11 @@ class Partition:
             )
         jump = start_offset > end  # -1 never jumps
         # Check every batch before anything changes: a bad request must not cost the log its jump.
-        headers: list[BatchHeader] = []
+        headers: list[tuple[int, BatchHeader]] = []
         next_offset = start_offset if jump else end
         limit = self.log.config.max_message_bytes
         try:
-            for _pos, header in iter_batches(records or b""):
+            for pos, header in iter_batches(records or b""):
                 if header.size > limit:
                     raise BrokerError(
                         ErrorCode.MESSAGE_TOO_LARGE,
@@ -518,7 +625,7 @@ class Partition:
                         f"{tp}: a mirrored batch starts at offset {header.base_offset}, below {next_offset}"
                     )
                 # A batch past ``next_offset`` leaves a hole: the source was compacted there.
-                headers.append(header)
+                headers.append((pos, header))
                 next_offset = header.next_offset
         except CorruptBatchError as exc:
             raise BrokerError(ErrorCode.CORRUPT_MESSAGE, f"{tp}: {exc}") from None
@@ -536,16 +643,21 @@ class Partition:
             return -1
         assert records is not None
         self.log.append_batches(records, leader_epoch=self.leader_epoch)
-        for header in headers:
-            self.producers.update(header, header.base_offset)
+        view = memoryview(records)
+        for pos, header in headers:
+            self._replay(header, view[pos : pos + header.size], header.base_offset)
         self.maybe_advance_hw()
         self.wake()
-        return headers[-1].last_offset
+        return headers[-1][1].last_offset
 
     def append_internal(self, batch: bytes) -> int:
-        """Append a batch the broker built itself (``__consumer_offsets``); returns its last offset."""
+        """Append a batch the broker built itself (``__consumer_offsets``); returns its last offset.
+
+        A transactional batch (a transactional offset commit) opens its producer's transaction
+        here as a produced one would."""
         self.check_leader()
         info = self.log.append(batch, leader_epoch=self.leader_epoch)
+        self._replay(read_header(batch), batch, info.base_offset)
         self.maybe_advance_hw()
         self.wake()
         return info.last_offset

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from node.client import ClientError, NodeConnection
+from node.client import ClientError, NodeConnection, write_txn_markers
+from node.client import TxnMarker as ClientTxnMarker
 from node.ids import NodeId
 from node.offsets_topic import InternalAppendError, append_committed, local_batches
 from node.protocol import ProtocolError
@@ -38,11 +39,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("strait.node.txn")
 
 TRANSACTION_TOPIC = "__transaction_state"
-# WriteTxnMarkers: the partition side declares its schema (``ApiKey.WRITE_TXN_MARKERS``) and client call;
-# until they are merged the request goes out by key through the generic ``NodeConnection.request``.
-WRITE_TXN_MARKERS = 27
-WRITE_TXN_MARKERS_VERSION = 1  # v1: v0's fields, flexible (the version Kafka 4 brokers still take)
-MARKERS_TIMEOUT_S = 30.0
+MARKERS_TIMEOUT_S = 30.0  # how long a WriteTxnMarkers call waits for its markers to be replicated
 
 
 def transaction_topic_config(config: NodeConfig) -> dict[str, str]:
@@ -121,20 +118,23 @@ class ClusterMarkerWriter:
         return int(leader) if leader >= 0 and leader in cluster.brokers else NO_LEADER
 
     async def write_markers(self, node_id: int, markers: Sequence[TxnMarker]) -> Mapping[tuple[str, int], int]:
-        body = {"markers": [_marker_entry(m) for m in markers]}
+        sent = [
+            ClientTxnMarker(
+                m.producer_id,
+                m.producer_epoch,
+                m.commit,
+                m.coordinator_epoch,
+                list(m.partitions),
+            )
+            for m in markers
+        ]
         try:
             conn = await self._connection(node_id)
-            version = conn.version(WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION)
-            response = await conn.request(WRITE_TXN_MARKERS, version, body, timeout=MARKERS_TIMEOUT_S)
+            answers = await write_txn_markers(conn, sent, timeout=MARKERS_TIMEOUT_S)
         except (ClientError, ProtocolError) as exc:
             await self.drop(node_id)
             raise MarkerWriteError(f"WriteTxnMarkers to node {node_id}: {exc}") from None
-        return {
-            (t.name, p.partition_index): p.error_code
-            for marker in response.markers
-            for t in marker.topics
-            for p in t.partitions
-        }
+        return {(topic, partition): code for (_, topic, partition), code in answers.items()}
 
     async def _connection(self, node_id: int) -> NodeConnection:
         lock = self._opening.setdefault(node_id, trio.Lock())
@@ -163,17 +163,3 @@ class ClusterMarkerWriter:
     async def aclose(self) -> None:
         for node_id in list(self._connections):
             await self.drop(node_id)
-
-
-def _marker_entry(marker: TxnMarker) -> dict[str, object]:
-    """One WritableTxnMarker in Kafka's field names."""
-    topics: dict[str, list[int]] = {}
-    for topic, partition in marker.partitions:
-        topics.setdefault(topic, []).append(partition)
-    return {
-        "producer_id": marker.producer_id,
-        "producer_epoch": marker.producer_epoch,
-        "transaction_result": marker.commit,
-        "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()],
-        "coordinator_epoch": marker.coordinator_epoch,
-    }

@@ -43,5 +43,6 @@ from ._recovery import create_log as create_log
 from ._recovery import load_log as load_log
 from ._segment import FileSlice as FileSlice
 from ._segment import LogSegment as LogSegment
+from ._txn_index import AbortedTxn as AbortedTxn
 from .records import LeaderEpoch as LeaderEpoch
 from .records import Offset as Offset

@@ -6,7 +6,9 @@ under the log's lock, swaps it in with these steps, fsyncing the directory betwe
 1. rename ``<base>.log.cleaned`` to ``<base>.log.swap`` — **the commit point**;
 2. rename every replaced segment's files to ``.deleted`` (they stay open for reads in flight
    until ``file.delete.delay.ms``);
-3. rename ``<base>.log.swap`` to ``<base>.log``, and open it, rebuilding its indexes.
+3. rename ``<base>.log.swap`` to ``<base>.log``, and open it, rebuilding its indexes; its
+   aborted-transaction index takes the entries of the segments it replaces (compaction keeps
+   every transactional batch and marker, so they still hold).
 
 A crash before step 1 leaves ``.cleaned`` files, which recovery deletes. After it,
 :func:`finish_interrupted_swaps` (recovery's first pass) completes the swap from the
@@ -61,9 +63,12 @@ def swap_in(
     _fsync_dir_at_fault_point(directory, faults)
     loaded = LogSegment.open(directory, base_offset, config, faults, now_ms, recover=True)
     new = loaded.segment
+    new.transactional_batches = None  # the replaced segments' entries are copied instead
     try:
         if loaded.error is not None:  # the file was fsynced before the swap: this is a bad disk
             raise StorageError(f"{log_path}: the cleaned segment does not read back: {loaded.error}")
+        for segment in replaced:
+            new.txn_index.extend(segment.txn_index.entries)
         new.flush()
     except BaseException:
         new.close()
@@ -77,6 +82,7 @@ def _rename_to_deleted(segment: LogSegment) -> None:
     segment.log_path = _to_deleted(segment.log_path)
     segment.index.path = _to_deleted(segment.index.path)
     segment.time_index.path = _to_deleted(segment.time_index.path)
+    segment.txn_index.path = _to_deleted(segment.txn_index.path)
 
 
 def _to_deleted(path: Path) -> Path:
@@ -120,7 +126,7 @@ def finish_interrupted_swaps(directory: Path) -> list[str]:
             continue
         for path in sorted(directory.iterdir()):
             parsed = parse_segment_file(path.name)
-            if parsed is not None and base <= parsed[0] < max(end, base + 1):  # .log, .index, .timeindex
+            if parsed is not None and base <= parsed[0] < max(end, base + 1):  # .log, .index, .timeindex, .txnindex
                 path.unlink()
         swap_path.rename(log_path)
         log.warning("%s: finished the compaction swap of %s", directory, swap_path.name)

@@ -2,7 +2,8 @@
 
 A partition directory is ``<topic>-<partition>/``; each segment is three files named by the
 segment's base offset, 20 digits, zero-padded: ``00000000000000000000.log`` (the batches),
-``.index`` (offset index) and ``.timeindex`` (time index). A log dir holds partition dirs,
+``.index`` (offset index) and ``.timeindex`` (time index), and a fourth, ``.txnindex`` (aborted
+transactions), once it has an entry. A log dir holds partition dirs,
 ``meta.properties``, the checkpoint files and, after a clean stop, ``.kafka_cleanshutdown``.
 """
 
@@ -17,6 +18,7 @@ from .records import Offset
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
 DELETED_SUFFIX = ".deleted"  # segment files waiting for file.delete.delay.ms
 CLEANED_SUFFIX = ".cleaned"  # compaction leftovers: removed on load
 SWAP_SUFFIX = ".swap"
@@ -32,7 +34,7 @@ LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"  # in each partition dir: "0
 
 _OFFSET_DIGITS = 20
 _PARTITION_DIR = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)$")
-_SEGMENT_FILE = re.compile(r"^(?P<offset>\d{20})\.(?P<kind>log|index|timeindex)$")
+_SEGMENT_FILE = re.compile(r"^(?P<offset>\d{20})\.(?P<kind>log|index|timeindex|txnindex)$")
 
 
 @dataclass(frozen=True, order=True, slots=True)
@@ -76,3 +78,8 @@ def segment_paths(directory: Path, base_offset: int) -> tuple[Path, Path, Path]:
         directory / file_name(base_offset, INDEX_SUFFIX),
         directory / file_name(base_offset, TIME_INDEX_SUFFIX),
     )
+
+
+def txn_index_path(directory: Path, base_offset: int) -> Path:
+    """The ``.txnindex`` path of one segment (the file exists only once it has an entry)."""
+    return directory / file_name(base_offset, TXN_INDEX_SUFFIX)

@@ -18,9 +18,11 @@ from ._files import (
     parse_partition_dir,
     parse_segment_file,
     segment_paths,
+    txn_index_path,
 )
 from ._index import OffsetIndex, TimeIndex
 from ._scan import scan_batches
+from ._txn_index import TransactionIndex
 from .records import HEADER_SIZE, LOG_OVERHEAD, PREFIX, BatchHeader, RecordBatch, crc_of, read_header
 
 _UNBOUNDED_INDEX = 2**62
@@ -144,6 +146,14 @@ def _verify_indexes(
                     index_path,
                     f"entry {i} (offset {offset}, position {position}) does not point at the batch holding it",
                 )
+    txn_index = TransactionIndex(txn_index_path(log_path.parent, base))
+    txn_index.load()
+    markers = {h.base_offset for h in positions.values() if h.is_control}
+    for i, entry in enumerate(txn_index.entries):
+        if entry.last_offset not in markers or entry.first_offset > entry.last_offset:
+            raise CorruptIndexError(
+                txn_index.path, f"entry {i} (offsets {entry.first_offset}..{entry.last_offset}) ends at no marker"
+            )
     if time_path.exists():
         tindex = TimeIndex(time_path, base, _UNBOUNDED_INDEX)
         tindex.load(next_offset)

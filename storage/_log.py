@@ -34,10 +34,12 @@ from ._errors import (
     OffsetOutOfRangeError,
     RecordFormatError,
     RecordTooLargeError,
+    StorageError,
 )
 from ._faults import FaultPoints
 from ._files import TopicPartition
 from ._segment import FileSlice, LogSegment
+from ._txn_index import AbortedTxn
 from .records import LOG_OVERHEAD, PREFIX, BatchHeader, LeaderEpoch, Offset, check_batch, crc_of, read_header
 from .records._batch import ATTR_LOG_APPEND_TIME, CRC_POS, HEADER, NO_PARTITION_LEADER_EPOCH
 from .records._offsets import FIRST_OFFSET
@@ -388,6 +390,39 @@ class PartitionLog:
             for pos, header in segment.headers(found[0]):
                 yield segment, pos, header
 
+    # -- aborted transactions --------------------------------------------------------------
+
+    def append_aborted_txn(self, txn: AbortedTxn) -> None:
+        """Index a transaction an ABORT marker just appended at ``txn.last_offset`` ended, in the
+        segment that holds the marker. Raises StorageError when the marker is not in the log or
+        not after the segment's last entry, LogDirOfflineError on I/O failure."""
+        with self._lock, self._io():
+            segments = self._segments
+            if not segments[0].base_offset <= txn.last_offset < segments[-1].next_offset:
+                raise StorageError(
+                    f"{self.tp}: no marker at offset {txn.last_offset} to index, the log holds "
+                    f"{segments[0].base_offset}..{segments[-1].next_offset - 1}"
+                )
+            i = bisect.bisect_right([s.base_offset for s in segments], txn.last_offset) - 1
+            segments[i].txn_index.append(txn)
+
+    def collect_aborted_txns(self, fetch_offset: Offset, upper_bound: Offset) -> list[AbortedTxn]:
+        """The aborted transactions that overlap ``[fetch_offset, upper_bound)``, as a
+        read_committed Fetch answers them: from the segment holding ``fetch_offset`` on, until an
+        entry's last stable offset reaches ``upper_bound``. Reads memory only: no lock, a
+        snapshot of the segment list (every read_committed fetch of every partition calls it)."""
+        segments = self._segments[:]
+        i = max(0, bisect.bisect_right(segments, fetch_offset, key=_base_offset) - 1)
+        found: list[AbortedTxn] = []
+        for segment in segments[i:]:
+            if not len(segment.txn_index):
+                continue
+            entries, complete = segment.txn_index.collect(fetch_offset, upper_bound)
+            found += entries
+            if complete:
+                break
+        return found
+
     # -- leader epochs ---------------------------------------------------------------------
 
     def assign_epoch(self, epoch: LeaderEpoch) -> bool:
@@ -617,6 +652,10 @@ class PartitionLog:
             f"PartitionLog({self.tp}, start={self.log_start_offset}, end={self.log_end_offset}, "
             f"hw={self._high_watermark}, segments={len(self._segments)})"
         )
+
+
+def _base_offset(segment: LogSegment) -> Offset:
+    return segment.base_offset
 
 
 def _stamp_log_append_time(buf: bytearray, header: BatchHeader, now: int) -> None:

@@ -20,6 +20,11 @@
    or unparseable, rebuild it from the batch headers. Then drop the entries at or past the
    recovered log end offset (a torn tail took their batches, or a leader assigned an epoch
    and wrote nothing in it), after moving the first entry up to the log start offset.
+7. Rebuild the aborted-transaction index (``.txnindex``) of every segment from the first one
+   that was recovered or had an index rebuilt: replay the transactions of those segments
+   (a transactional batch opens its producer's transaction, a marker ends it; an ABORT adds
+   an entry). A marker whose transaction began before them makes the replay start over with
+   the transactions left open by the segments before (read once, only then).
 
 The result says how many bytes were dropped and where the first bad batch was.
 """
@@ -45,9 +50,12 @@ from ._files import (
     TopicPartition,
     parse_segment_file,
     segment_paths,
+    txn_index_path,
 )
 from ._log import Clock, PartitionLog
 from ._segment import LogSegment
+from ._txn_index import OpenTransactions
+from .records import CorruptBatchError, RecordFormatError, read_control_marker
 from .records._offsets import FIRST_OFFSET, Offset
 
 log = logging.getLogger("strait.storage")
@@ -67,6 +75,7 @@ class LoadReport:
     leftovers_removed: list[str] = field(default_factory=list)
     swaps_finished: list[str] = field(default_factory=list)  # compaction .swap files completed or rolled back
     epochs_rebuilt: bool = False  # leader-epoch-checkpoint was missing or unparseable: rebuilt from batch headers
+    txn_indexes_rebuilt: int = 0  # segments whose aborted-transaction index was rebuilt from the log
 
 
 def load_log(
@@ -120,11 +129,12 @@ def load_log(
 
     # Passes 3 and 4: open, recover, and drop what follows a hole.
     segments: list[LogSegment] = []
+    first_txn_rebuild = len(bases)  # pass 7 starts at the first segment recovered or re-indexed
     for i, base in enumerate(bases):
         if report.first_error is not None:
             log_path, *index_paths = segment_paths(directory, base)
             report.bytes_dropped += log_path.stat().st_size
-            for stale in (log_path, *index_paths):
+            for stale in (log_path, *index_paths, txn_index_path(directory, base)):
                 stale.unlink(missing_ok=True)
             report.segments_deleted += 1
             continue
@@ -149,6 +159,7 @@ def load_log(
                 seg.log_path.name,
             )
         if loaded.recovered:
+            first_txn_rebuild = min(first_txn_rebuild, len(segments))
             if i >= first_to_recover:
                 report.segments_recovered += 1
             else:
@@ -189,9 +200,61 @@ def load_log(
             for _, header in seg.headers():
                 if header.partition_leader_epoch > epochs.latest_epoch:
                     epochs.assign(header.partition_leader_epoch, header.base_offset)
+    # Pass 7: aborted-transaction indexes of the recovered segments.
+    if first_txn_rebuild < len(segments):
+        report.txn_indexes_rebuilt = rebuild_txn_indexes(segments, first_txn_rebuild)
     if report.bytes_dropped:
         partition_log.flush()
     return partition_log, report
+
+
+def rebuild_txn_indexes(segments: list[LogSegment], first: int) -> int:
+    """Rebuild the ``.txnindex`` of ``segments[first:]`` from their batches (pass 7); returns how
+    many segments were rebuilt. A marker that ends no transaction of those segments may end one
+    begun earlier (or none: a partition the transaction never wrote to): the replay then starts
+    over once, from the transactions the segments before ``first`` leave open. Raises OSError;
+    a control batch that cannot be read counts as no marker (recovery validated every batch it
+    kept, so that is a marker of an unknown kind)."""
+    rebuilt = segments[first:]
+    state = OpenTransactions()
+    for seen_before in (False, True):
+        if seen_before:
+            state = OpenTransactions()
+            _replay(segments[:first], state, write=False)
+        for segment in rebuilt:
+            segment.txn_index.reset()
+        if not _replay(rebuilt, state, write=True):
+            break
+    for segment in segments:
+        segment.transactional_batches = None  # only this pass needs them
+    return len(rebuilt)
+
+
+def _replay(segments: list[LogSegment], state: OpenTransactions, *, write: bool) -> bool:
+    """Replay ``segments`` into ``state``, adding the aborted ones to each segment's index when
+    ``write``; returns whether a marker ended no transaction the replay knew of."""
+    unmatched = False
+    for segment in segments:
+        # A segment recovery just scanned names its transactional batches: no second read of it.
+        known = segment.transactional_batches
+        for pos, header in segment.headers() if known is None else known:
+            if header.producer_id < 0 or not header.is_transactional:
+                continue
+            if not header.is_control:
+                state.data(header.producer_id, header.base_offset)
+                continue
+            try:
+                marker = read_control_marker(bytes(segment.read_batch(pos, header)))
+            except (CorruptBatchError, RecordFormatError) as exc:
+                log.warning("%s: control batch at offset %d unreadable: %s", segment.log_path, header.base_offset, exc)
+                continue
+            if marker is None:
+                continue
+            unmatched = unmatched or header.producer_id not in state.open
+            aborted = state.end(header.producer_id, header.base_offset, commit=marker.commit)
+            if aborted is not None and write:
+                segment.txn_index.append(aborted)
+    return unmatched
 
 
 def create_log(

@@ -1,4 +1,4 @@
-"""One log segment: a ``.log`` file of batches plus its offset and time indexes.
+"""One log segment: a ``.log`` file of batches plus its offset, time and aborted-transaction indexes.
 
 The ``.log`` file is nothing but record batches back to back (layout in
 ``storage.records``); its name is the segment's base offset. The segment owns an open file
@@ -18,10 +18,19 @@ from pathlib import Path
 from ._config import LogConfig
 from ._errors import CorruptBatchError, CorruptIndexError, StorageError
 from ._faults import FaultPoints
-from ._files import DELETED_SUFFIX, segment_paths
+from ._files import DELETED_SUFFIX, segment_paths, txn_index_path
 from ._index import OffsetIndex, TimeIndex
 from ._scan import INT32_MAX, scan_batches
-from .records import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, Offset, RecordBatch, read_header
+from ._txn_index import TransactionIndex
+from .records import (
+    ATTR_TRANSACTIONAL,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    Offset,
+    RecordBatch,
+    read_header,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +65,10 @@ class LogSegment:
         self.log_path, index_path, time_index_path = segment_paths(directory, base_offset)
         self.index = OffsetIndex(index_path, base_offset, config.segment_index_bytes)
         self.time_index = TimeIndex(time_index_path, base_offset, config.segment_index_bytes)
+        self.txn_index = TransactionIndex(txn_index_path(directory, base_offset))
+        #: ``recover()`` lists (position, header) of every transactional batch it scanned, so that
+        #: recovery's rebuild of the aborted-transaction index need not read the file again.
+        self.transactional_batches: list[tuple[int, BatchHeader]] | None = None
         self._fd = -1
         self.size = 0
         self.next_offset = base_offset
@@ -95,6 +108,8 @@ class LogSegment:
         Otherwise the index files are loaded and sanity-checked and only the tail after the
         last index entry is read; a missing or corrupt index, or a damaged tail, falls back
         to ``recover()`` too. Never raises for damaged data: the result says what was done.
+        A recovered segment's aborted-transaction index is left empty: only the log's
+        transactions before it can rebuild it (``storage._recovery``).
         """
         seg = cls(directory, base_offset, config, faults, now_ms)
         seg._fd = os.open(seg.log_path, os.O_RDWR | os.O_APPEND)
@@ -103,6 +118,7 @@ class LogSegment:
             try:
                 seg.index.load(seg.size)
                 seg.time_index.load()
+                seg.txn_index.load()
                 seg._rescan_tail()
                 return SegmentLoad(seg, False, 0, None)
             except (FileNotFoundError, CorruptIndexError, CorruptBatchError):
@@ -117,14 +133,14 @@ class LogSegment:
 
     def rename_to_deleted(self) -> None:
         """Rename the segment's files to ``*.deleted``; the fd stays open for reads in flight."""
-        for path in (self.log_path, self.index.path, self.time_index.path):
+        for path in (self.log_path, self.index.path, self.time_index.path, self.txn_index.path):
             with contextlib.suppress(FileNotFoundError):
                 path.rename(path.with_name(path.name + DELETED_SUFFIX))
 
     def delete_files(self) -> None:
         """Close and unlink the segment's files (renamed or not)."""
         self.close()
-        for path in (self.log_path, self.index.path, self.time_index.path):
+        for path in (self.log_path, self.index.path, self.time_index.path, self.txn_index.path):
             for candidate in (path, path.with_name(path.name + DELETED_SUFFIX)):
                 candidate.unlink(missing_ok=True)
 
@@ -166,12 +182,13 @@ class LogSegment:
         return position
 
     def flush(self, *, indexes: bool = True) -> None:
-        """fsync the log file and, with ``indexes``, write and fsync both indexes."""
+        """fsync the log file and, with ``indexes``, write and fsync the three indexes."""
         self._faults.hit("fsync")
         os.fsync(self._fd)
         if indexes:
             self.index.flush(fsync=True)
             self.time_index.flush(fsync=True)
+            self.txn_index.flush()
 
     def seal_time_index(self) -> None:
         """Record the segment's largest timestamp as the time index's last entry (on roll,
@@ -190,6 +207,7 @@ class LogSegment:
         self.size = position
         self.index.truncate_to(offset)
         self.time_index.truncate_to(header.base_offset)
+        self.txn_index.truncate_to(offset)
         self._rescan_tail()
         if position == 0:
             self._rolling_ts = -1
@@ -268,8 +286,9 @@ class LogSegment:
 
         Passes: (1) forget the indexes and the tracked state; (2) scan the file, checking each
         batch's length, magic, CRC-32C and offsets, re-adding index entries as an append
-        would; (3) truncate the file at the first batch that fails; (4) write the indexes.
-        Returns ``(bytes_dropped, first_error)``.
+        would, and listing the transactional batches (``transactional_batches``); (3) truncate
+        the file at the first batch that fails; (4) write the indexes. Returns
+        ``(bytes_dropped, first_error)``.
         """
         self.index.reset()
         self.time_index.reset()
@@ -281,10 +300,14 @@ class LogSegment:
         self._rolling_ts = -1
         valid_end = 0
         error: CorruptBatchError | None = None
+        transactional: list[tuple[int, BatchHeader]] = []
+        self.transactional_batches = transactional
         try:
             for position, header in scan_batches(self._fd, file_size, path=self.log_path, base_offset=self.base_offset):
                 self._track(header.last_offset, header.max_timestamp, header.size, position)
                 valid_end = position + header.size
+                if header.attributes & ATTR_TRANSACTIONAL:
+                    transactional.append((position, header))
         except CorruptBatchError as exc:
             error = exc
         self.seal_time_index()

@@ -13,6 +13,7 @@ By concern:
 - ``_groups``: consumer-group verbs (``GroupAdmin``);
 - ``_data``: produce, fetch and list offsets of a partition, and record-set helpers;
 - ``_mirror``: MirrorAppend (strait's API 1000);
+- ``_txn_markers``: WriteTxnMarkers (Kafka's API 27), for the transaction coordinator;
 - ``_reconnect``: the reconnect-with-backoff loop of long-running copiers;
 - ``_security``: Kafka client properties (``security.protocol``, ``ssl.*``, ``sasl.*``) read into
   ``ClientSecurity``, which builds a ``SiteClient``'s TLS context and SASL credentials.
@@ -58,3 +59,5 @@ from ._site import Route as Route
 from ._site import SiteClient as SiteClient
 from ._site import TopicMeta as TopicMeta
 from ._truncate import TruncationResult as TruncationResult
+from ._txn_markers import TxnMarker as TxnMarker
+from ._txn_markers import write_txn_markers as write_txn_markers

@@ -39,11 +39,13 @@ from . import (
     offsets,
     produce,
     producer_id,
+    producers,
     sasl,
     scram,
     topics,
     truncate,
     txn,
+    txn_markers,
 )
 from ._services import NO_AUTHORIZER as NO_AUTHORIZER
 from ._services import (
@@ -90,6 +92,7 @@ SERVED_APIS: tuple[int, ...] = (
     ApiKey.ADD_OFFSETS_TO_TXN,
     ApiKey.END_TXN,
     ApiKey.TXN_OFFSET_COMMIT,
+    ApiKey.WRITE_TXN_MARKERS,
     ApiKey.DESCRIBE_ACLS,
     ApiKey.CREATE_ACLS,
     ApiKey.DELETE_ACLS,
@@ -108,6 +111,8 @@ SERVED_APIS: tuple[int, ...] = (
     ApiKey.MIRROR_APPEND,
     ApiKey.TRUNCATE_PARTITIONS,
     ApiKey.PARTITION_STATES,
+    ApiKey.ELECT_LEADERS,
+    ApiKey.DESCRIBE_PRODUCERS,
 )
 
 
@@ -134,6 +139,9 @@ class NodeServices:
     log_dirs: LogDirSource
     states: PushedStateSink
     security: SecurityServices = NO_AUTHORIZER
+    #: Called once a transaction marker of a ``__consumer_offsets`` partition is committed
+    #: (``txn_markers``): (partition index, producer id, commit).
+    on_offsets_marker: Callable[[int, int, bool], None] = txn_markers.ignore_offsets_marker
 
 
 def dispatch_table(node: NodeServices, api_ranges: Mapping[int, tuple[int, int]]) -> dict[int, Handler]:
@@ -160,6 +168,10 @@ def dispatch_table(node: NodeServices, api_ranges: Mapping[int, tuple[int, int]]
         ApiKey.OFFSET_FOR_LEADER_EPOCH: partial(
             epochs.handle_offset_for_leader_epoch, epochs.EpochServices(node.partitions, security)
         ),
+        ApiKey.WRITE_TXN_MARKERS: partial(
+            txn_markers.handle_write_txn_markers,
+            txn_markers.TxnMarkerServices(node.partitions, node.metrics, security, node.on_offsets_marker),
+        ),
         ApiKey.MIRROR_APPEND: partial(
             mirror.handle_mirror_append, mirror.MirrorServices(node.partitions, node.metrics, security)
         ),
@@ -174,6 +186,13 @@ def dispatch_table(node: NodeServices, api_ranges: Mapping[int, tuple[int, int]]
         ApiKey.API_VERSIONS: partial(metadata.handle_api_versions, meta),
         ApiKey.CONTROLLED_SHUTDOWN: partial(
             controller.handle_controlled_shutdown,
+            controller.ControllerServices(node.controller, node.metadata, security),
+        ),
+        ApiKey.DESCRIBE_PRODUCERS: partial(
+            producers.handle_describe_producers, producers.ProducersServices(node.partitions, security)
+        ),
+        ApiKey.ELECT_LEADERS: partial(
+            controller.handle_elect_leaders,
             controller.ControllerServices(node.controller, node.metadata, security),
         ),
         ApiKey.CREATE_TOPICS: partial(topics.handle_create_topics, topic),

@@ -162,6 +162,12 @@ class ControllerService(Protocol):
 
     async def controlled_shutdown(self, broker_id: NodeId) -> list[tuple[str, int]]: ...
 
+    async def elect_leaders(
+        self, partitions: list[tuple[str, int]] | None, *, unclean: bool
+    ) -> Mapping[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """Preferred or unclean elections (``Controller.elect_leaders``); an outcome per partition."""
+        ...
+
     async def truncate_partitions(self, cuts: dict[tuple[str, int], int], timeout: float) -> Mapping[Any, Outcome]:
         """Record truncations to a cut (``node.truncation``); an outcome per partition."""
         ...

@@ -1,5 +1,12 @@
 """ControlledShutdown (API 7): a stopping broker asks the controller to move its leaderships away;
+ElectLeaders (43, KIP-460): an admin asks the controller for preferred or unclean elections;
 PartitionStates (strait's 1002): the controller hands a broker the partition states it just wrote.
+
+ElectLeaders needs ALTER on the cluster (else CLUSTER_AUTHORIZATION_FAILED, at the top from v1
+and for every partition named) and the active controller (else NOT_CONTROLLER for each partition:
+admin clients send it to Metadata's controller id). The outcomes per partition are the
+controller's (``Controller.elect_leaders``); with ``topic_partitions`` null only the partitions
+where an election was needed are answered.
 
 Authorisation (Kafka's for its inter-broker APIs): CLUSTER_ACTION on the cluster, else
 CLUSTER_AUTHORIZATION_FAILED and nothing moves.
@@ -11,6 +18,7 @@ not a strait controller.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,4 +85,37 @@ async def handle_partition_states(services: PartitionStatesServices, request: Re
     except BrokerError as exc:
         body["error_code"] = exc.code
         body["error_message"] = exc.message
+    return body
+
+
+async def handle_elect_leaders(services: ControllerServices, request: Request) -> dict[str, Any]:
+    req = request.body
+    unclean = request.api_version >= 1 and req.election_type == 1
+    named = None if req.topic_partitions is None else [(t.topic, p) for t in req.topic_partitions for p in t.partitions]
+    body: dict[str, Any] = {"throttle_time_ms": 0, "error_code": 0, "replica_election_results": []}
+    outcomes: Mapping[tuple[str, int], tuple[int, str | None]]
+    if request.api_version >= 1 and req.election_type not in (0, 1):
+        body["error_code"] = ErrorCode.INVALID_REQUEST
+        outcomes = {
+            key: (ErrorCode.INVALID_REQUEST, f"election_type {req.election_type} is neither 0 nor 1")
+            for key in named or []
+        }
+    elif not services.security.allowed(request, AclOperation.ALTER, ResourceType.CLUSTER):
+        body["error_code"] = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        outcomes = {key: (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None) for key in named or []}
+    elif not services.controller.active:
+        outcomes = {key: (ErrorCode.NOT_CONTROLLER, "this node is not the controller") for key in named or []}
+    else:
+        try:
+            outcomes = await services.controller.elect_leaders(named, unclean=unclean)
+        except BrokerError as exc:  # no longer the controller
+            outcomes = {key: (exc.code, exc.message) for key in named or []}
+        except CoordinationError as exc:
+            outcomes = {key: (ErrorCode.NOT_CONTROLLER, str(exc)) for key in named or []}
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for (topic, p), (code, message) in outcomes.items():
+        by_topic.setdefault(topic, []).append({"partition_id": p, "error_code": code, "error_message": message})
+    body["replica_election_results"] = [
+        {"topic": topic, "partition_result": results} for topic, results in by_topic.items()
+    ]
     return body

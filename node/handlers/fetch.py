@@ -11,6 +11,13 @@ returned even when it is larger than those limits, so a consumer can always make
 (Kafka's rule). Fetch sessions (KIP-227) are answered with session id 0: every fetch is a full
 fetch, which every client supports.
 
+Transactions (KIP-98): every answer carries the partition's true ``last_stable_offset`` (v4+).
+A consumer's read_committed fetch (``isolation_level`` 1) stops at the last stable offset
+instead of the high watermark and answers ``aborted_transactions``: each aborted transaction
+(producer id, first offset) that overlaps the offsets it may return, from the log's
+aborted-transaction index, so the client drops their records (and every marker). A
+read_uncommitted fetch returns aborted records and markers as they are.
+
 Authorisation (Kafka's): a follower needs CLUSTER_ACTION on the cluster, a consumer READ on each
 topic; a partition not authorised answers TOPIC_AUTHORIZATION_FAILED (for a follower too, as
 Kafka answers) and is neither read nor counted as the follower's position.
@@ -35,6 +42,7 @@ from storage import FileSlice
 from ._services import NO_AUTHORIZER, FollowerTracker, PartitionSource, RequestMetrics, SecurityServices
 
 INT32_MAX = 2**31 - 1
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1  # Fetch and ListOffsets isolation_level
 ZSTD_MIN_VERSION = 10  # Fetch versions that may carry zstd batches (KIP-110)
 MAX_WAIT_CAP_MS = 300_000
 
@@ -90,6 +98,7 @@ def _read_once(
     compression.type is zstd answers UNSUPPORTED_COMPRESSION_TYPE, as Kafka's does.
     """
     replica_id = NodeId(req.replica_id)  # < 0: a consumer, not a replica
+    read_committed = replica_id < 0 and getattr(req, "isolation_level", READ_UNCOMMITTED) == READ_COMMITTED
     responses = []
     budget = max_bytes
     total = 0
@@ -123,9 +132,10 @@ def _read_once(
             seen.append(partition)
             plog = partition.log
             hw = plog.high_watermark
-            end = plog.log_end_offset if replica_id >= 0 else hw
+            lso = partition.last_stable_offset
+            end = plog.log_end_offset if replica_id >= 0 else lso if read_committed else hw
             entry["high_watermark"] = hw
-            entry["last_stable_offset"] = hw
+            entry["last_stable_offset"] = lso
             entry["log_start_offset"] = plog.log_start_offset
             limit = min(fp.partition_max_bytes, budget)
             if plog.log_start_offset <= fp.fetch_offset < end and (limit > 0 or total == 0):
@@ -136,6 +146,11 @@ def _read_once(
                 size = sum(s.length for s in slices)
                 if slices:
                     entry["records"] = list(slices)
+                    if read_committed:
+                        entry["aborted_transactions"] = [
+                            {"producer_id": txn.producer_id, "first_offset": txn.first_offset}
+                            for txn in plog.collect_aborted_txns(fp.fetch_offset, end)
+                        ]
                     total += size
                     budget -= size
             elif fp.fetch_offset > plog.log_end_offset or fp.fetch_offset < plog.log_start_offset:

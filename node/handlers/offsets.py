@@ -5,6 +5,10 @@ past the high watermark, while the leader's high watermark is behind the start o
 just elected, it does not know yet how far the old leader had committed, and an end offset that
 went back would make a reader stop short.
 
+A read_committed ListOffsets (``isolation_level`` 1, v2+) answers the last stable offset for the
+latest offset, and finds no offset by time at or past it: a read_committed consumer's end is
+where the earliest open transaction starts (Kafka's ``lastFetchableOffset``).
+
 Authorisation (Kafka's): ListOffsets needs DESCRIBE on each topic, DeleteRecords DELETE on it;
 otherwise its partitions answer TOPIC_AUTHORIZATION_FAILED and are not looked at.
 """
@@ -26,6 +30,7 @@ if TYPE_CHECKING:
     from node.partition import Partition
 
 LATEST = -1
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
 
@@ -39,6 +44,7 @@ class OffsetsServices:
 async def handle_list_offsets(services: OffsetsServices, request: Request) -> dict[str, Any]:
     req = request.body
     client = req.replica_id < 0  # not a replica (consumers send -1, Kafka's own tools -2)
+    read_committed = client and getattr(req, "isolation_level", READ_UNCOMMITTED) == READ_COMMITTED
     topics = []
     for topic in req.topics:
         partitions = []
@@ -59,6 +65,7 @@ async def handle_list_offsets(services: OffsetsServices, request: Request) -> di
                 partition.check_epoch(getattr(lp, "current_leader_epoch", -1))
                 plog = partition.log
                 ts = lp.timestamp
+                fetchable = partition.last_stable_offset if read_committed else plog.high_watermark
                 # A client must not see the end go back: a leader just elected may not know yet
                 # how far the old one had committed (Kafka answers the same, retriable, error).
                 lagging = client and partition.high_watermark_lagging
@@ -67,14 +74,14 @@ async def handle_list_offsets(services: OffsetsServices, request: Request) -> di
                 elif ts == LATEST:
                     if lagging:
                         raise _lagging(partition)
-                    offset, found_ts = plog.high_watermark, -1
+                    offset, found_ts = fetchable, -1
                 elif ts <= MAX_TIMESTAMP:
                     raise BrokerError(ErrorCode.INVALID_REQUEST, f"timestamp {ts} is not a valid ListOffsets target")
                 else:
                     found = plog.find_offset_by_timestamp(ts)
                     offset, found_ts = found if found is not None else (NO_OFFSET, -1)
-                    if offset >= plog.high_watermark:
-                        if lagging:
+                    if offset >= fetchable:
+                        if lagging and offset >= plog.high_watermark:
                             raise _lagging(partition)
                         offset, found_ts = NO_OFFSET, -1
                 if request.api_version == 0:

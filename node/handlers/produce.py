@@ -11,17 +11,23 @@ watermark passes the batch (REQUEST_TIMED_OUT after the request's timeout,
 NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below min.insync.replicas meanwhile,
 NOT_LEADER_OR_FOLLOWER if leadership moved).
 
-Authorisation (Kafka's): WRITE on each topic, else TOPIC_AUTHORIZATION_FAILED for its partitions
-before anything else is checked, so a client learns nothing about a topic it may not write. A
-transactional id is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED (strait has no
-transactions). Idempotent batches need nothing more: since KIP-679 Kafka checks IDEMPOTENT_WRITE
-only at InitProducerId.
+Transactional batches (KIP-98) are appended like any other, after the transaction rules of
+``node.producer_state``; a transaction's markers come from its coordinator (WriteTxnMarkers,
+``node.handlers.txn_markers``), never from a client (a control batch is INVALID_RECORD).
+
+Authorisation (Kafka's): a request carrying a transactional batch needs its
+``transactional_id`` and WRITE on that TRANSACTIONAL_ID, else every partition answers
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED and nothing is written. Then WRITE on each topic, else
+TOPIC_AUTHORIZATION_FAILED for its partitions before anything else is checked, so a client
+learns nothing about a topic it may not write. Idempotent batches need nothing more: since
+KIP-679 Kafka checks IDEMPOTENT_WRITE only at InitProducerId.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import struct
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -33,6 +39,7 @@ from node.offsets_topic import OFFSETS_TOPIC
 from node.protocol import ErrorCode
 from node.request import CloseConnection, Deferred, Request
 from node.security._acl import AclOperation, ResourceType
+from storage.records import ATTR_TRANSACTIONAL
 
 from ._services import NO_AUTHORIZER, PartitionSource, RequestMetrics, SecurityServices, denied
 
@@ -43,7 +50,8 @@ log = logging.getLogger("strait.node.produce")
 
 VALID_ACKS = (-1, 0, 1)
 ZSTD_MIN_VERSION = 7
-TRANSACTIONS_UNSUPPORTED = "transactions are not supported by strait yet"
+_ATTRIBUTES = struct.Struct(">h")
+_ATTRIBUTES_POS = 21  # in a batch header (storage.records._batch)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +65,7 @@ async def handle_produce(services: ProduceServices, request: Request) -> dict[st
     started = time.perf_counter()
     req = request.body
     acks = req.acks
-    transactional = req.transactional_id is not None
+    txn_denied = _transactional_id_denied(services, request)
     code: ErrorCode | None = None
     message = ""
     if acks not in VALID_ACKS:
@@ -68,9 +76,7 @@ async def handle_produce(services: ProduceServices, request: Request) -> dict[st
     replicating: list[tuple[dict[str, Any], Partition, int, str]] = []
     for topic in req.topic_data:
         partitions = []
-        may_write = transactional or services.security.allowed(
-            request, AclOperation.WRITE, ResourceType.TOPIC, topic.name
-        )
+        may_write = services.security.allowed(request, AclOperation.WRITE, ResourceType.TOPIC, topic.name)
         for pd in topic.partition_data:
             entry = {
                 "index": pd.index,
@@ -82,8 +88,8 @@ async def handle_produce(services: ProduceServices, request: Request) -> dict[st
                 "error_message": None,
             }
             with answer_errors(entry) as answer:
-                if transactional:
-                    raise BrokerError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, TRANSACTIONS_UNSUPPORTED)
+                if txn_denied is not None:
+                    raise txn_denied
                 if not may_write:
                     raise denied(request, AclOperation.WRITE, ResourceType.TOPIC, topic.name)
                 if code is not None:
@@ -120,6 +126,29 @@ async def handle_produce(services: ProduceServices, request: Request) -> dict[st
             raise CloseConnection("acks=0 produce failed")
         return None
     return body
+
+
+def _transactional_id_denied(services: ProduceServices, request: Request) -> BrokerError | None:
+    """Kafka's check for a request with transactional batches: it needs a transactional id and
+    WRITE on it. Returns the error every partition answers, None when the request may go on."""
+    req = request.body
+    transactional = any(
+        pd.records is not None
+        and len(pd.records) > _ATTRIBUTES_POS + 1
+        and _ATTRIBUTES.unpack_from(pd.records, _ATTRIBUTES_POS)[0] & ATTR_TRANSACTIONAL
+        for topic in req.topic_data
+        for pd in topic.partition_data
+    )
+    if not transactional:
+        return None
+    txn_id = req.transactional_id
+    if txn_id is None:
+        return BrokerError(
+            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional batches need the request's transactional_id"
+        )
+    if not services.security.allowed(request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id):
+        return denied(request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id)
+    return None
 
 
 async def _replicated(

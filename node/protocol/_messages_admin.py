@@ -278,9 +278,34 @@ CONTROLLED_SHUTDOWN = ApiSchema(
         ))),
     ),
 )
+
+ELECT_LEADERS = ApiSchema(
+    ApiKey.ELECT_LEADERS, "ElectLeaders", max_version=2, flexible_from=2,
+    request=S(
+        F("election_type", INT8, "1+"),  # 0 preferred, 1 unclean (v0: preferred)
+        F("topic_partitions", A(S(  # null: every partition
+            F("topic", STRING),
+            F("partitions", A(INT32)),
+        )), nullable="0+"),
+        F("timeout_ms", INT32, default=60000),
+    ),
+    response=S(
+        F("throttle_time_ms", INT32),
+        F("error_code", INT16, "1+"),
+        F("replica_election_results", A(S(
+            F("topic", STRING),
+            F("partition_result", A(S(
+                F("partition_id", INT32),
+                F("error_code", INT16),
+                F("error_message", STRING, nullable="0+", default=None),
+            ))),
+        ))),
+    ),
+)
 # fmt: on
 
 ADMIN_APIS = (
+    ELECT_LEADERS,
     API_VERSIONS,
     DESCRIBE_LOG_DIRS,
     METADATA,

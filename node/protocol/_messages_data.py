@@ -1,13 +1,16 @@
-"""Schemas of the data-path APIs: Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords, InitProducerId.
+"""Schemas of the data-path APIs: Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords,
+InitProducerId, WriteTxnMarkers.
 
 Declared from Apache Kafka's message specs (``clients/src/main/resources/common/message/*.json``),
 up to each API's highest non-flexible version; versions Kafka 4 dropped are as in the 3.x specs.
-Field names are the snake_case of the newest spec's names.
+WriteTxnMarkers, which only brokers send, is declared on purpose up to its flexible v1 (the only
+version Kafka 4 keeps). Field names are the snake_case of the newest spec's names.
 """
 
 from __future__ import annotations
 
 from ._schema import (
+    BOOL,
     INT8,
     INT16,
     INT32,
@@ -205,6 +208,42 @@ INIT_PRODUCER_ID = ApiSchema(
         F("producer_epoch", INT16),
     ),
 )
+
+WRITE_TXN_MARKERS = ApiSchema(
+    ApiKey.WRITE_TXN_MARKERS, "WriteTxnMarkers", max_version=1, flexible_from=1,
+    request=S(
+        F("markers", A(S(
+            F("producer_id", INT64),
+            F("producer_epoch", INT16),
+            F("transaction_result", BOOL),  # False = ABORT, True = COMMIT
+            F("topics", A(S(
+                F("name", STRING),
+                F("partition_indexes", A(INT32)),
+            ))),
+            F("coordinator_epoch", INT32),
+        ))),
+    ),
+    response=S(
+        F("markers", A(S(
+            F("producer_id", INT64),
+            F("topics", A(S(
+                F("name", STRING),
+                F("partitions", A(S(
+                    F("partition_index", INT32),
+                    F("error_code", INT16),
+                ))),
+            ))),
+        ))),
+    ),
+)
 # fmt: on
 
-DATA_APIS = (PRODUCE, FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH, DELETE_RECORDS, INIT_PRODUCER_ID)
+DATA_APIS = (
+    PRODUCE,
+    FETCH,
+    LIST_OFFSETS,
+    OFFSET_FOR_LEADER_EPOCH,
+    DELETE_RECORDS,
+    INIT_PRODUCER_ID,
+    WRITE_TXN_MARKERS,
+)

@@ -1,10 +1,12 @@
 """Schemas of the transaction coordinator's APIs (KIP-98, KIP-664): AddPartitionsToTxn, AddOffsetsToTxn,
-EndTxn, TxnOffsetCommit, DescribeTransactions, ListTransactions.
+EndTxn, TxnOffsetCommit, DescribeTransactions, ListTransactions; and DescribeProducers (KIP-664), which
+a partition leader answers from its producer state.
 
 Declared from Apache Kafka's message specs (``clients/src/main/resources/common/message/*.json``).
 Unlike the other APIs these go past the highest non-flexible version: the client-facing versions of
 the four producer APIs end at v3, their first flexible version (v4 and up are broker-to-broker or
-KIP-890's), and DescribeTransactions and ListTransactions only ever existed as flexible versions.
+KIP-890's), and DescribeProducers, DescribeTransactions and ListTransactions only ever existed as
+flexible versions.
 Field names are the snake_case of the newest spec's names (AddPartitionsToTxn's keep their
 ``v3_and_below`` prefix: v4+ batch several transactions in other fields, not declared here).
 """
@@ -97,6 +99,35 @@ TXN_OFFSET_COMMIT = ApiSchema(
     ),
 )
 
+DESCRIBE_PRODUCERS = ApiSchema(
+    ApiKey.DESCRIBE_PRODUCERS, "DescribeProducers", max_version=0, flexible_from=0,
+    request=S(
+        F("topics", A(S(
+            F("name", STRING),
+            F("partition_indexes", A(INT32)),
+        ))),
+    ),
+    response=S(
+        F("throttle_time_ms", INT32),
+        F("topics", A(S(
+            F("name", STRING),
+            F("partitions", A(S(
+                F("partition_index", INT32),
+                F("error_code", INT16),
+                F("error_message", STRING, nullable="0+", default=None),
+                F("active_producers", A(S(
+                    F("producer_id", INT64),
+                    F("producer_epoch", INT32),
+                    F("last_sequence", INT32, default=-1),
+                    F("last_timestamp", INT64, default=-1),
+                    F("coordinator_epoch", INT32),
+                    F("current_txn_start_offset", INT64, default=-1),
+                ))),
+            ))),
+        ))),
+    ),
+)
+
 DESCRIBE_TRANSACTIONS = ApiSchema(
     ApiKey.DESCRIBE_TRANSACTIONS, "DescribeTransactions", max_version=0, flexible_from=0,
     request=S(
@@ -141,6 +172,7 @@ LIST_TRANSACTIONS = ApiSchema(
 # fmt: on
 
 TXN_APIS = (
+    DESCRIBE_PRODUCERS,
     ADD_PARTITIONS_TO_TXN,
     ADD_OFFSETS_TO_TXN,
     END_TXN,

@@ -19,16 +19,12 @@ from ._batch import (
     crc_of,
 )
 from ._codecs import Compression, compress
+from ._control import CONTROL_ABORT, CONTROL_COMMIT, CONTROL_KEY, CONTROL_VALUE, CONTROL_VERSION
 from ._varint import encode_varint
 
 RecordHeaders = Sequence[tuple[str, bytes | None]]
 
 _CRC = struct.Struct(">I")
-_CONTROL_KEY = struct.Struct(">hh")  # version 0, type (0 abort, 1 commit)
-_CONTROL_VALUE = struct.Struct(">hi")  # version 0, coordinator epoch
-
-CONTROL_ABORT = 0
-CONTROL_COMMIT = 1
 
 
 class BatchBuilder:
@@ -165,7 +161,8 @@ def build_control_batch(
     coordinator_epoch: int = 0,
     base_offset: int = 0,
 ) -> bytes:
-    """A transaction marker (COMMIT or ABORT): a transactional control batch of one record."""
+    """A transaction marker (COMMIT or ABORT, layout in ``_control``): a transactional control
+    batch of one record, base sequence -1."""
     builder = BatchBuilder(
         base_offset=base_offset,
         producer_id=producer_id,
@@ -173,8 +170,8 @@ def build_control_batch(
         transactional=True,
         control=True,
     )
-    key = _CONTROL_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT)
-    builder.append(timestamp, key, _CONTROL_VALUE.pack(0, coordinator_epoch))
+    key = CONTROL_KEY.pack(CONTROL_VERSION, CONTROL_COMMIT if commit else CONTROL_ABORT)
+    builder.append(timestamp, key, CONTROL_VALUE.pack(CONTROL_VERSION, coordinator_epoch))
     return builder.build()
 
 

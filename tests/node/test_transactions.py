@@ -2,7 +2,8 @@
 gets through ``init_transactions``, begins and ends transactions that touch no partition, a second
 instance of it is given a higher epoch, and DescribeTransactions / ListTransactions (raw requests:
 confluent-kafka's AdminClient has no call for them) answer; after a restart the coordinator has
-reloaded the id from ``__transaction_state``.
+reloaded the id from ``__transaction_state``. DescribeProducers shows a transaction open on a
+partition until its marker ends it.
 
 Transactions that write to partitions need the partition side (transactional produce, markers):
 their end-to-end tests live with it.
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 import trio
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from node.client import NodeConnection
 from node.protocol import ApiKey, Struct
@@ -96,3 +98,31 @@ def test_a_transactional_producer_initialises_and_ends_empty_transactions(node_f
     assert describe(node, "tx-it").producer_epoch == 2
     missing = describe(node, "never-used")
     assert missing.error_code == 105  # TRANSACTIONAL_ID_NOT_FOUND
+
+
+def test_describe_producers_shows_the_open_transaction_until_it_ends(node_factory: NodeFactory) -> None:
+    node = node_factory(1, **TXN_PROPS)
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    admin.create_topics([NewTopic("described", 1, 1)])["described"].result(TIMEOUT_S)
+    txn = producer(node, "tx-described")
+    txn.init_transactions(TIMEOUT_S)
+    txn.begin_transaction()
+    for i in range(3):
+        txn.produce("described", str(i).encode(), partition=0)
+    assert txn.flush(TIMEOUT_S) == 0
+
+    def active() -> list[Any]:
+        body = ask(node, ApiKey.DESCRIBE_PRODUCERS, 0, {"topics": [{"name": "described", "partition_indexes": [0]}]})
+        (part,) = body.topics[0].partitions
+        assert part.error_code == 0
+        return list(part.active_producers)
+
+    (open_,) = active()
+    assert (open_.producer_id, open_.current_txn_start_offset, open_.last_sequence) == (
+        describe(node, "tx-described").producer_id,
+        0,
+        2,
+    )
+    txn.commit_transaction(TIMEOUT_S)
+    (done,) = active()
+    assert done.current_txn_start_offset == -1 and done.coordinator_epoch >= 0

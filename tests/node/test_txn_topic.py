@@ -10,22 +10,11 @@ import pytest
 import trio
 
 from node.txn import NO_LEADER, MarkerWriteError, TransactionCoordinator, TxnConfig, TxnMarker
-from node.txn_topic import TRANSACTION_TOPIC, ClusterMarkerWriter, _marker_entry, sync_coordinator
+from node.txn_topic import TRANSACTION_TOPIC, ClusterMarkerWriter, sync_coordinator
 from storage import TopicPartition
 from tests.node.handlers.fakes import FakeCluster, node_config, topic_state
 
 pytestmark = pytest.mark.unit
-
-
-def test_a_marker_entry_has_kafkas_write_txn_markers_fields() -> None:
-    marker = TxnMarker(7, 3, True, 11, (("a", 0), ("a", 2), ("b", 1)))
-    assert _marker_entry(marker) == {
-        "producer_id": 7,
-        "producer_epoch": 3,
-        "transaction_result": True,
-        "topics": [{"name": "a", "partition_indexes": [0, 2]}, {"name": "b", "partition_indexes": [1]}],
-        "coordinator_epoch": 11,
-    }
 
 
 def test_markers_go_to_live_leaders_and_a_deleted_partition_has_none() -> None:

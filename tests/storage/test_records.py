@@ -13,6 +13,7 @@ from storage.records import (
     HEADER_SIZE,
     BatchBuilder,
     Compression,
+    ControlMarker,
     Record,
     RecordBatch,
     build_batch,
@@ -20,6 +21,7 @@ from storage.records import (
     check_batch,
     crc_of,
     iter_batches,
+    read_control_marker,
     read_header,
     recompress,
     set_base_offset,
@@ -174,6 +176,29 @@ def test_control_batch_is_a_transaction_marker() -> None:
     (record,) = list(batch.records())
     assert record.key == b"\x00\x00\x00\x01"  # version 0, type COMMIT
     assert record.value == b"\x00\x00\x00\x00\x00\x03"
+    assert batch.header.base_sequence == -1 and batch.header.producer_id == 5
+
+
+def test_a_marker_reads_back_as_its_type_and_coordinator_epoch() -> None:
+    for commit in (True, False):
+        data = build_control_batch(commit=commit, timestamp=9, producer_id=5, producer_epoch=1, coordinator_epoch=7)
+        assert read_control_marker(data) == ControlMarker(commit, 7)
+
+
+def test_control_batches_of_other_types_are_no_markers_and_bad_ones_are_refused() -> None:
+    leader_change = BatchBuilder(control=True)
+    leader_change.append(1, b"\x00\x00\x00\x02", b"whatever")
+    assert read_control_marker(leader_change.build()) is None
+    with pytest.raises(RecordFormatError, match="not a control batch"):
+        read_control_marker(build_batch([(1, b"k", b"v")]))
+    short_key = BatchBuilder(control=True)
+    short_key.append(1, b"\x00", b"")
+    with pytest.raises(RecordFormatError, match="no control record key"):
+        read_control_marker(short_key.build())
+    no_epoch = BatchBuilder(control=True, transactional=True)
+    no_epoch.append(1, b"\x00\x00\x00\x00", None)
+    with pytest.raises(RecordFormatError, match="no coordinator epoch"):
+        read_control_marker(no_epoch.build())
 
 
 def test_log_append_time_batches_report_the_batch_timestamp() -> None:

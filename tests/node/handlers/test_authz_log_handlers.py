@@ -23,7 +23,7 @@ from node.protocol import ApiKey, ErrorCode
 from node.request import CloseConnection
 from node.security._acl import AclOperation, PatternType, ResourceType
 from node.truncation import Outcome
-from storage.records import build_batch
+from storage.records import BatchBuilder, build_batch
 from tests.node.handlers.fakes import (
     ALICE,
     BOB,
@@ -107,6 +107,35 @@ def test_produce_needs_write_on_the_topic_and_a_refused_batch_is_not_appended(tm
     with pytest.raises(CloseConnection):
         run(handle_produce, services, request(ApiKey.PRODUCE, 8, produce_body("orders", acks=0), principal=BOB))
     assert partition.log.log_end_offset == 2
+
+
+def test_transactional_produce_needs_write_on_the_transactional_id_and_on_the_topic(tmp_path: Path) -> None:
+    partition = leader_partition(tmp_path, "orders")
+    security, _ = secured(
+        acl(ALICE, WRITE, TOPIC, "orders"),
+        acl(ALICE, WRITE, ResourceType.TRANSACTIONAL_ID, "tx"),
+        acl(BOB, WRITE, ResourceType.TRANSACTIONAL_ID, "tx"),
+    )
+    services = ProduceServices(FakePartitions(partition), FakeMetrics(), security)
+    builder = BatchBuilder(producer_id=7, producer_epoch=0, base_sequence=0, transactional=True)
+    builder.append(NOW_MS, None, b"t")
+    body = produce_body("orders") | {"transactional_id": "tx"}
+    body["topic_data"][0]["partition_data"][0]["records"] = builder.build()
+
+    def answer(principal: str, txn_id: str) -> dict[str, Any]:
+        sent = body | {"transactional_id": txn_id}
+        return only(
+            run(handle_produce, services, request(ApiKey.PRODUCE, 8, sent, principal=principal)),
+            "responses",
+            "partition_responses",
+        )
+
+    other = answer(ALICE, "other")
+    assert other["error_code"] == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert other["error_message"] == "User:alice is not authorized to WRITE transactional_id 'other'"
+    assert answer(BOB, "tx")["error_code"] == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    assert partition.log.log_end_offset == 0
+    assert (answer(ALICE, "tx")["error_code"], partition.log.log_end_offset) == (0, 1)
 
 
 def fetch_body(*, replica_id: int, topic: str = "orders") -> dict[str, Any]:

@@ -10,13 +10,14 @@ import trio
 
 from node.coordination import BrokerRegistration
 from node.handlers import SERVED_APIS, NodeServices, dispatch_table, served_ranges
-from node.handlers.controller import ControllerServices, handle_controlled_shutdown
+from node.handlers.controller import ControllerServices, handle_controlled_shutdown, handle_elect_leaders
 from node.handlers.groups import GroupServices, handle_find_coordinator, handle_join_group, handle_list_groups
 from node.handlers.metadata import MetadataServices, handle_api_versions, handle_metadata
 from node.handlers.producer_id import ProducerIdServices, handle_init_producer_id
 from node.handlers.topics import TopicServices, handle_create_topics, handle_delete_topics
 from node.offsets_topic import OFFSETS_TOPIC
 from node.protocol import ApiKey, ErrorCode, Struct, schema
+from node.security._acl import AclOperation
 from node.txn_topic import TRANSACTION_TOPIC
 from tests.node.handlers.fakes import (
     FakeCluster,
@@ -26,8 +27,10 @@ from tests.node.handlers.fakes import (
     FakePartitions,
     FakeStates,
     RecordingTransactions,
+    acl,
     node_config,
     request,
+    secured,
     topic_state,
 )
 
@@ -234,10 +237,17 @@ def test_create_topics_with_invalid_counts_names_the_value() -> None:
 class FakeController:
     active: bool
     moved: list[int] = field(default_factory=list)
+    elections: list[tuple[list[tuple[str, int]] | None, bool]] = field(default_factory=list)
 
     async def controlled_shutdown(self, broker_id: int) -> list[tuple[str, int]]:
         self.moved.append(broker_id)
         return [("orders", 2)]
+
+    async def elect_leaders(
+        self, partitions: list[tuple[str, int]] | None, *, unclean: bool
+    ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        self.elections.append((partitions, unclean))
+        return {("orders", 0): (ErrorCode.NONE, None), ("orders", 1): (ErrorCode.ELECTION_NOT_NEEDED, "led")}
 
 
 def test_controlled_shutdown_needs_the_active_controller_and_a_live_broker() -> None:
@@ -365,3 +375,43 @@ def test_find_coordinator_creates_the_offsets_topic_once_and_names_its_leader() 
     assert configs == {"cleanup.policy": "compact", "min.insync.replicas": "2", "segment.bytes": "104857600"}
     unknown = run(handle_find_coordinator, services, request(ApiKey.FIND_COORDINATOR, 2, {"key": "t", "key_type": 2}))
     assert unknown["error_code"] == ErrorCode.INVALID_REQUEST
+
+
+def elect(controller: FakeController, version: int, body: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    services = ControllerServices(controller, FakeCluster(), **kwargs)
+    return run(handle_elect_leaders, services, request(ApiKey.ELECT_LEADERS, version, body))  # type: ignore[no-any-return]
+
+
+NAMED = {"topic_partitions": [{"topic": "orders", "partitions": [0, 1]}], "timeout_ms": 1000}
+
+
+def results(answer: dict[str, Any]) -> dict[tuple[str, int], int]:
+    return {
+        (t["topic"], r["partition_id"]): r["error_code"]
+        for t in answer["replica_election_results"]
+        for r in t["partition_result"]
+    }
+
+
+def test_elect_leaders_hands_the_controller_the_partitions_and_the_kind() -> None:
+    controller = FakeController(active=True)
+    answer = elect(controller, 2, NAMED | {"election_type": 1})
+    assert controller.elections == [([("orders", 0), ("orders", 1)], True)]
+    assert answer["error_code"] == 0
+    assert results(answer) == {("orders", 0): 0, ("orders", 1): ErrorCode.ELECTION_NOT_NEEDED}
+    elect(controller, 0, NAMED)  # v0 knows only preferred elections
+    elect(controller, 1, {"topic_partitions": None, "timeout_ms": 1000, "election_type": 0})
+    assert controller.elections[1:] == [([("orders", 0), ("orders", 1)], False), (None, False)]
+
+
+def test_elect_leaders_refusals_answer_every_partition_named() -> None:
+    controller = FakeController(active=False)
+    assert set(results(elect(controller, 1, NAMED | {"election_type": 0})).values()) == {ErrorCode.NOT_CONTROLLER}
+    bad = elect(FakeController(active=True), 1, NAMED | {"election_type": 7})
+    assert bad["error_code"] == ErrorCode.INVALID_REQUEST
+    assert set(results(bad).values()) == {ErrorCode.INVALID_REQUEST}
+    security, _ = secured(acl("User:ANONYMOUS", AclOperation.DESCRIBE))
+    denied = elect(FakeController(active=True), 2, NAMED | {"election_type": 0}, security=security)
+    assert denied["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert set(results(denied).values()) == {ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
+    assert controller.elections == []

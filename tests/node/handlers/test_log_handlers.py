@@ -23,7 +23,7 @@ from node.partition import Partition
 from node.protocol import ApiKey, ErrorCode
 from node.request import CloseConnection
 from storage import FaultPoints, LogConfig, LogDirOfflineError, TopicPartition, create_log
-from storage.records import build_batch, iter_batches
+from storage.records import BatchBuilder, build_batch, iter_batches
 from tests.node.handlers.fakes import (
     BROKER_ID,
     NOW_MS,
@@ -133,7 +133,7 @@ def test_produce_to_an_unknown_partition_and_acks_zero_failure_closes_the_connec
         run(handle_produce, services, request(ApiKey.PRODUCE, 8, produce_body("nope", values(1), acks=0)))
 
 
-def test_produce_refuses_bad_acks_and_transactions(tmp_path: Path) -> None:
+def test_produce_refuses_bad_acks(tmp_path: Path) -> None:
     services = ProduceServices(FakePartitions(leader_partition(tmp_path, "orders")), FakeMetrics())
     bad_acks = run(handle_produce, services, request(ApiKey.PRODUCE, 8, produce_body("orders", values(1), acks=2)))
     entry = only_partition(bad_acks, "responses", "partition_responses")
@@ -141,10 +141,76 @@ def test_produce_refuses_bad_acks_and_transactions(tmp_path: Path) -> None:
         ErrorCode.INVALID_REQUIRED_ACKS,
         "acks=2 must be -1, 0 or 1",
     )
-    transactional = produce_body("orders", values(1)) | {"transactional_id": "tx"}
-    body = run(handle_produce, services, request(ApiKey.PRODUCE, 8, transactional))
-    entry = only_partition(body, "responses", "partition_responses")
+
+
+def txn_values(pid: int, seq: int, n: int = 2) -> bytes:
+    builder = BatchBuilder(producer_id=pid, producer_epoch=0, base_sequence=seq, transactional=True)
+    for i in range(n):
+        builder.append(NOW_MS, None, b"t%d-%d" % (pid, seq + i))
+    return builder.build()
+
+
+def test_transactional_batches_need_the_requests_transactional_id(tmp_path: Path) -> None:
+    partition = leader_partition(tmp_path, "orders")
+    services = ProduceServices(FakePartitions(partition), FakeMetrics())
+    anonymous = run(handle_produce, services, request(ApiKey.PRODUCE, 8, produce_body("orders", txn_values(7, 0))))
+    entry = only_partition(anonymous, "responses", "partition_responses")
     assert entry["error_code"] == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert partition.log.log_end_offset == 0
+    named = produce_body("orders", txn_values(7, 0)) | {"transactional_id": "tx"}
+    entry = only_partition(
+        run(handle_produce, services, request(ApiKey.PRODUCE, 8, named)), "responses", "partition_responses"
+    )
+    assert (entry["error_code"], entry["base_offset"]) == (0, 0)
+    assert partition.producers.ongoing == {7: 0}
+    # A transactional id with plain batches: nothing to check, as in Kafka.
+    plain = produce_body("orders", values(1)) | {"transactional_id": "tx2"}
+    entry = only_partition(
+        run(handle_produce, services, request(ApiKey.PRODUCE, 8, plain)), "responses", "partition_responses"
+    )
+    assert (entry["error_code"], entry["base_offset"]) == (0, 2)
+
+
+def test_read_committed_fetch_and_list_offsets_stop_at_the_lso_and_name_aborted_transactions(tmp_path: Path) -> None:
+    partition = leader_partition(tmp_path, "orders")
+    partition.append_produced(memoryview(values(2)))  # 0-1
+    partition.append_produced(memoryview(txn_values(7, 0)))  # 2-3
+    partition.append_marker(7, 0, False, 0)  # 4
+    partition.append_produced(memoryview(txn_values(8, 0)))  # 5-6, open
+    partition.append_produced(memoryview(values(1)))  # 7
+    services = FetchServices(FakePartitions(partition), FakeFollowers(), FakeMetrics())
+
+    def fetch(isolation: int, version: int = 11) -> dict[str, Any]:
+        body = fetch_request("orders", replica_id=-1, offset=0, max_bytes=1 << 20) | {"isolation_level": isolation}
+        return only_partition(
+            run(handle_fetch, services, request(ApiKey.FETCH, version, body)), "responses", "partitions"
+        )
+
+    committed = fetch(1)
+    assert (committed["high_watermark"], committed["last_stable_offset"]) == (8, 5)
+    data = b"".join(s.read() for s in committed["records"])
+    assert [h.base_offset for _, h in iter_batches(data)] == [0, 2, 4]
+    assert committed["aborted_transactions"] == [{"producer_id": 7, "first_offset": 2}]
+    uncommitted = fetch(0)
+    assert uncommitted["last_stable_offset"] == 5 and uncommitted["aborted_transactions"] is None
+    data = b"".join(s.read() for s in uncommitted["records"])
+    assert [h.base_offset for _, h in iter_batches(data)] == [0, 2, 4, 5, 7]
+    assert fetch(1, version=3)["last_stable_offset"] == 5  # v3 has no isolation level: read_uncommitted
+
+    offsets = OffsetsServices(FakePartitions(partition))
+
+    def latest(isolation: int) -> int:
+        body = {
+            "replica_id": -1,
+            "isolation_level": isolation,
+            "topics": [{"name": "orders", "partitions": [{"partition_index": 0, "timestamp": -1}]}],
+        }
+        answer = run(handle_list_offsets, offsets, request(ApiKey.LIST_OFFSETS, 2, body))
+        return int(only_partition(answer, "topics", "partitions")["offset"])
+
+    assert (latest(1), latest(0)) == (5, 8)
+    partition.append_marker(8, 0, True, 0)
+    assert (latest(1), latest(0)) == (9, 9)
 
 
 def test_delete_records_refuses_a_mirror_and_checks_the_high_watermark(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from tests.node.protocol.helpers import kp_classes
 
 # Kafka's API keys (kafka.apache.org/protocol#protocol_api_keys) and the ranges strait advertises:
 # 0 up to the highest non-flexible version; ApiVersions 0-4, SaslAuthenticate 0-2 and the SCRAM
-# credential APIs (flexible v0 only), Metadata 0-12, InitProducerId 0-4 and the transaction APIs are
+# credential APIs (flexible v0 only), Metadata 0-12, ElectLeaders 0-2, InitProducerId 0-4 and the transaction APIs are
 # the flexible exceptions. Keys from 1000 are strait's own.
 EXPECTED = {
     0: ("Produce", 8),
@@ -48,6 +48,7 @@ EXPECTED = {
     24: ("AddPartitionsToTxn", 3),
     25: ("AddOffsetsToTxn", 3),
     26: ("EndTxn", 3),
+    27: ("WriteTxnMarkers", 1),
     28: ("TxnOffsetCommit", 3),
     29: ("DescribeAcls", 1),
     30: ("CreateAcls", 1),
@@ -59,9 +60,11 @@ EXPECTED = {
     37: ("CreatePartitions", 1),
     42: ("DeleteGroups", 1),
     44: ("IncrementalAlterConfigs", 0),
+    43: ("ElectLeaders", 2),
     47: ("OffsetDelete", 0),
     50: ("DescribeUserScramCredentials", 0),
     51: ("AlterUserScramCredentials", 0),
+    61: ("DescribeProducers", 0),
     65: ("DescribeTransactions", 0),
     66: ("ListTransactions", 1),
     1000: ("MirrorAppend", 0),
@@ -92,13 +95,16 @@ FLEXIBLE: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),  # only a flexible v0 exists
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.METADATA: (9, 12),  # v10+ carries topic ids (KIP-516): a re-created topic is told apart
+    ApiKey.ELECT_LEADERS: (2, 2),  # KIP-460, as admin clients send it
     ApiKey.INIT_PRODUCER_ID: (2, 4),  # KIP-360's producer id and epoch are v3+
     ApiKey.ADD_PARTITIONS_TO_TXN: (3, 3),  # the transaction APIs up to their last client-facing version
     ApiKey.ADD_OFFSETS_TO_TXN: (3, 3),
     ApiKey.END_TXN: (3, 3),
     ApiKey.TXN_OFFSET_COMMIT: (3, 3),
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),  # only flexible versions exist
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),  # only flexible versions exist
     ApiKey.LIST_TRANSACTIONS: (0, 1),
+    ApiKey.WRITE_TXN_MARKERS: (1, 1),  # sent by brokers only; Kafka 4 keeps only the flexible v1
 }
 
 

@@ -27,6 +27,7 @@ TXN_KEYS = {
     ApiKey.ADD_OFFSETS_TO_TXN: ("AddOffsetsToTxn", 3, 3),
     ApiKey.END_TXN: ("EndTxn", 3, 3),
     ApiKey.TXN_OFFSET_COMMIT: ("TxnOffsetCommit", 3, 3),
+    ApiKey.DESCRIBE_PRODUCERS: ("DescribeProducers", 0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: ("DescribeTransactions", 0, 0),
     ApiKey.LIST_TRANSACTIONS: ("ListTransactions", 1, 0),
 }
