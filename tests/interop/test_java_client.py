@@ -280,7 +280,6 @@ def test_admin_describe_log_dirs(java_site: list[NodeProcess], kafka_java: Kafka
 # -- transactions -----------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="transactions: partition side not merged yet")
 def test_transactions_commit_abort_send_offsets(java_site: list[NodeProcess], kafka_java: KafkaJava) -> None:
     """A transactional producer commits, aborts and commits again (sendOffsetsToTransaction in the
     committed ones); read_committed sees exactly the committed records, read_uncommitted every

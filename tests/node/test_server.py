@@ -80,6 +80,24 @@ async def _requests(port: int, client_id: str | None, requests: list[tuple[int, 
                     data += chunk
 
 
+def _serve_connections(
+    server: KafkaServer, connections: list[tuple[str | None, list[tuple[int, int, dict[str, Any]]]]]
+) -> None:
+    """Run ``server`` on a loopback port; open each connection (client id, requests) in turn and send its requests."""
+
+    async def main() -> None:
+        listener = await bind_listener("127.0.0.1", 0)
+        port = listener.getsockname()[1]
+        with listener:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(server.serve, listener)
+                for client_id, requests in connections:
+                    await _requests(port, client_id, requests)
+                nursery.cancel_scope.cancel()
+
+    trio.run(main)
+
+
 def _client_counts(metrics: NodeMetrics) -> dict[tuple[str, str, str], float]:
     """``strait_client_requests_total`` by (client, api, version), as a scrape shows it."""
     return {
@@ -95,25 +113,15 @@ def test_requests_are_counted_by_client_software_or_client_id_and_version() -> N
     """ApiVersions v3+'s client_software_name names the client of every request of its connection
     (the ApiVersions too); without one, the connection's client.id does."""
     metrics = NodeMetrics()
-
-    async def main() -> None:
-        server = KafkaServer(AnsweringHandler(), metrics, ServerLimits())
-        listener = await bind_listener("127.0.0.1", 0)
-        port = listener.getsockname()[1]
-        software = {"client_software_name": "apache-kafka-java", "client_software_version": "4.3.0"}
-        with listener:
-            async with trio.open_nursery() as nursery:
-                await nursery.start(server.serve, listener)
-                await _requests(
-                    port,
-                    "app-1",
-                    [(ApiKey.API_VERSIONS, 3, software), (ApiKey.LIST_GROUPS, 2, {}), (ApiKey.LIST_GROUPS, 2, {})],
-                )
-                await _requests(port, "aiokafka-0.14.0", [(ApiKey.API_VERSIONS, 0, {}), (ApiKey.LIST_GROUPS, 1, {})])
-                await _requests(port, None, [(ApiKey.LIST_GROUPS, 0, {})])
-                nursery.cancel_scope.cancel()
-
-    trio.run(main)
+    software = {"client_software_name": "apache-kafka-java", "client_software_version": "4.3.0"}
+    _serve_connections(
+        KafkaServer(AnsweringHandler(), metrics, ServerLimits()),
+        [
+            ("app-1", [(ApiKey.API_VERSIONS, 3, software), (ApiKey.LIST_GROUPS, 2, {}), (ApiKey.LIST_GROUPS, 2, {})]),
+            ("aiokafka-0.14.0", [(ApiKey.API_VERSIONS, 0, {}), (ApiKey.LIST_GROUPS, 1, {})]),
+            (None, [(ApiKey.LIST_GROUPS, 0, {})]),
+        ],
+    )
     counted = _client_counts(metrics)
     assert counted == {
         ("apache-kafka-java", "ApiVersions", "3"): 1,
@@ -146,31 +154,22 @@ def test_requests_before_sasl_authentication_are_counted_for_the_client_too() ->
         }
     )
     metrics = NodeMetrics()
-
-    async def main() -> None:
-        sasl = ServerSasl(config, "A", scram_lookup=None)
-        server = KafkaServer(
-            SaslAnsweringHandler(), metrics, ServerLimits(), security_protocol="SASL_PLAINTEXT", sasl=sasl
-        )
-        listener = await bind_listener("127.0.0.1", 0)
-        port = listener.getsockname()[1]
-        software = {"client_software_name": "kafka-python", "client_software_version": "3.0.12"}
-        with listener:
-            async with trio.open_nursery() as nursery:
-                await nursery.start(server.serve, listener)
-                await _requests(
-                    port,
-                    "kafka-python-3.0.12",
-                    [
-                        (ApiKey.API_VERSIONS, 3, software),
-                        (ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}),
-                        (ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": b"\0carol\0carol-pw"}),
-                        (ApiKey.LIST_GROUPS, 2, {}),
-                    ],
-                )
-                nursery.cancel_scope.cancel()
-
-    trio.run(main)
+    sasl = ServerSasl(config, "A", scram_lookup=None)
+    software = {"client_software_name": "kafka-python", "client_software_version": "3.0.12"}
+    _serve_connections(
+        KafkaServer(SaslAnsweringHandler(), metrics, ServerLimits(), security_protocol="SASL_PLAINTEXT", sasl=sasl),
+        [
+            (
+                "kafka-python-3.0.12",
+                [
+                    (ApiKey.API_VERSIONS, 3, software),
+                    (ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}),
+                    (ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": b"\0carol\0carol-pw"}),
+                    (ApiKey.LIST_GROUPS, 2, {}),
+                ],
+            )
+        ],
+    )
     assert _client_counts(metrics) == {
         ("kafka-python", "ApiVersions", "3"): 1,
         ("kafka-python", "SaslHandshake", "1"): 1,
