@@ -6,7 +6,7 @@ CACHE ?= .cache
 KAFKA_JARS := $(CACHE)/kafka-jars
 RDKAFKA_PERF := $(CACHE)/rdkafka-perf/rdkafka_performance
 
-.PHONY: setup run test lint bench rdkafka-perf clean
+.PHONY: setup run test lint bench compat rdkafka-perf clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "strait needs Python >= 3.11, found " + sys.version.split()[0])'
@@ -37,6 +37,13 @@ lint: setup
 
 test: setup $(KAFKA_JARS)/.ok $(RDKAFKA_PERF) lint
 	STRAIT_KAFKA_JARS=$(abspath $(KAFKA_JARS)) $(BIN)/pytest -n 2 --dist loadscope
+
+# docs/compatibility.md: record which API versions each real client sends in the node and interop
+# integration tests (docs/client-usage.json), then rewrite the page from it (strait/compat.py).
+compat: setup $(KAFKA_JARS)/.ok
+	STRAIT_KAFKA_JARS=$(abspath $(KAFKA_JARS)) $(BIN)/pytest tests/node tests/interop -m integration -n 2 \
+		--client-usage docs/client-usage.json
+	$(BIN)/python -m strait.compat
 
 bench: setup $(RDKAFKA_PERF)
 	$(BIN)/python -m bench.storage_bench --out bench/results

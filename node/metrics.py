@@ -18,6 +18,12 @@ Metric names (all prefixed ``strait_``)::
     strait_request_bytes_total{api}                counter
     strait_response_bytes_total{api}               counter
     strait_request_errors_total{api,error}         counter    error = Kafka error name
+    strait_client_requests_total{client,api,version}  counter  requests by the client software that sent
+                                                              them (ApiVersions v3+'s client_software_name,
+                                                              else the connection's client.id; at most
+                                                              MAX_CLIENT_LABELS values, the rest "other")
+                                                              and API version: which clients use which
+                                                              versions (docs/compatibility.md is made from it)
     strait_request_latency_seconds{api}            histogram
     strait_produce_latency_seconds                 histogram
     strait_fetch_latency_seconds                   histogram
@@ -73,7 +79,7 @@ from typing import Protocol
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-__all__ = ["LATENCY_BUCKETS", "PHASE_BUCKETS", "MetricsView", "NodeMetrics"]
+__all__ = ["LATENCY_BUCKETS", "MAX_CLIENT_LABELS", "OTHER_CLIENTS", "PHASE_BUCKETS", "MetricsView", "NodeMetrics"]
 
 #: Histogram buckets in seconds: 0.1 ms to 10 s in 1-2.5-5 steps (+Inf is added by prometheus_client).
 LATENCY_BUCKETS: tuple[float, ...] = (
@@ -94,6 +100,14 @@ LATENCY_BUCKETS: tuple[float, ...] = (
     5.0,
     10.0,
 )
+#: Distinct ``client`` values ``strait_client_requests_total`` takes; the client names come from
+#: the clients, so a node that met more (a client id per process, say) counts the rest as
+#: OTHER_CLIENTS rather than growing its series without bound.
+MAX_CLIENT_LABELS = 32
+OTHER_CLIENTS = "other"
+#: Longest client name kept as a label (longer ones are cut).
+MAX_CLIENT_LABEL_CHARS = 64
+
 #: Finer buckets for the phases of a request: 10 us to 10 s. The phases of a replicated write are
 #: fractions of a millisecond each, below LATENCY_BUCKETS' first step.
 PHASE_BUCKETS: tuple[float, ...] = (0.00001, 0.000025, 0.00005, *LATENCY_BUCKETS)
@@ -222,6 +236,13 @@ class NodeMetrics:
         )
         self._gc_series = [self._gc_pause.labels(generation=str(g)) for g in range(3)]
         self._gc_started = 0.0
+        self._client_requests = Counter(
+            "strait_client_requests",
+            "Kafka requests by client software (ApiVersions v3+'s client_software_name, else the client.id), "
+            "API and API version.",
+            ["client", "api", "version"],
+            registry=registry,
+        )
         self._connections = Gauge("strait_connections", "Open Kafka client connections.", registry=registry)
         self._connections_closed = Counter(
             "strait_connections_closed",
@@ -236,6 +257,8 @@ class NodeMetrics:
         self._phase_series: dict[str, tuple[Histogram, Histogram, Histogram, Histogram]] = {}
         self._error_series: dict[tuple[str, str], Counter] = {}
         self._closed_series: dict[str, Counter] = {}
+        self._client_series: dict[tuple[str, str, int], Counter] = {}
+        self._client_names: set[str] = set()
 
     # -- pushed by the request path -------------------------------------------------------------
 
@@ -261,6 +284,26 @@ class NodeMetrics:
         series.request_bytes.inc(request_bytes)
         series.response_bytes.inc(response_bytes)
         series.latency.observe(seconds)
+
+    def client_label(self, client: str) -> str:
+        """The ``client`` label for a client software name or client.id: the name cut to
+        MAX_CLIENT_LABEL_CHARS, or OTHER_CLIENTS once MAX_CLIENT_LABELS names are taken. A
+        connection asks once, when it learns its client's name, and counts with the label."""
+        label = client[:MAX_CLIENT_LABEL_CHARS]
+        if label not in self._client_names:
+            if len(self._client_names) >= MAX_CLIENT_LABELS:
+                return OTHER_CLIENTS
+            self._client_names.add(label)
+        return label
+
+    def record_client_request(self, label: str, api: str, version: int) -> None:
+        """Count one request of ``api`` at ``version`` from the client ``label`` names (a
+        :meth:`client_label` result; see ``strait_client_requests_total``)."""
+        key = (label, api, version)
+        child = self._client_series.get(key)
+        if child is None:
+            child = self._client_series[key] = self._client_requests.labels(client=label, api=api, version=str(version))
+        child.inc()
 
     def record_phases(self, api: str, unread: float | None, local: float, remote: float, send: float) -> None:
         """Where one request of ``api`` spent its time (see ``strait_request_phase_seconds``);

@@ -40,6 +40,7 @@ from node.protocol import (
     ProtocolError,
     Region,
     RequestHeader,
+    Struct,
     UnknownApi,
     UnsupportedVersion,
     api_versions_fallback,
@@ -468,9 +469,10 @@ class KafkaServer:
         reader = _FrameReader(sock, self.limits.max_request_bytes)
         ranges = self.handler.api_ranges
         session: _Session | None = None
+        client = _ClientLabel(self.metrics)
         if self.sasl is not None:
             reader.max_bytes, reader.limit_name = self.sasl.max_receive_size, "sasl.server.max.receive.size"
-            session = await self._authenticate(reader, sock, conn, None, None)
+            session = await self._authenticate(reader, sock, conn, None, None, client)
             if session is None:
                 return "eof"
             reader.max_bytes, reader.limit_name = self.limits.max_request_bytes, "socket.request.max.bytes"
@@ -489,7 +491,7 @@ class KafkaServer:
             await answers.room_for(_api_key_of(frame))
             if session is not None:
                 if _api_key_of(frame) == ApiKey.SASL_HANDSHAKE:  # KIP-368 re-authentication
-                    again = await self._authenticate(reader, sock, conn, session, frame)
+                    again = await self._authenticate(reader, sock, conn, session, frame, client)
                     if again is None:
                         return "eof"
                     session = again
@@ -523,6 +525,7 @@ class KafkaServer:
                     f"malformed {api_name(header.api_key)} v{header.api_version} request "
                     f"(correlation id {header.correlation_id}): {exc}"
                 ) from None
+            client.count(header, body)
             request = Request(header, body, conn)
             response = await self.handler.handle(request)
             unread = None if reader.arrived is None else taken_at - reader.arrived
@@ -545,13 +548,14 @@ class KafkaServer:
         conn: ConnectionInfo,
         current: _Session | None,
         first: memoryview | None,
+        client: _ClientLabel,
     ) -> _Session | None:
         """Run one SASL exchange (SaslHandshake, then SaslAuthenticate until the mechanism is
         done); only ApiVersions is answered besides. Returns the session, or None at a clean end
         of stream. ``current`` is the session being re-authenticated: the mechanism and the
         principal must stay the same (KIP-368). Raises _AuthenticationFailed after answering a
         failure and waiting ``connection.failed.authentication.delay.ms``; CloseConnection for
-        anything else out of place.
+        anything else out of place. Every request with a Kafka header is counted for ``client``.
         """
         sasl = self.sasl
         assert sasl is not None
@@ -582,6 +586,7 @@ class KafkaServer:
             except _AskLower as lower:  # an ApiVersions newer than ours: our ranges, in v0
                 await write_frame(sock, api_versions_fallback(lower.correlation_id, ranges))
                 continue
+            client.count(header, body)
             if header.api_key == ApiKey.API_VERSIONS:
                 response = await self.handler.handle(Request(header, body, conn))
                 await write_frame(sock, encode_response(header, response))
@@ -668,6 +673,29 @@ class KafkaServer:
         expires = trio.current_time() + reauth_ms / 1000 if reauth_ms > 0 else None
         log.debug("connection from %s authenticated as %s (%s)", conn.peer, principal, exchange.mechanism)
         return _Session(principal, exchange.mechanism, expires)
+
+
+#: The client label of a connection whose client sent neither a software name nor a client.id.
+UNNAMED_CLIENT = "unnamed"
+
+
+class _ClientLabel:
+    """Counts a connection's requests by client (``strait_client_requests_total``): the client
+    software name of its latest ApiVersions v3+, else the client.id of its first request."""
+
+    __slots__ = ("label", "metrics")
+
+    def __init__(self, metrics: NodeMetrics) -> None:
+        self.metrics = metrics
+        self.label: str | None = None
+
+    def count(self, header: RequestHeader, body: Struct) -> None:
+        """Count one decoded request (ApiVersions v3+ names the client first, itself included)."""
+        if header.api_key == ApiKey.API_VERSIONS and header.api_version >= 3 and body.client_software_name:
+            self.label = self.metrics.client_label(str(body.client_software_name))
+        elif self.label is None:
+            self.label = self.metrics.client_label(header.client_id or UNNAMED_CLIENT)
+        self.metrics.record_client_request(self.label, api_name(header.api_key), header.api_version)
 
 
 #: Produce requests of one connection whose answers may wait at once (acks=all waiting for the

@@ -13,7 +13,7 @@ from hypothesis import settings
 
 from tests.ansible.harness import PLAY_TIMES
 
-pytest_plugins = ["tests.zk_fixtures", "tests.chaos_runs"]
+pytest_plugins = ["tests.zk_fixtures", "tests.chaos_runs", "tests.client_usage"]
 
 # No Hypothesis deadline: speed lives in bench/, never in a timed test, and an example that took
 # 480 ms on a loaded machine (200 ms is Hypothesis's default) failed a test of behaviour.

@@ -1,9 +1,11 @@
-"""Interoperability with Apache Kafka's own Java code (kafka-clients 4.3.0).
+"""Interoperability with Apache Kafka's own Java code (kafka-clients 4.3.0, Connect 4.3.0).
 
 The Java programs in ``java/`` write segments with Kafka's ``MemoryRecordsBuilder`` and
-``FileRecords`` and read segments back with Kafka's ``FileRecords``. They are compiled once
-per session. The jars come from ``STRAIT_KAFKA_JARS`` (``make test`` sets it), else from
-``<repo>/.cache/kafka-jars``; without them the tier fails: it never skips.
+``FileRecords`` and read segments back with Kafka's ``FileRecords``; drive a site with Kafka's
+producer, consumer, Admin client and transactional producer (``Client*``); and run a Kafka
+Connect worker (``ConnectWorker``). They are compiled once per session. The jars come from
+``STRAIT_KAFKA_JARS`` (``make test`` sets it), else from ``<repo>/.cache/kafka-jars``; without
+them the tier fails: it never skips.
 """
 
 from __future__ import annotations
@@ -11,10 +13,14 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.interop.javasite import three_node_site
+from tests.node.harness import NodeProcess
 
 REPO = Path(__file__).resolve().parents[2]
 JAVA_SOURCES = Path(__file__).resolve().parent / "java"
@@ -24,6 +30,18 @@ JARS = (
     "snappy-java-1.1.1.7.jar",
     "zstd-jni-1.5.6-10.jar",
     "slf4j-api-2.0.18.jar",
+    # Kafka Connect's worker (ConnectWorker) and what its runtime loads.
+    "connect-api-4.3.0.jar",
+    "connect-runtime-4.3.0.jar",
+    "connect-json-4.3.0.jar",
+    "connect-file-4.3.0.jar",
+    "connect-transforms-4.3.0.jar",
+    "jackson-annotations-2.21.jar",
+    "jackson-core-2.21.2.jar",
+    "jackson-databind-2.21.2.jar",
+    "jackson-module-blackbird-2.21.2.jar",
+    "maven-artifact-3.9.15.jar",
+    "classgraph-4.8.179.jar",
 )
 COMPILE_TIMEOUT_S = 180
 RUN_TIMEOUT_S = 60
@@ -96,3 +114,10 @@ def kafka_java(tmp_path_factory: pytest.TempPathFactory) -> KafkaJava:
     if proc.returncode != 0:
         pytest.fail(f"javac failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}", pytrace=False)
     return KafkaJava(classpath=os.pathsep.join([str(classes), jars]), tmpdir=work)
+
+
+@pytest.fixture(scope="module")
+def java_site(tmp_path_factory: pytest.TempPathFactory, zookeeper: str) -> Iterator[list[NodeProcess]]:
+    """A three-node site for one test module (``javasite.three_node_site``)."""
+    with three_node_site(tmp_path_factory.mktemp("java-site"), zookeeper) as nodes:
+        yield nodes

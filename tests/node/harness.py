@@ -22,6 +22,7 @@ from chaos.transient import is_transient
 from node.proc import Child, Deadline, NotReady, log_tail, spawn_ready, wait_until
 from storage import TopicPartition, list_batches, segment_files
 from strait._site import NodeFiles
+from tests.client_usage import record_node
 
 STRAIT = [sys.executable, "-m", "strait.cli"]
 READY_TIMEOUT_S = 60.0
@@ -84,6 +85,8 @@ class NodeProcess(NodeFiles):
         timeout. Returns the exit code; None if it had to be killed or was never started."""
         if self.child is None:
             return None
+        if self.child.running:
+            record_node(self.admin_url)  # --client-usage: what the clients sent it (tests/client_usage.py)
         stopped = self.child.stop(STOP_TIMEOUT_S)
         return None if stopped.killed else stopped.returncode
 

@@ -9,7 +9,7 @@ from prometheus_client import REGISTRY
 from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.parser import text_string_to_metric_families
 
-from node.metrics import LATENCY_BUCKETS, NodeMetrics
+from node.metrics import LATENCY_BUCKETS, MAX_CLIENT_LABEL_CHARS, MAX_CLIENT_LABELS, OTHER_CLIENTS, NodeMetrics
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -494,3 +494,22 @@ def test_replica_fetch_errors_is_a_counter_and_the_rest_are_gauges() -> None:
         "strait_controller_epoch",
     ):
         assert types[name] == "gauge", name
+
+
+def test_client_requests_are_counted_by_client_api_and_version_with_a_bounded_set_of_clients() -> None:
+    metrics = NodeMetrics()
+    java = metrics.client_label("apache-kafka-java")
+    metrics.record_client_request(java, "Produce", 8)
+    metrics.record_client_request(java, "Produce", 8)
+    metrics.record_client_request(java, "Fetch", 11)
+    long_name = metrics.client_label("x" * 200)
+    assert long_name == "x" * MAX_CLIENT_LABEL_CHARS
+    for i in range(MAX_CLIENT_LABELS - 2):
+        assert metrics.client_label(f"client-{i}") == f"client-{i}"
+    assert metrics.client_label("one-too-many") == OTHER_CLIENTS
+    assert metrics.client_label("apache-kafka-java") == java  # a known name keeps its label
+    metrics.record_client_request(OTHER_CLIENTS, "Metadata", 12)
+    s = scrape(metrics)
+    assert value(s, "strait_client_requests_total", client=java, api="Produce", version="8") == 2
+    assert value(s, "strait_client_requests_total", client=java, api="Fetch", version="11") == 1
+    assert value(s, "strait_client_requests_total", client=OTHER_CLIENTS, api="Metadata", version="12") == 1
