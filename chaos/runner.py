@@ -48,7 +48,16 @@ from chaos.proxy import run_in_thread
 from chaos.report import render
 from chaos.scenarios import Scenario, ScheduledFault, scenario_seed, schedule
 from chaos.sites import Sites
-from chaos.workloads import GroupConsumer, MirrorReader, Producer, Workload, final_read
+from chaos.workloads import (
+    GroupConsumer,
+    MirrorReader,
+    Producer,
+    TransactionalLoop,
+    Workload,
+    final_read,
+    final_txn_read,
+    output_topic,
+)
 from failover.errors import TopologyError
 from failover.topology import load_topology
 from mirror import AdminApiError, MirrorAdminClient
@@ -233,6 +242,8 @@ def _run(
 
         stack.callback(stop_appliance)
         _create_topic(app, topic)
+        if scenario.transactions:
+            _create_output(app, output_topic(topic))
         producer = Producer(
             app.source.bootstrap,
             topic,
@@ -251,9 +262,14 @@ def _run(
         )
         mirror = MirrorReader(app.source.bootstrap, app.target.bootstrap, topic, history, site=app.target.name)
         workloads: list[Workload[Any]] = [producer, group, mirror]
+        txn = TransactionalLoop(app.source.bootstrap, topic, history) if scenario.transactions else None
+        if txn is not None:
+            workloads.append(txn)
         for workload in workloads:
             workload.start()
             stack.callback(workload.stop, 10.0)
+        if txn is not None:  # its id has a coordinator before any fault looks for it
+            txn.wait_for_commits(1, TOPIC_READY_S)
         say(f"{scenario.name}: workloads running; warming up {WARMUP_S:g} s")
         time.sleep(WARMUP_S)
         _run_schedule(app, topic, steps, history, rng, say, scenario.name)
@@ -279,10 +295,24 @@ def _run(
             result.findings.append(behind)
         say(f"{scenario.name}: draining the group to the end")
         group.drain({(topic, p): end for p, end in ends.items()}, DRAIN_S)
+        if txn is not None:
+            txn.drain({(topic, p): end for p, end in ends.items()}, DRAIN_S)
+            txn.stop(10.0)
         mirror.stop(10.0)
         group.stop(10.0)
         final_read(primary.bootstrap, [topic], history, site=primary.name, role="primary", timeout=FINAL_READ_S)
         final_read(secondary.bootstrap, [topic], history, site=secondary.name, role="mirror", timeout=FINAL_READ_S)
+        if txn is not None:
+            final_txn_read(
+                primary.bootstrap,
+                topic,
+                txn.output,
+                txn.group,
+                history,
+                site=primary.name,
+                isolation=scenario.output_isolation,
+                timeout=FINAL_READ_S,
+            )
         for workload in workloads:
             result.findings.extend(f"{type(workload).__name__}: {error}" for error in workload.errors)
 
@@ -428,6 +458,16 @@ def _create_topic(app: Sites, topic: str) -> None:
             return
         time.sleep(0.5)
     raise ChaosError(f"the mirror did not create {topic} on {app.target.name} within {TOPIC_READY_S:g} s")
+
+
+def _create_output(app: Sites, topic: str) -> None:
+    """The transactional workload's output topic, on the source only (the mirror does not copy it)."""
+    admin = AdminClient({"bootstrap.servers": app.source.bootstrap})
+    futures = admin.create_topics([NewTopic(topic, PARTITIONS, replication_factor=min(3, app.node_count))])
+    try:
+        futures[topic].result(30)
+    except Exception as exc:
+        raise ChaosError(f"cannot create topic {topic} on {app.source.name}: {exc}") from None
 
 
 def _wait_mirror_caught_up(
