@@ -6,14 +6,15 @@ One scenario, in order (every phase bounded, every fault healed whatever happens
    in ``DIR/<scenario>/``, create the topic ``chaos-<scenario>`` on east and wait until the mirror
    made it on west;
 2. start the workloads, each recording into ``DIR/<scenario>/history.jsonl``: a producer on
-   east (idempotent ``acks=all``, or what the scenario says), a consumer group, and a mirror
-   reader sampling west's lag;
+   east (idempotent ``acks=all``, or what the scenario says), a consumer group, a mirror
+   reader sampling west's lag, and with ``transactions`` a consume-transform-produce loop
+   from the topic to its output topic (made on east only), waited for until it has committed once;
 3. after a warm-up, run the **schedule**: the scenario's faults in an order and with hold and
    quiet times drawn from the scenario's seed (so ``--seed`` replays the same schedule), each
    recorded as nemesis ``start``/``stop`` entries with its target;
 4. heal everything, let the producer write on a healed cluster for a while, stop it, wait for
-   the mirror to catch up, drain the group to the end, and record final reads of east
-   (role primary) and west (role mirror);
+   the mirror to catch up, drain the group (and the transactional loop) to the end, and record
+   final reads of east (role primary) and west (role mirror), and the ``txn-read`` of the output;
 5. stop the appliance (a node that misses its controlled-shutdown window is a finding too) and
    run the checkers on the history.
 

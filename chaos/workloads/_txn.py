@@ -5,9 +5,9 @@ librdkafka: a consumer in a group (``isolation.level=read_committed``, no auto-c
 input topic, and for each batch a transactional producer (``transactional.id``) begins a
 transaction, writes one output record per input record, adds the batch's next offsets to the
 transaction (``send_offsets_to_transaction``: the group's offsets commit with the output or not at
-all) and commits it. Every ``abort_every``-th transaction is aborted on purpose and its batch read
-again: its output must never be visible and the records it held must come out once, in a later
-transaction.
+all) and commits it. Every ``abort_every``-th transaction is aborted on purpose, once its output
+is in the log (flushed), and its batch is read again: its output must never be visible to
+read_committed readers and the records it held must come out once, in a later transaction.
 
 Each transaction is one ``txn`` operation of the history:
 
@@ -32,7 +32,10 @@ error the producer is closed and a new one is made with the same ``transactional
 ``init_transactions`` fences the old one and completes its last transaction (the coordinator
 answers CONCURRENT_TRANSACTIONS until it has), and the consumer then seeks to the group's
 committed offsets, which by then say whether the transaction committed. That is the recovery
-Kafka's exactly-once applications use.
+Kafka's exactly-once applications use. A transactional call that overruns its own timeout (by
+:data:`_OVERRUN_S`) counts as a fatal error: librdkafka's ``send_offsets_to_transaction`` can
+block for good when the group coordinator goes down (confluentinc/librdkafka#5456, #5511, open),
+so each call runs in a thread of its own and a stuck producer is left to it and replaced.
 
 :meth:`TransactionalLoop.drain` waits until the group's committed offsets reach the ends it is
 given (``txn-drain`` ``ok``, or ``fail`` with ``error``), and :func:`final_txn_read` records the
@@ -194,6 +197,7 @@ class TransactionalLoop(Workload[_Clients]):
         self._seq = 0  # the last transaction's number: only the worker thread moves it
         self._drain: _Drain | None = None
         self._producers = 0
+        self._stuck: list[ck.Producer] = []  # producers abandoned to a call that never returned
 
     # -- counters -----------------------------------------------------------------------------------
 
@@ -288,7 +292,7 @@ class TransactionalLoop(Workload[_Clients]):
         try:
             self._retry(stopping, "init_transactions", producer.init_transactions)
         except (_Abortable, _Broken) as exc:
-            producer.close()
+            self._give_up(producer, stuck=isinstance(exc, _Stuck))
             raise WorkloadError(f"{self.process}: init_transactions: {exc}") from None
         return producer
 
@@ -315,9 +319,7 @@ class TransactionalLoop(Workload[_Clients]):
 
     def _shutdown(self, client: _Clients) -> None:
         if client.producer is not None:
-            with contextlib.suppress(KafkaException):  # nothing should be open; if something is, end it now
-                client.producer.abort_transaction(5.0)
-            client.producer.close()
+            _close(client.producer)
         client.consumer.close()
 
     def _poll(self, consumer: ck.Consumer) -> tuple[list[Record], list[Message]]:
@@ -354,6 +356,7 @@ class TransactionalLoop(Workload[_Clients]):
         producer = clients.producer
         assert producer is not None
         commit_called = False
+        stuck = False
 
         def delivered(error: KafkaError | None, message: Message) -> None:
             if error is None:
@@ -371,6 +374,8 @@ class TransactionalLoop(Workload[_Clients]):
                 lambda left: producer.send_offsets_to_transaction(offsets, metadata, left),
             )
             if abort:
+                # In the log first (an abort purges what is unsent): read_committed must skip them.
+                producer.flush(STEP_S)
                 self._retry(stopping, "abort_transaction", producer.abort_transaction)
                 self._complete(key, "fail", **about, error="aborted on purpose")
                 self._seek(clients.consumer, firsts, stopping)
@@ -386,6 +391,7 @@ class TransactionalLoop(Workload[_Clients]):
             except (_Abortable, _Broken) as abort_error:
                 why = f"{exc}; then abort_transaction: {abort_error}"
                 self._complete(key, "info" if commit_called else "fail", **about, error=why)
+                stuck = isinstance(abort_error, _Stuck)
             else:
                 self._complete(key, "fail", **about, error=f"aborted after: {exc}")
                 self._seek(clients.consumer, firsts, stopping)
@@ -394,14 +400,21 @@ class TransactionalLoop(Workload[_Clients]):
             error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else exc
             text = describe(error) if isinstance(error, KafkaError) else str(exc)
             self._complete(key, "info" if commit_called else "fail", **about, error=text)
-        self._replace_producer(clients, stopping)
+            stuck = isinstance(exc, _Stuck)
+        self._replace_producer(clients, stopping, stuck=stuck)
 
-    def _replace_producer(self, clients: _Clients, stopping: threading.Event) -> None:
+    def _give_up(self, producer: ck.Producer, *, stuck: bool) -> None:
+        """Close ``producer``; or, when a call of it is stuck in another thread, keep it (never destroyed under it)."""
+        if stuck:
+            self._stuck.append(producer)
+        else:
+            _close(producer)
+
+    def _replace_producer(self, clients: _Clients, stopping: threading.Event, *, stuck: bool = False) -> None:
         """A new producer (it fences the old one and completes its transaction); the consumer at the group's offsets."""
         if clients.producer is not None:
-            clients.producer.purge(in_queue=True, in_flight=True)
-            clients.producer.close()
-            clients.producer = None
+            old, clients.producer = clients.producer, None
+            self._give_up(old, stuck=stuck)
         while not stopping.is_set():
             try:
                 clients.producer = self._new_producer(stopping)
@@ -419,9 +432,9 @@ class TransactionalLoop(Workload[_Clients]):
         """
         deadline = time.monotonic() + STEP_S
         while True:
-            left = deadline - time.monotonic()
+            left = max(1.0, deadline - time.monotonic())
             try:
-                return call(max(1.0, left))
+                return _bounded(what, call, left)
             except KafkaException as exc:
                 error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
                 if error is None:
@@ -478,6 +491,51 @@ class TransactionalLoop(Workload[_Clients]):
     def __repr__(self) -> str:
         with self._changed:
             return f"<TransactionalLoop {self.input!r} -> {self.output!r} {self._describe()}>"
+
+
+class _Stuck(_Broken):
+    """A librdkafka call that did not return within its own timeout (and a grace): its producer is abandoned."""
+
+
+#: Seconds a transactional call may overrun its own timeout before its producer is given up on.
+_OVERRUN_S = 10.0
+
+
+def _bounded(what: str, call: Callable[[float], T], timeout: float) -> T:
+    """``call(timeout)`` in a thread of its own, given up on (_Stuck) if it overruns ``timeout`` by :data:`_OVERRUN_S`.
+
+    librdkafka's ``send_offsets_to_transaction`` can block past its timeout, for good, when the
+    group coordinator goes down (confluentinc/librdkafka#5456 and #5511, open): the thread is then
+    left blocked (it holds the producer, which must not be destroyed under it) and the caller
+    replaces the producer.
+    """
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, call(timeout)))
+        except BaseException as exc:  # handed to the caller
+            outcome.append((False, exc))
+
+    thread = threading.Thread(target=run, name=f"txn-{what}", daemon=True)
+    thread.start()
+    thread.join(timeout + _OVERRUN_S)
+    if not outcome:
+        raise _Stuck(f"{what} did not return within {timeout + _OVERRUN_S:.0f} s (librdkafka#5456)")
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    result: T = value
+    return result
+
+
+def _close(producer: ck.Producer) -> None:
+    """Close ``producer`` whatever its state: ``close`` aborts an open transaction first, which a
+    fenced or otherwise failed producer refuses with its fatal error."""
+    with contextlib.suppress(KafkaException):
+        producer.purge(in_queue=True, in_flight=True)
+    with contextlib.suppress(KafkaException):
+        producer.close()
 
 
 def _position(record: Record) -> tuple[str, int, int]:
