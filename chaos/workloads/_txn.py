@@ -50,7 +50,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import confluent_kafka as ck
@@ -145,22 +145,6 @@ class _Clients:
     producer: ck.Producer | None = None
 
 
-@dataclass
-class _Drain:
-    ends: dict[TP, int]
-    deadline: float
-    committed: dict[TP, int] = field(default_factory=dict)
-    last_error: str | None = None
-    reached: threading.Event = field(default_factory=threading.Event)
-
-    def behind(self) -> list[str]:
-        return [
-            f"{partition_key(*tp)} at {self.committed.get(tp, 'nothing committed')} of {end}"
-            for tp, end in sorted(self.ends.items())
-            if end > 0 and self.committed.get(tp, -1) < end
-        ]
-
-
 class TransactionalLoop(Workload[_Clients]):
     """Moves ``input_topic`` to ``output_topic`` in transactions, recording each as a ``txn`` operation.
 
@@ -195,7 +179,6 @@ class TransactionalLoop(Workload[_Clients]):
         self.batch = batch
         self._overrides = dict(config or {})
         self._seq = 0  # the last transaction's number: only the worker thread moves it
-        self._drain: _Drain | None = None
         self._producers = 0
         self._stuck: list[ck.Producer] = []  # producers abandoned to a call that never returned
 
@@ -231,28 +214,7 @@ class TransactionalLoop(Workload[_Clients]):
         True (``ok``) once every partition's committed offset is at least its end; False (``fail``
         naming the partitions behind) after ``timeout`` seconds or if the workload ends first.
         """
-        deadline = time.monotonic() + timeout
-        request = _Drain({tp: int(end) for tp, end in ends.items()}, deadline)
-        recorded = {partition_key(*tp): end for tp, end in sorted(request.ends.items())}
-        with self._changed:
-            self._drain = request
-        try:
-            while not request.reached.wait(min(0.5, max(0.0, deadline - time.monotonic()))):
-                if time.monotonic() >= deadline or not self.running:
-                    break
-        finally:
-            with self._changed:
-                self._drain = None
-        if request.reached.is_set():
-            self._record("ok", "txn-drain", group=self.group, ends=recorded)
-            return True
-        with self._changed:
-            why = f"timed out after {timeout} s" if self.running else "the workload stopped"
-            error = f"{why}; behind: {'; '.join(request.behind()) or 'unknown'}"
-            if request.last_error:
-                error += f"; last error: {request.last_error}"
-        self._record("fail", "txn-drain", group=self.group, ends=recorded, error=error)
-        return False
+        return self._drain_until("txn-drain", self.group, ends, timeout)
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
@@ -315,7 +277,7 @@ class TransactionalLoop(Workload[_Clients]):
                 drain = self._drain
             if drain is not None and time.monotonic() >= next_drain_check:
                 next_drain_check = time.monotonic() + _DRAIN_CHECK_S
-                self._check_drain(client.consumer, drain)
+                self._look_up_drain(client.consumer, drain)
 
     def _shutdown(self, client: _Clients) -> None:
         if client.producer is not None:
@@ -472,21 +434,6 @@ class TransactionalLoop(Workload[_Clients]):
             except KafkaException as exc:
                 self._client_error(f"going back to the committed offsets: {exc}")
                 time.sleep(0.5)
-
-    def _check_drain(self, consumer: ck.Consumer, drain: _Drain) -> None:
-        try:
-            lookup_s = min(2.0, max(0.1, drain.deadline - time.monotonic()))
-            found = consumer.committed([TopicPartition(t, p) for t, p in sorted(drain.ends)], timeout=lookup_s)
-        except KafkaException as exc:
-            with self._changed:
-                drain.last_error = str(exc)
-            return
-        with self._changed:
-            for tp in found:
-                if tp.error is None and tp.offset != OFFSET_INVALID:
-                    drain.committed[(tp.topic, tp.partition)] = tp.offset
-            if not drain.behind():
-                drain.reached.set()
 
     def __repr__(self) -> str:
         with self._changed:

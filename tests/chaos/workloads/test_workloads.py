@@ -325,9 +325,11 @@ def _transactional_loop(servers: str, tmp_path: Path) -> None:
     ops = load(tmp_path / "history.jsonl").ops
     pairs = check_shape(ops)
     assert loop.errors == [] and loop.aborted >= 2 and loop.committed >= 6
-    assert loop.producers >= 2, loop.client_errors  # more when a new instance's init_transactions failed once
+    # The new instance's init_transactions retries while the loop's replacement has a transaction
+    # open, and each retry aborts and fences that one: the two may fence each other a few times.
     fenced = [done for _, done in pairs["txn"] if done["type"] != "ok" and "aborted on purpose" not in done["error"]]
-    assert len(fenced) == 1 and "FENCED" in fenced[0]["error"].upper(), fenced
+    assert fenced and all("FENCED" in done["error"].upper() for done in fenced), [d["error"] for d in fenced]
+    assert loop.producers >= len(fenced) + 1, loop.client_errors  # one more for each init that failed
     assert {done["type"] for invoked, done in pairs["txn"] if invoked["abort"]} == {"fail"}
     read = pairs["txn-read"][0][1]
     assert read["open"] == {} and read["committed"] == {f"in/{p}": end for (_, p), end in sorted(ends.items())}
