@@ -244,7 +244,7 @@ def _run(
         stack.callback(stop_appliance)
         _create_topic(app, topic)
         if scenario.transactions:
-            _create_output(app, output_topic(topic))
+            _create_topic(app, output_topic(topic), mirrored=False)  # the mirror does not copy it
         producer = Producer(
             app.source.bootstrap,
             topic,
@@ -442,13 +442,16 @@ def _run_schedule(
             history.nemesis("stop", step.fault, target)
 
 
-def _create_topic(app: Sites, topic: str) -> None:
+def _create_topic(app: Sites, topic: str, *, mirrored: bool = True) -> None:
+    """``topic`` on the source; and, when ``mirrored``, once the mirror has made it on the target."""
     admin = AdminClient({"bootstrap.servers": app.source.bootstrap})
     futures = admin.create_topics([NewTopic(topic, PARTITIONS, replication_factor=min(3, app.node_count))])
     try:
         futures[topic].result(30)
     except Exception as exc:
         raise ChaosError(f"cannot create topic {topic} on {app.source.name}: {exc}") from None
+    if not mirrored:
+        return
     deadline = time.monotonic() + TOPIC_READY_S
     target = AdminClient({"bootstrap.servers": app.target.bootstrap})
     while time.monotonic() < deadline:
@@ -459,16 +462,6 @@ def _create_topic(app: Sites, topic: str) -> None:
             return
         time.sleep(0.5)
     raise ChaosError(f"the mirror did not create {topic} on {app.target.name} within {TOPIC_READY_S:g} s")
-
-
-def _create_output(app: Sites, topic: str) -> None:
-    """The transactional workload's output topic, on the source only (the mirror does not copy it)."""
-    admin = AdminClient({"bootstrap.servers": app.source.bootstrap})
-    futures = admin.create_topics([NewTopic(topic, PARTITIONS, replication_factor=min(3, app.node_count))])
-    try:
-        futures[topic].result(30)
-    except Exception as exc:
-        raise ChaosError(f"cannot create topic {topic} on {app.source.name}: {exc}") from None
 
 
 def _wait_mirror_caught_up(

@@ -8,7 +8,7 @@ checkers fire. They pass only when that anomaly is found, and the ``short`` and 
 matrices (what must pass) leave them out; ``controls`` runs them.
 
 - ``short``: every fault once, grouped into a few scenarios on one 3-node-per-site appliance
-  each (CI runs it: under 8 minutes on 2 cores);
+  each (CI runs it: about 10 minutes on 2 cores);
 - ``full``: every fault on its own, on 3- and 4-node sites, each run with several seeds (on
   demand; ``--duration`` stretches each scenario into a soak).
 """

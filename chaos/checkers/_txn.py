@@ -39,6 +39,7 @@ input records of the primary's final read.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -192,51 +193,56 @@ def exactly_once(view: View) -> Findings:
         )
 
     inputs = [seen for seen in (view.primary_read.records if view.primary_read else []) if seen.topic == input_topic]
-    starts = {tp: bounds for tp, bounds in (view.primary_read.ends if view.primary_read else {}).items()}
+    bounds = dict(view.primary_read.ends) if view.primary_read else {}
     gaps: list[Seen] = []
     ahead: list[Seen] = []
     for seen in inputs:
-        if seen.offset < starts.get(seen.tp, (0, 0))[0]:
+        if seen.offset < bounds.get(seen.tp, (0, 0))[0]:
             continue
         mark = committed.get(seen.tp, -1)
         if mark < 0:
-            mark = starts.get(seen.tp, (0, 0))[0]
+            mark = bounds.get(seen.tp, (0, 0))[0]
         moved_out = bool(moves.get(seen.position))
         if seen.offset < mark and not moved_out:
             gaps.append(seen)
         elif seen.offset >= mark and moved_out:
             ahead.append(seen)
-    for run in runs(gaps, key=lambda seen: seen.tp, rank=lambda seen: seen.offset):
+
+    def inputs_text(run: list[Seen]) -> str:
         first, last = run[0], run[-1]
-        found.append(
-            Finding(
-                "txn-gap",
-                f"{plural(len(run), 'input record')} of {first.topic}/{first.partition} at "
-                f"{offsets_text(first.offset, last.offset)}, below the group's committed offset "
-                f"{committed.get(first.tp, -1)}, {'is' if len(run) == 1 else 'are'} in no visible output record",
-                [seen.record() for seen in sample(run)],
-                view.spans_of(run),
-                count=len(run),
-            )
+        where = f"{first.topic}/{first.partition} at {offsets_text(first.offset, last.offset)}"
+        return f"{plural(len(run), 'input record')} of {where}"
+
+    def mark_of(run: list[Seen]) -> int:
+        return committed.get(run[0].tp, -1)
+
+    found.extend(
+        _runs_of(
+            "txn-gap",
+            gaps,
+            view,
+            lambda run: (
+                f"{inputs_text(run)}, below the group's committed offset {mark_of(run)}, "
+                f"{'is' if len(run) == 1 else 'are'} in no visible output record"
+            ),
         )
-    for run in runs(ahead, key=lambda seen: seen.tp, rank=lambda seen: seen.offset):
-        first, last = run[0], run[-1]
-        found.append(
-            Finding(
-                "offsets-mismatch",
-                f"{plural(len(run), 'input record')} of {first.topic}/{first.partition} at "
-                f"{offsets_text(first.offset, last.offset)} {'is' if len(run) == 1 else 'are'} in the output, "
-                f"but the group's committed offset {committed.get(first.tp, -1)} does not cover "
-                f"{'it' if len(run) == 1 else 'them'}: the group would move {'it' if len(run) == 1 else 'them'} again",
-                [seen.record() for seen in sample(run)],
-                view.spans_of(run),
-                count=len(run),
-            )
+    )
+    found.extend(
+        _runs_of(
+            "offsets-mismatch",
+            ahead,
+            view,
+            lambda run: (
+                f"{inputs_text(run)} {'is' if len(run) == 1 else 'are'} in the output, but the group's "
+                f"committed offset {mark_of(run)} does not cover {'it' if len(run) == 1 else 'them'}: "
+                f"the group would move {'it' if len(run) == 1 else 'them'} again"
+            ),
         )
+    )
     by_tp: dict[TopicPartition, list[Seen]] = defaultdict(list)
     for seen in inputs:
         by_tp[seen.tp].append(seen)
-    for tp, (log_start, end) in sorted(starts.items()):
+    for tp, (log_start, end) in sorted(bounds.items()):
         if tp[0] != input_topic:
             continue
         mark = committed.get(tp, -1)
@@ -259,20 +265,36 @@ def exactly_once(view: View) -> Findings:
             )
         )
 
-    for run in runs(phantoms, key=lambda seen: seen.tp, rank=lambda seen: seen.offset):
-        first, last = run[0], run[-1]
-        found.append(
-            Finding(
-                "phantom-output",
-                f"{plural(len(run), 'output record')} of {first.topic}/{first.partition} at "
-                f"{offsets_text(first.offset, last.offset)} {'was' if len(run) == 1 else 'were'} written by no "
-                f"transaction of the history",
-                [seen.record() for seen in sample(run)],
-                [],
-                count=len(run),
-            )
+    found.extend(
+        _runs_of(
+            "phantom-output",
+            phantoms,
+            view,
+            lambda run: (
+                f"{plural(len(run), 'output record')} of {run[0].topic}/{run[0].partition} at "
+                f"{offsets_text(run[0].offset, run[-1].offset)} {'was' if len(run) == 1 else 'were'} written by no "
+                f"transaction of the history"
+            ),
+            spans=False,
         )
+    )
     return Findings(len(outputs) + len(inputs), found)
+
+
+def _runs_of(
+    name: str, seen: list[Seen], view: View, describe: Callable[[list[Seen]], str], *, spans: bool = True
+) -> list[Finding]:
+    """One ``name`` finding per run of consecutive offsets of one partition in ``seen``, described by ``describe``."""
+    return [
+        Finding(
+            name,
+            describe(run),
+            [one.record() for one in sample(run)],
+            view.spans_of(run) if spans else [],
+            count=len(run),
+        )
+        for run in runs(seen, key=lambda one: one.tp, rank=lambda one: one.offset)
+    ]
 
 
 def _order(record: dict[str, Any]) -> tuple[str, int, int]:
