@@ -79,6 +79,8 @@ NODE_DEFAULTS: Mapping[str, str] = {
     "zookeeper.session.timeout.ms": str(ZOOKEEPER_SESSION_MS),
     "group.initial.rebalance.delay.ms": "0",
     "offsets.topic.num.partitions": "6",
+    # As few as __consumer_offsets: the transactional workload's first transaction waits for the topic.
+    "transaction.state.log.num.partitions": "6",
     # A client asking for a topic's metadata must not create it: on the target site that would
     # make a plain topic where the mirror's must go.
     "auto.create.topics.enable": "false",

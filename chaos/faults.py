@@ -31,12 +31,14 @@ from chaos.appliance import ChaosAppliance, ChaosNode
 from chaos.errors import ChaosError
 from chaos.nemesis import DiskFull, FailingDir, NemesisContext, ReadOnlyDir, TornTail, XfsImage
 from chaos.sites import NodeControl, SiteControl, Sites
-from node.client import READ_UNCOMMITTED, SiteClient, complete_batches, fetch_partition
+from chaos.workloads import output_topic, transactional_id
+from node.client import READ_UNCOMMITTED, ClientError, SiteClient, complete_batches, fetch_partition
 from node.client import AdminClient as NodeAdmin
 from node.config import FENCED
+from node.protocol import ApiKey
 from storage.records import Offset
 
-__all__ = ["FAULTS", "Fault", "FaultSpec", "find_leader", "find_controller"]
+__all__ = ["FAULTS", "Fault", "FaultSpec", "find_controller", "find_leader", "find_txn_coordinator"]
 
 #: How long a ZooKeeper proxy stays cut for a session expiry: past the 6 s session timeout.
 ZK_EXPIRY_HOLD_S = 9.0
@@ -56,6 +58,31 @@ def find_leader(site: SiteControl, topic: str, rng: random.Random) -> tuple[Node
         raise ChaosError(f"no partition of {topic} on {site.name} has a leader now")
     chosen = rng.choice(led)
     return site.node(chosen.leader), chosen.id
+
+
+def find_txn_coordinator(site: SiteControl, transactional: str) -> NodeControl:
+    """The node coordinating ``transactional`` now: FindCoordinator with key type 1, as a producer asks.
+
+    It is the leader of the id's ``__transaction_state`` partition. Raises ChaosError when no
+    node answers or the answer is an error (no coordinator yet: the id never initialised).
+    """
+
+    async def ask() -> int:
+        admin = await NodeAdmin.connect(site.bootstrap, timeout=5.0)
+        try:
+            response = await admin.route.on_admin(
+                ApiKey.FIND_COORDINATOR, 2, lambda _v: {"key": transactional, "key_type": 1}
+            )
+        finally:
+            await admin.aclose()
+        if response.error_code:
+            raise ChaosError(f"FindCoordinator for transactional id {transactional!r}: error {response.error_code}")
+        return int(response.node_id)
+
+    try:
+        return site.node(trio.run(ask))
+    except ClientError as exc:
+        raise ChaosError(f"cannot find the coordinator of transactional id {transactional!r}: {exc}") from None
 
 
 def find_controller(site: SiteControl) -> NodeControl:
@@ -142,6 +169,14 @@ class _NodeFault(Fault):
         if self.pick == "controller":
             node = find_controller(site)
             return [node], f"{node.name}, the controller"
+        if self.pick == "txn-coordinator":
+            tid = transactional_id(self.topic)
+            node = find_txn_coordinator(site, tid)
+            return [node], f"{node.name}, the transaction coordinator of {tid!r}"
+        if self.pick == "output-leader":
+            output = output_topic(self.topic)
+            node, partition = find_leader(site, output, rng)
+            return [node], f"{node.name}, leader of {output}[{partition}] (the transactional output)"
         node = rng.choice(up)
         return [node], node.name
 
@@ -177,7 +212,7 @@ class _NodeFault(Fault):
 
 def _node_fault(action: str, pick: str, description: str) -> type[Fault]:
     return type(
-        f"{action.title()}{pick.title()}",
+        f"{action.title()}{pick.title().replace('-', '')}",
         (_NodeFault,),
         {"name": f"{action}-{pick}", "action": action, "pick": pick, "description": description},
     )
@@ -389,6 +424,20 @@ FAULTS: dict[str, FaultSpec] = {
         _spec(_node_fault("kill", "controller", "kill -9 the controller; heal restarts it")),
         _spec(_node_fault("kill", "random", "kill -9 a random node; heal restarts it")),
         _spec(_node_fault("kill", "site", "kill -9 every node of east at once; heal restarts them all")),
+        _spec(
+            _node_fault(
+                "kill",
+                "txn-coordinator",
+                "kill -9 the transaction coordinator of the transactional workload's id; heal restarts it",
+            )
+        ),
+        _spec(
+            _node_fault(
+                "kill",
+                "output-leader",
+                "kill -9 the leader of a partition of the transactional workload's output; heal restarts it",
+            )
+        ),
         _spec(_node_fault("pause", "leader", "SIGSTOP the leader of a partition; heal sends SIGCONT")),
         _spec(_node_fault("pause", "follower", "SIGSTOP a follower of a partition; heal sends SIGCONT")),
         _spec(_node_fault("pause", "controller", "SIGSTOP the controller; heal sends SIGCONT")),

@@ -39,9 +39,19 @@ history that :func:`load` reads (a torn last line is skipped) and that a Spark j
 ``stop``   (nemesis, no invoke)                        ``nemesis``, ``target``
 ``promote`` (failover, no invoke)                      ``value`` = {link, rpo_records, cut: {...}, ...}
 ``export`` (failover, no invoke)                       ``records`` = the divergence the failover exported
+``txn``    ``transaction`` (number), ``group``,         ok: committed (``outputs``: the output records written);
+           ``input``, ``output`` (topics), ``inputs``   fail: certainly not committed (``error``); info: unknown
+           (records consumed), ``offsets`` (the next
+           offsets it commits), ``abort`` (on purpose)
+``txn-drain`` (no invoke)                              ``group``, ``ends``: ok, the group's committed offsets reached
+                                                       them; fail (``error``)
+``txn-read`` ``site``, ``input``, ``output``, ``group``, ok: ``records`` (the output, as ``isolation`` reads it),
+           ``isolation``                               ``ends``, ``open`` (partitions whose LSO stayed below the high
+                                                       watermark), ``committed`` = {"<input>/<p>": offset or -1}
 =========  ==========================================  ===============================================================
 
-Values are text (the workloads write ``"<run id>-<process>-<seq>"``, unique per write).
+Values are text (the workloads write ``"<run id>-<process>-<seq>"``, unique per write; the
+transactional workload's output records ``"<input value>|<process>/<transaction>"``).
 Sends, polls and commits may carry ``site`` (where they happened); without it the checkers place
 them by the promotes before them. Any other key a workload adds is kept and ignored by checkers
 that do not know it.

@@ -6,14 +6,15 @@ One scenario, in order (every phase bounded, every fault healed whatever happens
    in ``DIR/<scenario>/``, create the topic ``chaos-<scenario>`` on east and wait until the mirror
    made it on west;
 2. start the workloads, each recording into ``DIR/<scenario>/history.jsonl``: a producer on
-   east (idempotent ``acks=all``, or what the scenario says), a consumer group, and a mirror
-   reader sampling west's lag;
+   east (idempotent ``acks=all``, or what the scenario says), a consumer group, a mirror
+   reader sampling west's lag, and with ``transactions`` a consume-transform-produce loop
+   from the topic to its output topic (made on east only), waited for until it has committed once;
 3. after a warm-up, run the **schedule**: the scenario's faults in an order and with hold and
    quiet times drawn from the scenario's seed (so ``--seed`` replays the same schedule), each
    recorded as nemesis ``start``/``stop`` entries with its target;
 4. heal everything, let the producer write on a healed cluster for a while, stop it, wait for
-   the mirror to catch up, drain the group to the end, and record final reads of east
-   (role primary) and west (role mirror);
+   the mirror to catch up, drain the group (and the transactional loop) to the end, and record
+   final reads of east (role primary) and west (role mirror), and the ``txn-read`` of the output;
 5. stop the appliance (a node that misses its controlled-shutdown window is a finding too) and
    run the checkers on the history.
 
@@ -48,7 +49,16 @@ from chaos.proxy import run_in_thread
 from chaos.report import render
 from chaos.scenarios import Scenario, ScheduledFault, scenario_seed, schedule
 from chaos.sites import Sites
-from chaos.workloads import GroupConsumer, MirrorReader, Producer, Workload, final_read
+from chaos.workloads import (
+    GroupConsumer,
+    MirrorReader,
+    Producer,
+    TransactionalLoop,
+    Workload,
+    final_read,
+    final_txn_read,
+    output_topic,
+)
 from failover.errors import TopologyError
 from failover.topology import load_topology
 from mirror import AdminApiError, MirrorAdminClient
@@ -233,6 +243,8 @@ def _run(
 
         stack.callback(stop_appliance)
         _create_topic(app, topic)
+        if scenario.transactions:
+            _create_topic(app, output_topic(topic), mirrored=False)  # the mirror does not copy it
         producer = Producer(
             app.source.bootstrap,
             topic,
@@ -251,9 +263,14 @@ def _run(
         )
         mirror = MirrorReader(app.source.bootstrap, app.target.bootstrap, topic, history, site=app.target.name)
         workloads: list[Workload[Any]] = [producer, group, mirror]
+        txn = TransactionalLoop(app.source.bootstrap, topic, history) if scenario.transactions else None
+        if txn is not None:
+            workloads.append(txn)
         for workload in workloads:
             workload.start()
             stack.callback(workload.stop, 10.0)
+        if txn is not None:  # its id has a coordinator before any fault looks for it
+            txn.wait_for_commits(1, TOPIC_READY_S)
         say(f"{scenario.name}: workloads running; warming up {WARMUP_S:g} s")
         time.sleep(WARMUP_S)
         _run_schedule(app, topic, steps, history, rng, say, scenario.name)
@@ -279,10 +296,24 @@ def _run(
             result.findings.append(behind)
         say(f"{scenario.name}: draining the group to the end")
         group.drain({(topic, p): end for p, end in ends.items()}, DRAIN_S)
+        if txn is not None:
+            txn.drain({(topic, p): end for p, end in ends.items()}, DRAIN_S)
+            txn.stop(10.0)
         mirror.stop(10.0)
         group.stop(10.0)
         final_read(primary.bootstrap, [topic], history, site=primary.name, role="primary", timeout=FINAL_READ_S)
         final_read(secondary.bootstrap, [topic], history, site=secondary.name, role="mirror", timeout=FINAL_READ_S)
+        if txn is not None:
+            final_txn_read(
+                primary.bootstrap,
+                topic,
+                txn.output,
+                txn.group,
+                history,
+                site=primary.name,
+                isolation=scenario.output_isolation,
+                timeout=FINAL_READ_S,
+            )
         for workload in workloads:
             result.findings.extend(f"{type(workload).__name__}: {error}" for error in workload.errors)
 
@@ -411,13 +442,16 @@ def _run_schedule(
             history.nemesis("stop", step.fault, target)
 
 
-def _create_topic(app: Sites, topic: str) -> None:
+def _create_topic(app: Sites, topic: str, *, mirrored: bool = True) -> None:
+    """``topic`` on the source; and, when ``mirrored``, once the mirror has made it on the target."""
     admin = AdminClient({"bootstrap.servers": app.source.bootstrap})
     futures = admin.create_topics([NewTopic(topic, PARTITIONS, replication_factor=min(3, app.node_count))])
     try:
         futures[topic].result(30)
     except Exception as exc:
         raise ChaosError(f"cannot create topic {topic} on {app.source.name}: {exc}") from None
+    if not mirrored:
+        return
     deadline = time.monotonic() + TOPIC_READY_S
     target = AdminClient({"bootstrap.servers": app.target.bootstrap})
     while time.monotonic() < deadline:

@@ -8,7 +8,7 @@ checkers fire. They pass only when that anomaly is found, and the ``short`` and 
 matrices (what must pass) leave them out; ``controls`` runs them.
 
 - ``short``: every fault once, grouped into a few scenarios on one 3-node-per-site appliance
-  each (CI runs it: under 8 minutes on 2 cores);
+  each (CI runs it: about 10 minutes on 2 cores);
 - ``full``: every fault on its own, on 3- and 4-node sites, each run with several seeds (on
   demand; ``--duration`` stretches each scenario into a soak).
 """
@@ -42,6 +42,8 @@ class Scenario:
     site_loss: bool = False  # ends with the loss of east and an unplanned promote of west
     disks: bool = False  # each source node's second log dir on a loop-mounted XFS image (needs root, xfsprogs)
     plant: str | None = None  # a planted defect of a positive control (see chaos.runner.PLANTS)
+    transactions: bool = False  # also a consume-transform-produce loop in transactions (workloads.TransactionalLoop)
+    output_isolation: str = "read_committed"  # how the transactional output is read at the end
 
     @property
     def control(self) -> bool:
@@ -56,6 +58,7 @@ def _all(*scenarios: Scenario) -> dict[str, Scenario]:
 
 
 _PROCESS_KILLS = ("kill-leader", "kill-follower", "kill-controller", "kill-random", "kill-site")
+_TXN_KILLS = ("kill-txn-coordinator", "kill-output-leader")
 _PROCESS_PAUSES = ("pause-leader", "pause-follower", "pause-controller", "pause-random", "pause-site")
 _ZOOKEEPER = ("zk-expire", "zk-loss")
 _DISKS = ("disk-full", "disk-failing", "disk-readonly", "torn-tail")
@@ -92,6 +95,14 @@ SHORT = _all(
         (),
         site_loss=True,
         duration=10.0,
+    ),
+    Scenario(
+        "transactions",
+        "a consume-transform-produce loop in transactions, some aborted on purpose: kill -9 of its transaction "
+        "coordinator and of an output partition's leader",
+        _TXN_KILLS,
+        transactions=True,
+        duration=12.0,
     ),
 )
 
@@ -156,6 +167,15 @@ CONTROLS = _all(
         plant="export-drop",
         duration=5.0,
     ),
+    Scenario(
+        "control-read-uncommitted",
+        "the transactional output read with read_uncommitted, as the docs warn not to: aborted records are visible",
+        (),
+        expect="aborted-read",
+        transactions=True,
+        output_isolation="read_uncommitted",
+        duration=5.0,
+    ),
 )
 
 #: Every fault on its own (the full matrix adds topologies and seeds).
@@ -170,7 +190,7 @@ SCENARIOS: dict[str, Scenario] = {**SHORT, **SINGLE, **CONTROLS}
 
 MATRICES: dict[str, tuple[str, ...]] = {
     "short": tuple(SHORT),
-    "full": (*SINGLE, "site-loss"),
+    "full": (*SINGLE, "site-loss", "transactions"),
     "controls": tuple(CONTROLS),
 }
 

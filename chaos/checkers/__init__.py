@@ -63,11 +63,16 @@ rpo-accuracy         ``unexported-loss``       after a promote with ``planned`` 
                                                missing from the new primary that no export holds
                      ``exported-present``      an exported value the new primary holds
                      ``planned-loss``          an acknowledged value exported after a planned promote
+exactly-once         ``aborted-read`` (G1a),   a transactional consume-transform-produce loop's output (the
+                     ``txn-duplicate``,        last ``txn-read``) against its ``txn`` operations, the group's
+                     ``txn-lost``, ``txn-gap``, committed offsets and the primary's final read of its input:
+                     ``offsets-mismatch``,     see ``_txn.py``'s docstring for each definition
+                     ``phantom-output``
 ==================== ========================= ==============================================================
 
 The checkers that read the primary's final read are skipped without one; unseen without a
 drain; mirror-divergence without a mirror's final read; rpo-accuracy without a promote that is
-unplanned (or planned and followed by an export).
+unplanned (or planned and followed by an export); exactly-once without a ``txn-read``.
 """
 
 from ._anomaly import ANOMALY_LIMIT as ANOMALY_LIMIT

@@ -13,6 +13,7 @@ from ._group import commit_regression, skipped_read, unseen
 from ._order import nonmonotonic_poll, nonmonotonic_send
 from ._positions import duplicate, inconsistent_offsets
 from ._sites import mirror_divergence, rpo_accuracy
+from ._txn import exactly_once
 from ._view import CheckerError, View
 from ._writes import lost_write, moved
 
@@ -95,6 +96,11 @@ CHECKERS: Mapping[str, Checker] = MappingProxyType(
                 "rpo-accuracy",
                 "after an unplanned failover, the records lost are exactly the divergence exported",
                 rpo_accuracy,
+            ),
+            Checker(
+                "exactly-once",
+                "a transactional consume-transform-produce loop moved every input record once and nothing aborted",
+                exactly_once,
             ),
         )
     }

@@ -210,6 +210,8 @@ class View:
         self.resets: list[Op] = []  # ok resets
         self.assigns: list[Op] = []
         self.drains: list[Op] = []  # ok and fail drains
+        self.txns: list[Op] = []  # every txn entry (invokes and completions), in history order
+        self.txn_reads: list[Op] = []  # ok txn-reads
         self.promotes: list[Promote] = []
         self.exported: list[Seen] = []
         self.faults: list[Fault] = []
@@ -263,6 +265,10 @@ class View:
                 if mono is not None:
                     self.faults.append(Fault(mono, mono, (entry,)))
                 continue
+            if f == "txn":
+                self.txns.append(entry)
+            elif f == "txn-read" and kind == "ok":
+                self.txn_reads.append(entry)
             if kind == "invoke":
                 last_invoke[(process, f)] = mono
                 if f == "send" and isinstance(entry.get("value"), str):

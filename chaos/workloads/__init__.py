@@ -18,6 +18,9 @@ starts and stops it. Counters are safe to read from any thread.
 - :class:`MirrorReader` -- ``lag`` samples of a mirror and ``read`` entries (role "mirror") of
   what the target holds.
 - :func:`final_read` -- the complete ``read`` (``final: true``) of a site at the end of a run.
+- :class:`TransactionalLoop` -- a consume-transform-produce loop in transactions (``txn``), some
+  aborted on purpose; :func:`final_txn_read` records the ``txn-read`` of its output and its
+  group's offsets that the exactly-once checker judges.
 
 Which client errors are ``fail`` and which ``info``: :mod:`chaos.workloads._outcomes`.
 The entries and fields are those of :mod:`chaos.history` and the chaos spec.
@@ -30,3 +33,9 @@ from ._outcomes import commit_outcome as commit_outcome
 from ._outcomes import send_outcome as send_outcome
 from ._producer import Producer as Producer
 from ._read import final_read as final_read
+from ._txn import TransactionalLoop as TransactionalLoop
+from ._txn import final_txn_read as final_txn_read
+from ._txn import output_topic as output_topic
+from ._txn import output_value as output_value
+from ._txn import transactional_id as transactional_id
+from ._txn import txn_group as txn_group

@@ -19,18 +19,21 @@ import logging
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Generic, Self, TypeVar
 
-from confluent_kafka import KafkaError
+import confluent_kafka as ck
+from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException, TopicPartition
 
 from chaos.errors import WorkloadError
 from chaos.history import FAILOVER, NEMESIS, History, Op, OpType
 
 from ._outcomes import describe
+from ._records import partition_key
 
-__all__ = ["GRACE_S", "Workload"]
+__all__ = ["GRACE_S", "Drain", "Workload"]
 
 _log = logging.getLogger("chaos.workloads")
 
@@ -43,7 +46,29 @@ _MAX_CLIENT_ERRORS = 20
 #: Fields of an entry that are its own, not the operation's.
 _ENTRY_KEYS = frozenset({"index", "type", "process", "f", "time", "mono"})
 
+#: Seconds a committed-offsets lookup of a drain may take (the worker thread does nothing else meanwhile).
+_LOOKUP_S = 2.0
+
 ClientT = TypeVar("ClientT")
+TP = tuple[str, int]
+
+
+@dataclass
+class Drain:
+    """A drain asked for by ``_drain_until`` and followed by the worker thread (under the workload's lock)."""
+
+    ends: dict[TP, int]
+    deadline: float  # time.monotonic() when the drain gives up
+    committed: dict[TP, int] = field(default_factory=dict)
+    last_error: str | None = None
+    reached: threading.Event = field(default_factory=threading.Event)
+
+    def behind(self) -> list[str]:
+        return [
+            f"{partition_key(*tp)} at {self.committed.get(tp, 'nothing committed')} of {end}"
+            for tp, end in sorted(self.ends.items())
+            if end > 0 and self.committed.get(tp, -1) < end
+        ]
 
 
 class Workload(Generic[ClientT]):
@@ -69,6 +94,7 @@ class Workload(Generic[ClientT]):
         self._errors: list[BaseException] = []
         self._client_errors: deque[str] = deque(maxlen=_MAX_CLIENT_ERRORS)
         self._fatal = threading.Event()  # set by a fatal client error: the worker loop ends
+        self._drain: Drain | None = None  # the drain the worker thread follows, if any
 
     # -- what any thread may read -------------------------------------------------------------------
 
@@ -185,6 +211,54 @@ class Workload(Generic[ClientT]):
 
     def _before_halt(self, timeout: float) -> None:
         """Called by ``stop`` before it sets the stop event (``timeout``: the time ``stop`` allows)."""
+
+    # -- draining a consumer group to given ends -----------------------------------------------------
+
+    def _drain_until(self, f: str, group: str, ends: Mapping[TP, int], timeout: float) -> bool:
+        """Wait until the worker thread finds ``group``'s committed offsets at ``ends``; record ``f``.
+
+        The worker thread follows ``self._drain`` with :meth:`_look_up_drain`. Records ``f`` ``ok``
+        with ``group`` and ``ends`` and returns True once every partition's committed offset is at
+        least its end (an end of 0 is reached at once); else ``fail`` naming the partitions behind,
+        after ``timeout`` seconds or when the workload ends first, and returns False.
+        """
+        deadline = time.monotonic() + timeout
+        request = Drain({(topic, partition): int(end) for (topic, partition), end in ends.items()}, deadline)
+        recorded_ends = {partition_key(*tp): end for tp, end in sorted(request.ends.items())}
+        with self._changed:
+            self._drain = request
+        try:
+            while not request.reached.wait(min(0.5, max(0.0, deadline - time.monotonic()))):
+                if time.monotonic() >= deadline or not self.running:
+                    break
+        finally:
+            with self._changed:
+                self._drain = None
+        if request.reached.is_set():
+            self._record("ok", f, group=group, ends=recorded_ends)
+            return True
+        with self._changed:
+            why = f"timed out after {timeout} s" if self.running else "the consumer stopped"
+            behind = "; ".join(request.behind()) or "unknown"
+            error = f"{why}; behind: {behind}" + (f"; last error: {request.last_error}" if request.last_error else "")
+        self._record("fail", f, group=group, ends=recorded_ends, error=error)
+        return False
+
+    def _look_up_drain(self, consumer: ck.Consumer, drain: Drain) -> None:
+        """On the worker thread: the group's committed offsets of ``drain``'s partitions; whether they reach it."""
+        try:
+            lookup_s = min(_LOOKUP_S, max(0.1, drain.deadline - time.monotonic()))
+            found = consumer.committed([TopicPartition(t, p) for t, p in sorted(drain.ends)], timeout=lookup_s)
+        except KafkaException as exc:
+            with self._changed:
+                drain.last_error = str(exc)
+            return
+        with self._changed:
+            for tp in found:
+                if tp.error is None and tp.offset != OFFSET_INVALID:
+                    drain.committed[(tp.topic, tp.partition)] = tp.offset
+            if not drain.behind():
+                drain.reached.set()
 
     # -- recording ----------------------------------------------------------------------------------
 

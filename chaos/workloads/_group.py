@@ -36,16 +36,15 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import confluent_kafka as ck
-from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from chaos.errors import WorkloadError
 from chaos.history import History, OpType
 
-from ._base import Workload
+from ._base import Drain, Workload
 from ._outcomes import commit_outcome, describe
 from ._records import CLIENT_LOGGER, CONSUMER_DEFAULTS, ConfigValue, Record, partition_key, record_of
 
@@ -60,8 +59,6 @@ _POLL_S = 0.2
 _POLL_RECORDS = 500
 #: Seconds between two checks of the group's committed offsets while draining.
 _DRAIN_CHECK_S = 0.5
-#: Seconds a committed-offsets lookup may take (the thread does nothing else meanwhile).
-_LOOKUP_S = 2.0
 _CLIENTS = ("confluent-kafka",)
 
 _DEFAULTS: Mapping[str, ConfigValue] = {
@@ -69,24 +66,6 @@ _DEFAULTS: Mapping[str, ConfigValue] = {
     "session.timeout.ms": 10_000,
     "heartbeat.interval.ms": 1_000,
 }
-
-
-@dataclass
-class _Drain:
-    """A drain asked for by ``drain`` and followed by the worker thread (under the workload's lock)."""
-
-    ends: dict[TP, int]
-    deadline: float  # time.monotonic() when ``drain`` gives up
-    committed: dict[TP, int] = field(default_factory=dict)
-    last_error: str | None = None
-    reached: threading.Event = field(default_factory=threading.Event)
-
-    def behind(self) -> list[str]:
-        return [
-            f"{partition_key(*tp)} at {self.committed.get(tp, 'nothing committed')} of {end}"
-            for tp, end in sorted(self.ends.items())
-            if end > 0 and self.committed.get(tp, -1) < end
-        ]
 
 
 class GroupConsumer(Workload[ck.Consumer]):
@@ -141,7 +120,6 @@ class GroupConsumer(Workload[ck.Consumer]):
         self._polls_since_commit = 0
         self._last_commit = time.monotonic()
         # Shared with other threads, under the lock.
-        self._drain: _Drain | None = None
         self._records = 0
         self._restarts = 0
         self._crashes = 0
@@ -186,27 +164,7 @@ class GroupConsumer(Workload[ck.Consumer]):
         ``commit="after"`` the committed offsets are what the group processed (this member commits
         at every check); with ``commit="before"``, what it was delivered.
         """
-        deadline = time.monotonic() + timeout
-        request = _Drain({(topic, partition): int(end) for (topic, partition), end in ends.items()}, deadline)
-        recorded_ends = {partition_key(*tp): end for tp, end in sorted(request.ends.items())}
-        with self._changed:
-            self._drain = request
-        try:
-            while not request.reached.wait(min(0.5, max(0.0, deadline - time.monotonic()))):
-                if time.monotonic() >= deadline or not self.running:
-                    break
-        finally:
-            with self._changed:
-                self._drain = None
-        if request.reached.is_set():
-            self._record("ok", "drain", group=self.group, ends=recorded_ends)
-            return True
-        with self._changed:
-            why = f"timed out after {timeout} s" if self.running else "the consumer stopped"
-            behind = "; ".join(request.behind()) or "unknown"
-            error = f"{why}; behind: {behind}" + (f"; last error: {request.last_error}" if request.last_error else "")
-        self._record("fail", "drain", group=self.group, ends=recorded_ends, error=error)
-        return False
+        return self._drain_until("drain", self.group, ends, timeout)
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
@@ -360,22 +318,10 @@ class GroupConsumer(Workload[ck.Consumer]):
         self._complete(key, "ok", group=self.group, offsets=listed)
         self._committed.update(offsets)
 
-    def _check_drain(self, consumer: ck.Consumer, drain: _Drain) -> None:
+    def _check_drain(self, consumer: ck.Consumer, drain: Drain) -> None:
         if self.commit == "after":
             self._commit_processed(consumer, self._assigned)
-        try:
-            lookup_s = min(_LOOKUP_S, max(0.1, drain.deadline - time.monotonic()))
-            found = consumer.committed([TopicPartition(t, p) for t, p in sorted(drain.ends)], timeout=lookup_s)
-        except KafkaException as exc:
-            with self._changed:
-                drain.last_error = str(exc)
-            return
-        with self._changed:
-            for tp in found:
-                if tp.error is None and tp.offset != OFFSET_INVALID:
-                    drain.committed[(tp.topic, tp.partition)] = tp.offset
-            if not drain.behind():
-                drain.reached.set()
+        self._look_up_drain(consumer, drain)
 
     # -- rebalance callbacks (on the worker thread, inside consume and close) -----------------------
 

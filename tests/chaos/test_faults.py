@@ -11,8 +11,9 @@ import pytest
 from confluent_kafka import Producer
 
 from chaos.appliance import ChaosAppliance
-from chaos.faults import FAULTS, find_controller, find_leader
+from chaos.faults import FAULTS, find_controller, find_leader, find_txn_coordinator
 from chaos.proxy import ProxyHandle, run_in_thread
+from chaos.workloads import output_topic, transactional_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
@@ -71,6 +72,32 @@ def test_a_kill_takes_the_chosen_node_down_and_heal_brings_it_back(app: ChaosApp
         fault.heal()
     assert all(n.running for n in app.source.nodes)
     _produce_one(app.source.bootstrap)
+
+
+def test_the_transactional_kills_take_down_the_coordinator_of_the_id_and_an_output_leader(app: ChaosAppliance) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    output = output_topic(TOPIC)
+    admin = AdminClient({"bootstrap.servers": app.source.bootstrap})
+    admin.create_topics([NewTopic(output, 3, 3)])[output].result(30)
+    config = {"bootstrap.servers": app.source.bootstrap, "transactional.id": transactional_id(TOPIC)}
+    producer = Producer(config)
+    producer.init_transactions(60)  # the id gets its coordinator
+    coordinator = find_txn_coordinator(app.source, transactional_id(TOPIC))
+    leader, partition = find_leader(app.source, output, random.Random(4))
+    for name, expected in (("kill-txn-coordinator", coordinator), ("kill-output-leader", leader)):
+        fault = FAULTS[name].make(app, TOPIC)
+        target = fault.start(random.Random(4))
+        try:
+            assert [n for n in app.source.nodes if not n.running] == [expected], (name, target)
+            assert expected.name in target
+        finally:
+            fault.heal()
+        assert all(n.running for n in app.source.nodes)
+    assert f"{output}[{partition}]" in target
+    producer.begin_transaction()  # the producer finds the coordinator again and commits
+    producer.produce(output, b"after the kills")
+    producer.commit_transaction(60)
 
 
 def test_pause_site_stops_every_node_and_heal_continues_them(app: ChaosAppliance) -> None:

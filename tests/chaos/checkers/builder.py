@@ -102,6 +102,44 @@ class Builder:
             return self.add("ok", process, "drain", group=group, ends=ends)
         return self.add("fail", process, "drain", group=group, ends=ends, error=error)
 
+    # -- transactions ------------------------------------------------------------------------------
+
+    def txn(
+        self,
+        process: str,
+        number: int,
+        inputs: list[dict[str, Any]],
+        outcome: str = "ok",
+        *,
+        abort: bool = False,
+        error: str | None = None,
+    ) -> Op:
+        """A ``txn`` moving ``inputs``: invoke, then ``outcome`` (None: never completed)."""
+        offsets: dict[tuple[str, int], int] = {}
+        for record in inputs:
+            offsets[(record["topic"], record["partition"])] = record["offset"] + 1
+        listed = [{"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(offsets.items())]
+        about = {"transaction": number, "group": "tg", "input": "t", "output": "o"}
+        invoked = self.add("invoke", process, "txn", **about, inputs=inputs, offsets=listed, abort=abort)
+        if outcome is None:
+            return invoked
+        return self.add(outcome, process, "txn", **about, **({"error": error} if error else {}))
+
+    def txn_read(
+        self,
+        records: list[dict[str, Any]],
+        committed: dict[str, int],
+        *,
+        site: str = "east",
+        isolation: str = "read_committed",
+        ends: dict[str, list[int]] | None = None,
+    ) -> Op:
+        about = {"site": site, "input": "t", "output": "o", "group": "tg", "isolation": isolation}
+        self.add("invoke", "txn-read", "txn-read", **about)
+        return self.add(
+            "ok", "txn-read", "txn-read", **about, records=records, ends=ends or {}, open={}, committed=committed
+        )
+
     # -- reads, faults, failovers ------------------------------------------------------------------
 
     def read(

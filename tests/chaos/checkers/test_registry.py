@@ -25,6 +25,7 @@ NAMES = [
     "unseen",
     "mirror-divergence",
     "rpo-accuracy",
+    "exactly-once",
 ]
 
 

@@ -10,7 +10,7 @@ from chaos.history import TYPES, Op
 
 COMPLETIONS = frozenset({"ok", "fail", "info"})
 #: Entries recorded without an invoke, and the types they may have.
-UNINVOKED = {"assign": {"info"}, "lag": {"info"}, "drain": {"ok", "fail"}}
+UNINVOKED = {"assign": {"info"}, "lag": {"info"}, "drain": {"ok", "fail"}, "txn-drain": {"ok", "fail"}}
 
 
 def _record(record: Any) -> None:
@@ -51,6 +51,27 @@ def _completion(invoked: Op, done: Op) -> None:
             assert isinstance(done["final"], bool) and isinstance(done["ends"], dict), done
             for name, (first, end) in done["ends"].items():
                 assert "/" in name and 0 <= first <= end, done["ends"]
+            for record in done["records"]:
+                _record(record)
+    elif f == "txn":
+        assert done["transaction"] == invoked["transaction"] and done["group"] == invoked["group"], (invoked, done)
+        assert invoked["inputs"] and isinstance(invoked["abort"], bool), invoked
+        for record in invoked["inputs"]:
+            _record(record)
+        _offsets(invoked["offsets"])
+        if kind == "ok":
+            assert not invoked["abort"] and len(done["outputs"]) == len(invoked["inputs"]), (invoked, done)
+            for record in done["outputs"]:
+                _record(record)
+        if invoked["abort"]:
+            assert kind != "ok", (invoked, done)
+    elif f == "txn-read":
+        assert {k: done[k] for k in invoked if k in ("site", "input", "output", "group", "isolation")} == {
+            k: invoked[k] for k in ("site", "input", "output", "group", "isolation")
+        }, done
+        if kind == "ok":
+            assert isinstance(done["ends"], dict) and isinstance(done["committed"], dict), done
+            assert isinstance(done["open"], dict), done
             for record in done["records"]:
                 _record(record)
     else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -10,10 +11,11 @@ import confluent_kafka
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from chaos.checkers import CHECKERS
 from chaos.errors import WorkloadError
 from chaos.history import History, load
 from chaos.nemesis import kill_9
-from chaos.workloads import GroupConsumer, MirrorReader, Producer, final_read
+from chaos.workloads import GroupConsumer, MirrorReader, Producer, TransactionalLoop, final_read, final_txn_read
 from tests.chaos.workloads.shape import acked, check_shape, polled, polls_increase_between_assigns
 from tests.node.harness import NodeProcess, wait_for
 
@@ -270,3 +272,72 @@ def test_the_mirror_reader_samples_lag_reads_the_target_and_counts_an_unreachabl
     assert all(r["role"] == "mirror" and r["final"] is False and r["site"] == "west" for r in reads)
     mirrored = {r["value"]: (r["topic"], r["partition"], r["offset"]) for read in reads for r in read["records"]}
     assert mirrored == dict(copied)  # the same values at the source's offsets, each read once
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_the_transactional_loop_moves_every_record_once_and_its_aborted_output_is_read_uncommitted_only(
+    zookeeper: str, tmp_path: Path
+) -> None:
+    """The exactly-once checker passes on what the loop did, read_committed; the same output read
+    read_uncommitted shows the aborted transactions' records, and the checker names them."""
+    node = NodeProcess(1, tmp_path / "east", f"{zookeeper}/txn-{uuid.uuid4().hex}", TXN_ON_ONE_NODE)
+    try:
+        node.start()
+        _transactional_loop(node.bootstrap, tmp_path)
+    finally:
+        node.stop()
+
+
+#: One broker: __transaction_state with one replica.
+TXN_ON_ONE_NODE = {
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "transaction.state.log.num.partitions": "3",
+}
+
+
+def _transactional_loop(servers: str, tmp_path: Path) -> None:
+    create_topic(servers, "in", 2)
+    create_topic(servers, "txn-out.in", 2)
+    history = History(tmp_path / "history.jsonl")
+    producer = Producer(servers, "in", history, rate=400)
+    loop = TransactionalLoop(servers, "in", history, abort_every=3, batch=40)
+    with producer, loop:
+        loop.wait_for_commits(3, timeout=60)
+        # Another instance with the loop's transactional.id fences it: the loop's producer fails
+        # fatally, and the loop makes a new one and goes back to the group's committed offsets.
+        zombie_killer = confluent_kafka.Producer(
+            {"bootstrap.servers": servers, "transactional.id": loop.transactional_id}
+        )
+        zombie_killer.init_transactions(30)
+        zombie_killer.close()
+        wait_for("a new producer", lambda: loop.producers >= 2, timeout=60)
+        loop.wait_for_commits(loop.committed + 3, timeout=60)
+        producer.stop(timeout=10)
+        ends: dict[tuple[str, int], int] = {}
+        for topic, partition, offset in acked(history.ops).values():
+            ends[(topic, partition)] = max(ends.get((topic, partition), 0), offset + 1)
+        assert loop.drain(ends, timeout=60)
+    final_read(servers, ["in"], history, site="east", role="primary", timeout=30)
+    final_txn_read(servers, "in", loop.output, loop.group, history, site="east", timeout=30)
+    history.close()
+    ops = load(tmp_path / "history.jsonl").ops
+    pairs = check_shape(ops)
+    assert loop.errors == [] and loop.aborted >= 2 and loop.committed >= 6
+    # The new instance's init_transactions retries while the loop's replacement has a transaction
+    # open, and each retry aborts and fences that one: the two may fence each other a few times.
+    fenced = [done for _, done in pairs["txn"] if done["type"] != "ok" and "aborted on purpose" not in done["error"]]
+    assert fenced and all("FENCED" in done["error"].upper() for done in fenced), [d["error"] for d in fenced]
+    assert loop.producers >= len(fenced) + 1, loop.client_errors  # one more for each init that failed
+    assert {done["type"] for invoked, done in pairs["txn"] if invoked["abort"]} == {"fail"}
+    read = pairs["txn-read"][0][1]
+    assert read["open"] == {} and read["committed"] == {f"in/{p}": end for (_, p), end in sorted(ends.items())}
+    result = CHECKERS["exactly-once"](load(tmp_path / "history.jsonl"))
+    assert (result.verdict, result.checked) == ("pass", 2 * len(acked(ops))), result.anomalies
+
+    uncommitted = History.of(ops)
+    final_txn_read(servers, "in", loop.output, loop.group, uncommitted, site="east", isolation="read_uncommitted")
+    result = CHECKERS["exactly-once"](uncommitted)
+    names = {anomaly.name for anomaly in result.anomalies}
+    assert names == {"aborted-read", "txn-duplicate"}, result.anomalies
