@@ -34,13 +34,13 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Iterable
-from dataclasses import replace
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import trio
 
-from node.client import ClientError, NodeConnection
+from node.client import ClientError, FetcherSession, NodeConnection
 from node.cluster import ClusterState
 from node.config import NodeConfig
 from node.coordination import CoordinationError, PartitionState, StaleState, ZkState
@@ -358,7 +358,9 @@ class ReplicaManager:
 
         Raises what the connection raises (ClientError, ProtocolError, OSError); cancellable."""
         timeout = self.config.replica_socket_timeout_ms / 1000
+        max_bytes = self.config.replica_fetch_max_bytes
         answered: float | None = None  # when the last fetch that brought records was answered
+        session: FetcherSession[TopicPartition, _Position] = FetcherSession()  # one per connection (KIP-227)
         while True:
             partitions = self._followed(leader_id)
             if not partitions:
@@ -375,35 +377,49 @@ class ReplicaManager:
             if not chosen:
                 await trio.sleep(0.05)
                 continue
+            wanted = {p.tp: _Position(p.log.log_end_offset, p.log.log_start_offset, p.leader_epoch) for p in chosen}
+            fetch = session.next_fetch(wanted)
             request = {
                 "replica_id": self.broker_id,
                 "max_wait_ms": self.config.replica_fetch_wait_max_ms,
                 "min_bytes": self.config.replica_fetch_min_bytes,
                 "max_bytes": self.config.replica_fetch_response_max_bytes,
                 "isolation_level": 0,
-                "session_id": 0,
-                "session_epoch": -1,
-                "topics": _by_topic(
-                    chosen,
-                    lambda p: {
-                        "partition": p.tp.partition,
-                        "current_leader_epoch": p.leader_epoch,
-                        "fetch_offset": p.log.log_end_offset,
-                        "log_start_offset": p.log.log_start_offset,
-                        "partition_max_bytes": self.config.replica_fetch_max_bytes,
+                "session_id": fetch.session_id,
+                "session_epoch": fetch.session_epoch,
+                "topics": _grouped(
+                    fetch.partitions.items(),
+                    lambda tp, pos: {
+                        "partition": tp.partition,
+                        "current_leader_epoch": pos.leader_epoch,
+                        "fetch_offset": pos.fetch_offset,
+                        "log_start_offset": pos.log_start_offset,
+                        "partition_max_bytes": max_bytes,
                     },
                 ),
-                "forgotten_topics_data": [],
+                "forgotten_topics_data": _forgotten(fetch.forgotten),
                 "rack_id": self.config.broker_rack or "",
             }
-            epochs = {p.tp: p.leader_epoch for p in chosen}
+            epochs = {tp: pos.leader_epoch for tp, pos in wanted.items()}
             sent = time.perf_counter()
             if answered is not None:
                 self.metrics.observe_replica_turnaround(sent - answered)
-            body = await conn.request(
-                ApiKey.FETCH, FETCH_VERSION, request, timeout=timeout + self.config.replica_fetch_wait_max_ms / 1000
-            )
+            try:
+                body = await conn.request(
+                    ApiKey.FETCH, FETCH_VERSION, request, timeout=timeout + self.config.replica_fetch_wait_max_ms / 1000
+                )
+            except BaseException:
+                session.reset()
+                raise
             arrived = time.perf_counter()
+            if not session.answered(fetch, body.error_code, body.session_id):
+                log.info(
+                    "fetch session %d with leader %d: %s; fetching in full",
+                    fetch.session_id,
+                    leader_id,
+                    ErrorCode(body.error_code).name,
+                )
+                continue
             if body.error_code:
                 raise ClientError.from_code(body.error_code, "replica fetch")
             answered = None
@@ -608,6 +624,33 @@ def _only_replicas(isr: tuple[NodeId, ...], replicas: tuple[NodeId, ...], leader
     """``isr`` without the brokers that are not in ``replicas``: a leader never puts a non-replica
     in the ISR (and takes out one a reassignment removed)."""
     return tuple(r for r in isr if r == leader or r in replicas)
+
+
+@dataclass(frozen=True, slots=True)
+class _Position:
+    """What a follower's fetch asks of one partition; a fetch session resends it only when it changes."""
+
+    fetch_offset: Offset
+    log_start_offset: Offset
+    leader_epoch: LeaderEpoch
+
+
+def _grouped(
+    items: Iterable[tuple[TopicPartition, _Position]], entry: Callable[[TopicPartition, _Position], dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Fetch's ``topics``: the partitions' entries grouped by topic."""
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for tp, pos in items:
+        topics.setdefault(tp.topic, []).append(entry(tp, pos))
+    return [{"topic": name, "partitions": parts} for name, parts in topics.items()]
+
+
+def _forgotten(partitions: Iterable[TopicPartition]) -> list[dict[str, Any]]:
+    """Fetch's ``forgotten_topics_data``: the partitions a fetch session is to drop, by topic."""
+    topics: dict[str, list[int]] = {}
+    for tp in partitions:
+        topics.setdefault(tp.topic, []).append(tp.partition)
+    return [{"topic": name, "partitions": parts} for name, parts in topics.items()]
 
 
 def _by_topic(partitions: list[Partition], entry: Any) -> list[dict[str, Any]]:

@@ -12,6 +12,7 @@ By concern:
 - ``_truncate``: truncation to a cut (``AdminClient.truncate_partitions``, strait's API 1001);
 - ``_groups``: consumer-group verbs (``GroupAdmin``);
 - ``_data``: produce, fetch and list offsets of a partition, and record-set helpers;
+- ``_fetch_session``: the fetcher's side of an incremental fetch session (KIP-227), for followers;
 - ``_mirror``: MirrorAppend (strait's API 1000);
 - ``_txn_markers``: WriteTxnMarkers (Kafka's API 27), for the transaction coordinator;
 - ``_producers``: a partition's producers and open transactions (DescribeProducers, API 61), and
@@ -42,6 +43,8 @@ from ._data import list_offset as list_offset
 from ._data import list_offsets as list_offsets
 from ._data import produce_batch as produce_batch
 from ._data import produce_records as produce_records
+from ._fetch_session import FetcherSession as FetcherSession
+from ._fetch_session import SessionFetch as SessionFetch
 from ._groups import GroupAdmin as GroupAdmin
 from ._groups import GroupDescription as GroupDescription
 from ._groups import GroupMember as GroupMember
