@@ -14,7 +14,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 import pytest
 import trio
 
-from node.coordination import ZkQuotaStore, ZkSecurityStore, ZkSession
+from node.coordination import QuotaStoreError, ZkQuotaStore, ZkSecurityStore, ZkSession
 from node.quotas import Quotas
 from node.security._scram import ScramMechanism, make_credential
 from tests.node.coordination.zk_helpers import Raw, expire_session, raw_session, run
@@ -95,6 +95,8 @@ def test_quotas_written_by_kafka_are_loaded_and_followed_and_scram_kept(zk_conne
             await raw.create("/config/users/bob%40example.com", b'{"version":1,"config":{"producer_byte_rate":"7"}}')
             await raw.create("/config/clients/bad", b'{"version":1,"config":{"producer_byte_rate":"lots"}}')
             await raw.create("/config/clients/broken", b"not json")
+            # Not Kafka's name for client id "a b" (that is a%20b): skipped, as Kafka would look elsewhere.
+            await raw.create("/config/clients/a+b", b'{"version":1,"config":{"producer_byte_rate":"3"}}')
             async with nodes(zk_connect, 1) as [(a, _)]:
                 assert a.quotas() == {
                     (("user", None),): {"consumer_byte_rate": 500.0},
@@ -103,6 +105,9 @@ def test_quotas_written_by_kafka_are_loaded_and_followed_and_scram_kept(zk_conne
                 await raw.create("/config/clients/c9", b'{"version":1,"config":{"request_percentage":"12.5"}}')
                 await raw.create("/config/changes/config_change_", b'{"version":2,"entity_path":"clients/c9"}')
                 await eventually(lambda: (("client-id", "c9"),) in a.quotas(), "a follows Kafka's write")
+                with pytest.raises(QuotaStoreError, match="cannot change the quotas of /config/clients/broken"):
+                    await a.alter((("client-id", "broken"),), {"producer_byte_rate": 1.0})
+                assert await raw.data("/config/clients/broken") == b"not json"  # left as it was
 
                 # A user znode holds SCRAM credentials and quotas side by side: each writer keeps the other's.
                 async with ZkSession(zk_connect) as session, ZkSecurityStore(session) as security:
