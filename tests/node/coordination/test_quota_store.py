@@ -119,6 +119,13 @@ def test_quotas_written_by_kafka_are_loaded_and_followed_and_scram_kept(zk_conne
                     await eventually(
                         lambda: security.scram_credential("SCRAM-SHA-256", "carol") == credential, "credential kept"
                     )
+                    # Carol's last credential goes while her client quotas live below her znode: it stays, empty.
+                    await a.alter((("user", "carol"), ("client-id", "c1")), {"consumer_byte_rate": 5.0})
+                    await a.alter((("user", "carol"),), {"producer_byte_rate": None})
+                    assert await security.delete_scram("carol", "SCRAM-SHA-256")
+                    assert await raw.json("/config/users/carol") == {"version": 1, "config": {}}
+                    assert security.scram_credential("SCRAM-SHA-256", "carol") is None
+                    assert a.quotas()[(("user", "carol"), ("client-id", "c1"))] == {"consumer_byte_rate": 5.0}
 
     run(main)
 
