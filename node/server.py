@@ -756,7 +756,7 @@ _REQUEST_QUOTA_EXEMPT = frozenset(
 def _throttled(quotas: QuotaManager, header: RequestHeader, body: Struct, conn: ConnectionInfo) -> _Throttled | None:
     """Whose quotas a request counts against, or None (a follower's fetch, an exempt API). A consumer's
     Fetch asks for at most one quota window of bytes (Kafka caps ``max_bytes`` the same way), so one
-    response cannot ask for a throttle longer than the rates span."""
+    response does not ask for a long throttle."""
     api_key = header.api_key
     replica_fetch = api_key == ApiKey.FETCH and body.replica_id >= 0
     if replica_fetch or api_key in _REQUEST_QUOTA_EXEMPT:

@@ -312,7 +312,7 @@ class NodeConfig:
     quota_window_size_seconds: int = setting(ConfigKey(
         name="quota.window.size.seconds", type=_I, default="1", minimum=1, group=_NET,
         doc="Client quotas: the length of each sampled window. A rate is averaged over quota.window.num "
-            "such windows; a connection over its quota is muted for at most their whole span.",
+            "such windows; a request quota's throttle is at most one window.",
     ))
     # TLS (listeners whose protocol is SSL or SASL_SSL; see docs/security.md)
     ssl_keystore_type: str = setting(ConfigKey(

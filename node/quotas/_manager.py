@@ -31,6 +31,9 @@ from ._rate import SampledRate
 
 #: A rate not recorded on for this long is dropped (Kafka expires quota sensors after an hour).
 IDLE_RATE_S = 3600.0
+#: A safety bound on a byte rate's throttle (one request far over a quota that was just lowered):
+#: the connection is muted for at most this long, and ``throttle_time_ms`` stays an int32.
+MAX_BYTE_THROTTLE_S = 3600.0
 _PRUNE_EVERY = 4096  # records between two looks for idle rates
 
 
@@ -54,9 +57,15 @@ class QuotaSettings:
     window_s: float = 1.0
 
     @property
-    def max_throttle_s(self) -> float:
-        """The longest a connection is muted for one request: the whole measured span."""
+    def span_s(self) -> float:
+        """The whole measured span: a window older than this counts for nothing."""
         return self.window_num * self.window_s
+
+    def max_throttle_s(self, kind: QuotaKind) -> float:
+        """The longest one request may mute its connection for. A request quota's throttle is at
+        most one window, as Kafka bounds it (handler time cannot be sized down by the client); a
+        byte rate's is what its formula asks (Kafka bounds neither), up to MAX_BYTE_THROTTLE_S."""
+        return self.window_s if kind is QuotaKind.REQUEST else MAX_BYTE_THROTTLE_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,13 +124,13 @@ class QuotaManager:
     def fetch_cap(self, user: str, client_id: str) -> int | None:
         """The most bytes one Fetch response to this consumer should hold: one window's worth of
         its quota (Kafka's ``getMaxValueInQuotaWindow``), so that a single response cannot ask
-        for a throttle longer than the span; None without a quota."""
+        for a throttle much longer than the span; None without a quota."""
         quota = self.quota(QuotaKind.FETCH, user, client_id)
         return None if quota is None else max(1, int(quota * self.settings.window_s))
 
     def record(self, user: str, client_id: str, usage: Usage) -> float:
         """Record ``usage`` on the rates whose quotas apply; the seconds to mute the connection
-        for (0 within every quota), at most ``settings.max_throttle_s``."""
+        for (0 within every quota), at most ``settings.max_throttle_s`` of each kind."""
         if not self._quotas:
             return 0.0
         throttle = 0.0
@@ -145,7 +154,7 @@ class QuotaManager:
                 )
             held.last_used, held.quota = now, quota
             held.rate.record(value, now)
-            wait = min(held.rate.throttle_s(quota, now), self.settings.max_throttle_s)
+            wait = min(held.rate.throttle_s(quota, now), self.settings.max_throttle_s(kind))
             if wait > 0:
                 self.throttle_s[kind] += wait
                 self.throttled[kind] += 1

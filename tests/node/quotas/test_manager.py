@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from node.quotas import QuotaKind, QuotaManager, Quotas, QuotaSettings, Usage
+from node.quotas._manager import MAX_BYTE_THROTTLE_S
 
 pytestmark = pytest.mark.unit
 
@@ -38,7 +39,7 @@ def test_a_producer_over_its_byte_rate_is_throttled_until_the_rate_is_back() -> 
     assert throttle == pytest.approx(10.0)  # 20000 / (10 + 10) s = 1000/s
     assert quotas.throttled[QuotaKind.PRODUCE] == 1
     # Kafka's measure: the burst leaves the rate once its window is older than the whole span.
-    clock.now += quotas.settings.max_throttle_s
+    clock.now += quotas.settings.span_s
     assert quotas.record("", "c1", Usage(produce_bytes=1)) == 0.0
     assert quotas.record("", "other", Usage(produce_bytes=10**6)) == 0.0  # another client id: no quota
 
@@ -73,10 +74,14 @@ def test_the_user_quota_overrides_the_client_id_one() -> None:
     assert quotas.record("bob", "c1", Usage(produce_bytes=10**5)) > 0
 
 
-def test_throttle_is_bounded_by_the_span_and_fetches_by_a_window() -> None:
+def test_request_throttles_are_bounded_by_a_window_and_byte_throttles_follow_the_formula() -> None:
     settings = QuotaSettings(window_num=5, window_s=2.0)
-    quotas, _ = manager({(("client-id", "c"),): {"consumer_byte_rate": 10.0, "producer_byte_rate": 10.0}}, settings)
-    assert quotas.record("", "c", Usage(produce_bytes=10**9)) == settings.max_throttle_s == 10.0
+    limits = {"consumer_byte_rate": 10.0, "producer_byte_rate": 10.0, "request_percentage": 1.0}
+    quotas, _ = manager({(("client-id", "c"),): limits}, settings)
+    # 1000 bytes over a span of 4 windows (8 s): 1000 / 10 - 8 s of silence, as Kafka asks (unbounded).
+    assert quotas.record("", "c", Usage(produce_bytes=1000)) == pytest.approx(92.0)
+    assert quotas.record("", "c", Usage(produce_bytes=10**12)) == MAX_BYTE_THROTTLE_S
+    assert quotas.record("", "c", Usage(handler_s=100.0)) == 2.0  # one window, as Kafka bounds request quotas
     assert quotas.fetch_cap("", "c") == 20
     assert quotas.fetch_cap("", "other") is None
 
