@@ -1,11 +1,9 @@
-import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.TreeMap;
-import java.util.concurrent.ExecutionException;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.AlterClientQuotasOptions;
@@ -21,30 +19,15 @@ import org.apache.kafka.common.quota.ClientQuotaFilterComponent;
  * exits 0 once the scenario ran to its end, printing {@code {"done": "quotas"}}.
  *
  * <p>The scenario: alterClientQuotas (user alice with client id c1, the default client id, user
- * bob), describeClientQuotas with the filters {@code all}, {@code contains user=alice},
+ * alice), describeClientQuotas with the filters {@code all}, {@code contains user=alice},
  * {@code containsOnly user=alice}, {@code containsOnly default client-id}; a validateOnly
  * alteration (not applied); an unknown key and a fractional byte rate (refused); a removal, and
  * describe all again.
  */
 public final class ClientQuotas {
-  static final Duration TIMEOUT = Duration.ofSeconds(30);
-
-  interface Call {
-    Object[] run() throws Exception;
-  }
-
-  static void op(String name, Call call) {
-    try {
-      Object[] fields = call.run();
-      Object[] line = new Object[fields.length + 2];
-      line[0] = "op";
-      line[1] = name;
-      System.arraycopy(fields, 0, line, 2, fields.length);
-      Json.line(line);
-    } catch (Exception e) {
-      Throwable cause = e instanceof ExecutionException && e.getCause() != null ? e.getCause() : e;
-      Json.line("op", name, "error", Json.describe(cause));
-    }
+  /** One Admin call's line, or its failure: {@link ClientAdmin#op}. */
+  static void op(String name, ClientAdmin.Call call) {
+    ClientAdmin.op(name, call);
   }
 
   /** An entity of {@code type, name} pairs; a null name is the default entity. */

@@ -8,7 +8,7 @@ the code under test.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 
 import pytest
@@ -17,6 +17,7 @@ import trio
 from node.coordination import QuotaStoreError, ZkQuotaStore, ZkSecurityStore, ZkSession
 from node.quotas import Quotas
 from node.security._scram import ScramMechanism, make_credential
+from tests.node.coordination.test_security_store import eventually
 from tests.node.coordination.zk_helpers import Raw, expire_session, raw_session, run
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
@@ -24,14 +25,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 ALICE = (("user", "alice"),)
 ALICE_C1 = (("user", "alice"), ("client-id", "c1"))
 DEFAULT_CLIENT = (("client-id", None),)
-
-
-async def eventually(check: Callable[[], bool], what: str, within: float = 5.0) -> None:
-    with trio.move_on_after(within):
-        while not check():
-            await trio.sleep(0.01)
-        return
-    raise AssertionError(f"not within {within} s: {what}")
 
 
 @asynccontextmanager
