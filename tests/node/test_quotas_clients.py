@@ -11,6 +11,7 @@ the quota rather than by the first burst (which a span of windows lets through, 
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -52,8 +53,11 @@ def describe(bootstrap: str, components: list[tuple[str, int, str | None]], stri
         return raw.request(sock, ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, body)
 
 
-def produce_for(bootstrap: str, topic: str, client_id: str, seconds: float = RUN_S) -> tuple[float, list[float]]:
-    """Produce as fast as the client may for ``seconds``: (bytes per second acknowledged, throttle times seen)."""
+def produce_for(
+    bootstrap: str, topic: str, client_id: str, seconds: float = RUN_S, extra: dict[str, str] | None = None
+) -> tuple[float, list[float]]:
+    """Produce as fast as the client may for ``seconds`` (``extra``: more librdkafka settings):
+    (bytes per second acknowledged, throttle times seen)."""
     throttles: list[float] = []
     acked = 0
     deadline = time.monotonic() + seconds
@@ -70,6 +74,7 @@ def produce_for(bootstrap: str, topic: str, client_id: str, seconds: float = RUN
             "linger.ms": 5,
             "queue.buffering.max.messages": 256,  # a bounded backlog: the run ends soon after its deadline
             "throttle_cb": lambda event: throttles.append(event.throttle_time),
+            **(extra or {}),
         }
     )
     started = time.monotonic()
@@ -157,6 +162,37 @@ def test_the_user_quota_overrides_the_client_id_one(quota_node: NodeProcess) -> 
     assert alter(bootstrap, [("user", "ANONYMOUS")], [("producer_byte_rate", None)]).error_code == 0
     _, throttles = produce_for(bootstrap, "quota-precedence", "both", seconds=3.0)
     assert throttles, "the client-id quota applies again once the user quota is removed"
+
+
+def test_sasl_users_get_their_own_quota_over_the_client_id_one(node_factory: Callable[..., NodeProcess]) -> None:
+    jaas = (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        'user_alice="alice-secret" user_bob="bob-secret";'
+    )
+    node = node_factory(
+        1,
+        listeners="PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        sasl_enabled_mechanisms="PLAIN",
+        sasl_jaas_config=jaas,
+        **WINDOWS,
+    )
+    sasl = str(json.loads(node.ready_path.read_text())["listeners"]["SASL_PLAINTEXT"])
+    raw.auto_create(node.bootstrap, "quota-sasl")
+    assert alter(node.bootstrap, [("client-id", "shared")], [("producer_byte_rate", QUOTA)]).error_code == 0
+    assert alter(node.bootstrap, [("user", "alice")], [("producer_byte_rate", 1e9)]).error_code == 0
+
+    def as_user(user: str) -> dict[str, str]:
+        return {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": user,
+            "sasl.password": f"{user}-secret",
+        }
+
+    alice, alice_throttles = produce_for(sasl, "quota-sasl", "shared", seconds=3.0, extra=as_user("alice"))
+    bob, bob_throttles = produce_for(sasl, "quota-sasl", "shared", seconds=3.0, extra=as_user("bob"))
+    assert not alice_throttles, f"alice's user quota should win over the client id's: {alice_throttles[:5]}"
+    assert bob_throttles and bob < 4 * QUOTA < alice, f"alice {alice:.0f} B/s, bob {bob:.0f} B/s"
 
 
 def test_quotas_are_described_and_bad_input_refused(quota_node: NodeProcess) -> None:
