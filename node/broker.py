@@ -35,7 +35,7 @@ from node.client import ClientError, NodeConnection
 from node.cluster import ClusterState
 from node.config import NodeConfig
 from node.controller import Controller
-from node.coordination import BrokerIdInUse, BrokerRegistration, ZkSecurityStore, ZkState
+from node.coordination import BrokerIdInUse, BrokerRegistration, ZkQuotaStore, ZkSecurityStore, ZkState
 from node.groups import GroupConfig, GroupCoordinator
 from node.handlers import Handler, NodeServices, SecurityServices, dispatch_table, served_ranges
 from node.metrics import NodeMetrics
@@ -43,6 +43,7 @@ from node.offsets_topic import OffsetsTopicStore, sync_coordinator
 from node.proc import atomic_write
 from node.producer_ids import ProducerIdAllocator, site_floor
 from node.protocol import ApiKey
+from node.quotas import QuotaManager, QuotaSettings
 from node.replica_manager import ReplicaManager
 from node.request import CloseConnection, Request
 from node.sasl import ServerSasl
@@ -86,6 +87,10 @@ class Broker:
         self.security: ZkSecurityStore | None = None  # the site's SCRAM credentials and ACLs, once started
         self.config = config
         self.metrics = NodeMetrics()
+        # Client quotas: enforced by every listener's server, kept in ZooKeeper (docs/quotas.md).
+        self.quotas = QuotaManager(QuotaSettings(config.quota_window_num, float(config.quota_window_size_seconds)))
+        self.metrics.attach_quotas(self.quotas)
+        self.quota_store: ZkQuotaStore | None = None
         self.zk = ZkState(
             config.zookeeper_connect,
             session_timeout_ms=config.zookeeper_session_timeout_ms,
@@ -180,6 +185,8 @@ class Broker:
                 allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found,
             )
             await self.security.start()
+            self.quota_store = ZkQuotaStore(self.zk, self.quotas.update)
+            await self.quota_store.start()
             self.cluster_id = await self.zk.cluster_id()
             self.producer_ids.floor = site_floor(self.cluster_id)
             logs = LogManager(
@@ -217,6 +224,7 @@ class Broker:
                     states=cluster,
                     on_offsets_marker=self.groups.complete_txn_offsets,
                     security=SecurityServices(self.security, authorizer_enabled=bool(config.authorizer_class_name)),
+                    quota_store=self.quota_store,
                 ),
                 self.api_ranges,
             )
@@ -257,6 +265,7 @@ class Broker:
                             security_protocol=config.security_protocol(name),
                             tls=tls.get(name),
                             sasl=sasl.get(name),
+                            quotas=self.quotas,
                         ),
                         sock,
                     )
@@ -322,6 +331,8 @@ class Broker:
                 self._cluster.stall.stop()
             if self.security is not None:
                 self.security.close()
+            if self.quota_store is not None:
+                self.quota_store.close()
             with trio.CancelScope(shield=True), trio.move_on_after(SHUTDOWN_DEADLINE_S):
                 await self._markers.aclose()
                 await self.zk.close()

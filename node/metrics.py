@@ -67,6 +67,13 @@ Metric names (all prefixed ``strait_``)::
     strait_group_members{group}                    gauge      from the view
     strait_group_lag{group,topic,partition}        gauge      from the view
     strait_group_lag_total{group}                  gauge      from the view
+    strait_quota_throttle_seconds_total{quota}     counter    client quotas (docs/quotas.md): throttle time
+                                                              asked of clients, quota = produce, fetch, request
+    strait_quota_throttled_total{quota}            counter    answers that carried a throttle time, by quota
+    strait_quota_rate{quota,user,client_id}        gauge      the measured rate of each quota entity in use
+                                                              (bytes/s; request: percent of a thread), Kafka's
+                                                              byte-rate / request-time by user and client-id
+    strait_quota_limit{quota,user,client_id}       gauge      the quota that rate is held to
 """
 
 from __future__ import annotations
@@ -79,7 +86,15 @@ from typing import Protocol
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-__all__ = ["LATENCY_BUCKETS", "MAX_CLIENT_LABELS", "OTHER_CLIENTS", "PHASE_BUCKETS", "MetricsView", "NodeMetrics"]
+__all__ = [
+    "LATENCY_BUCKETS",
+    "MAX_CLIENT_LABELS",
+    "OTHER_CLIENTS",
+    "PHASE_BUCKETS",
+    "MetricsView",
+    "NodeMetrics",
+    "QuotaView",
+]
 
 #: Histogram buckets in seconds: 0.1 ms to 10 s in 1-2.5-5 steps (+Inf is added by prometheus_client).
 LATENCY_BUCKETS: tuple[float, ...] = (
@@ -387,6 +402,10 @@ class NodeMetrics:
         """Read partition and log dir gauges from ``view`` at every scrape (replacing any earlier view)."""
         self._view_collector.view = view
 
+    def attach_quotas(self, view: QuotaView) -> None:
+        """Show the client quotas' throttling and rates from ``view`` at every scrape (once per node)."""
+        self._registry.register(_QuotaCollector(view))
+
     # -- exposition -----------------------------------------------------------------------------
 
     def render(self) -> bytes:
@@ -401,6 +420,46 @@ class NodeMetrics:
     def content_type(self) -> str:
         """The HTTP ``Content-Type`` of :meth:`render`'s output."""
         return CONTENT_TYPE_LATEST
+
+
+class QuotaView(Protocol):
+    """What the quota metrics read at scrape time (``node.quotas.QuotaManager``), on the trio thread."""
+
+    def rates(self) -> list[tuple[str, str, str, float, float]]:
+        """``(quota, user, client id, rate, limit)`` of every rate measured."""
+        ...
+
+    def throttle_totals(self) -> list[tuple[str, float, int]]:
+        """``(quota, seconds of throttle asked, answers throttled)`` for each kind of quota."""
+        ...
+
+
+class _QuotaCollector:
+    """The client quota metrics, read from a :class:`QuotaView` at scrape time."""
+
+    def __init__(self, view: QuotaView) -> None:
+        self.view = view
+
+    def describe(self) -> Iterable[Metric]:
+        return []  # described by collecting (the registry does not check these names for clashes)
+
+    def collect(self) -> Iterable[Metric]:
+        labels = ["quota", "user", "client_id"]
+        throttle = CounterMetricFamily(
+            "strait_quota_throttle_seconds", "Throttle time asked of clients over a quota.", labels=["quota"]
+        )
+        throttled = CounterMetricFamily(
+            "strait_quota_throttled", "Answers that carried a throttle time.", labels=["quota"]
+        )
+        rate = GaugeMetricFamily("strait_quota_rate", "The measured rate of a client quota entity.", labels=labels)
+        limit = GaugeMetricFamily("strait_quota_limit", "The quota an entity's rate is held to.", labels=labels)
+        for quota, seconds, count in self.view.throttle_totals():
+            throttle.add_metric([quota], seconds)
+            throttled.add_metric([quota], count)
+        for quota, user, client_id, value, bound in self.view.rates():
+            rate.add_metric([quota, user, client_id], value)
+            limit.add_metric([quota, user, client_id], bound)
+        return [throttle, throttled, rate, limit]
 
 
 class _ViewCollector:

@@ -49,6 +49,7 @@ from node.protocol import (
     read_request_header,
     schema,
 )
+from node.quotas import QuotaManager, Usage
 from node.request import ANONYMOUS, CloseConnection, ConnectionInfo, Deferred, Request, RequestTiming
 from node.sasl import ServerSasl
 from node.security._sasl import SaslFailure, SaslServer
@@ -361,6 +362,7 @@ class KafkaServer:
         tls: ServerTls | None = None,
         sasl: ServerSasl | None = None,
         clock: Callable[[], float] = time.perf_counter,
+        quotas: QuotaManager | None = None,
     ) -> None:
         if security_protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
             raise ValueError(f"listener {listener_name}: unknown security protocol {security_protocol}")
@@ -376,6 +378,7 @@ class KafkaServer:
         self.listener_name = listener_name
         self.security_protocol = security_protocol
         self._clock = clock
+        self.quotas = quotas
         self.connections = 0
 
     async def serve(
@@ -526,10 +529,16 @@ class KafkaServer:
                     f"(correlation id {header.correlation_id}): {exc}"
                 ) from None
             client.count(header, body)
+            throttled = None
+            if self.quotas is not None and self.quotas.active:
+                await answers.muted()
+                throttled = _throttled(self.quotas, header, body, conn)
             request = Request(header, body, conn)
             response = await self.handler.handle(request)
             unread = None if reader.arrived is None else taken_at - reader.arrived
-            answer = _Answer(header, len(frame) + 4, started, unread, self._clock(), request.timing, response)
+            answer = _Answer(
+                header, len(frame) + 4, started, unread, self._clock(), request.timing, response, throttled
+            )
             del request, body, frame  # a pipelined answer must not hold its request's bytes
             if isinstance(response, Deferred) or answers.pending:
                 answers.add(answer)
@@ -714,6 +723,66 @@ class _Answer:
     handled: float
     timing: RequestTiming
     response: Any
+    throttled: _Throttled | None = None  # whose quotas the request counts against; None: nobody's
+
+
+@dataclass(frozen=True, slots=True)
+class _Throttled:
+    """What a request counts against: the user and client id whose quotas apply, and which rates."""
+
+    user: str
+    client_id: str
+    produce: bool  # its bytes count against producer_byte_rate
+    fetch: bool  # its response's bytes count against consumer_byte_rate
+    handler_time: bool  # its time counts against request_percentage
+
+
+#: APIs whose time never counts against request_percentage (Kafka exempts the SASL exchange,
+#: ApiVersions, and requests between brokers; strait's own APIs are between nodes and mirrors).
+_REQUEST_QUOTA_EXEMPT = frozenset(
+    {
+        ApiKey.API_VERSIONS,
+        ApiKey.SASL_HANDSHAKE,
+        ApiKey.SASL_AUTHENTICATE,
+        ApiKey.CONTROLLED_SHUTDOWN,
+        ApiKey.WRITE_TXN_MARKERS,
+        ApiKey.MIRROR_APPEND,
+        ApiKey.TRUNCATE_PARTITIONS,
+        ApiKey.PARTITION_STATES,
+    }
+)
+
+
+def _throttled(quotas: QuotaManager, header: RequestHeader, body: Struct, conn: ConnectionInfo) -> _Throttled | None:
+    """Whose quotas a request counts against, or None (a follower's fetch, an exempt API). A consumer's
+    Fetch asks for at most one quota window of bytes (Kafka caps ``max_bytes`` the same way), so one
+    response does not ask for a long throttle."""
+    api_key = header.api_key
+    replica_fetch = api_key == ApiKey.FETCH and body.replica_id >= 0
+    if replica_fetch or api_key in _REQUEST_QUOTA_EXEMPT:
+        return None
+    user = conn.principal.partition(":")[2]
+    client_id = header.client_id or ""
+    fetch = api_key == ApiKey.FETCH
+    if fetch and header.api_version >= 3:
+        cap = quotas.fetch_cap(user, client_id)
+        if cap is not None and body.max_bytes > cap:
+            body.max_bytes = cap
+    return _Throttled(user, client_id, api_key == ApiKey.PRODUCE, fetch, True)
+
+
+_THROTTLE_FIELDS: dict[tuple[int, int], bool] = {}
+
+
+def _has_throttle_field(header: RequestHeader) -> bool:
+    """Whether the response to ``header``'s API and version carries ``throttle_time_ms``."""
+    key = (header.api_key, header.api_version)
+    found = _THROTTLE_FIELDS.get(key)
+    if found is None:
+        fields = schema(header.api_key).response.fields
+        found = any(f.name == "throttle_time_ms" and header.api_version in f.versions for f in fields)
+        _THROTTLE_FIELDS[key] = found
+    return found
 
 
 class _Answers:
@@ -738,6 +807,7 @@ class _Answers:
         self._moved = trio.Event()  # set whenever an answer is written
         self._writing = False
         self._failure: BaseException | None = None
+        self._muted_until = 0.0  # trio time: no request is handled before it (a quota's throttle)
 
     @property
     def pending(self) -> bool:
@@ -749,6 +819,12 @@ class _Answers:
         limit = MAX_PIPELINED if api_key == ApiKey.PRODUCE else 1
         while len(self._queue) >= limit:
             await self._next_move()
+
+    async def muted(self) -> None:
+        """Wait out the connection's throttle (KIP-219: the connection is muted for the throttle time
+        its last answer carried); at once when not throttled."""
+        if self._muted_until > trio.current_time():
+            await trio.sleep_until(self._muted_until)
 
     async def drained(self) -> None:
         while self._queue:
@@ -806,10 +882,14 @@ class _Answers:
         server = self._server
         header = answer.header
         written = server._clock() if queued else answer.handled
+        local = answer.handled - answer.started - answer.timing.remote
         out = 0
-        if response is not None:
-            encoded = encode_response(header, response)
+        encoded = None if response is None else encode_response(header, response)
+        if encoded is not None:
             out = encoded.size
+        if answer.throttled is not None and server.quotas is not None:
+            encoded = self._throttle(answer, answer.throttled, response, encoded, out, local)
+        if encoded is not None:
             await write_frame(self._sock, encoded)
         done = server._clock()
         api = api_name(header.api_key)
@@ -817,8 +897,41 @@ class _Answers:
         # Remote: what the handler waited on, plus, for an answer that waited to be written, that
         # wait (acks=all's high watermark, or the answers before it).
         remote = answer.timing.remote + (written - answer.handled)
-        local = answer.handled - answer.started - answer.timing.remote
         server.metrics.record_phases(api, answer.unread, local, remote, done - written)
+
+    def _throttle(
+        self,
+        answer: _Answer,
+        throttled: _Throttled,
+        response: Any,
+        encoded: EncodedFrame | None,
+        out: int,
+        local_s: float,
+    ) -> EncodedFrame | None:
+        """Record the request on its quotas (produce: the request's bytes; fetch: the response's; the
+        handler's own time); over a quota, mute the connection and put the throttle time in the
+        response (re-encoded: same size, so the fetch bytes recorded stay right), as Kafka does
+        since KIP-219. The response still goes out at once, and its data with it."""
+        quotas = self._server.quotas
+        assert quotas is not None
+        usage = Usage(
+            produce_bytes=answer.request_bytes if throttled.produce else 0,
+            fetch_bytes=out if throttled.fetch else 0,
+            handler_s=local_s if throttled.handler_time else 0.0,
+        )
+        throttle_s = quotas.record(throttled.user, throttled.client_id, usage)
+        if throttle_s <= 0:
+            return encoded
+        self._muted_until = max(self._muted_until, trio.current_time() + throttle_s)
+        header = answer.header
+        if encoded is None or not _has_throttle_field(header):
+            return encoded
+        throttle_ms = max(1, round(throttle_s * 1000))
+        if isinstance(response, dict):
+            response["throttle_time_ms"] = throttle_ms
+        else:
+            response.throttle_time_ms = throttle_ms
+        return encode_response(header, response)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ from ._groups_commands import groups_group
 from ._log_commands import log_group
 from ._mirror_commands import mirror_group
 from ._node_commands import node_group
+from ._quotas_commands import quotas_group
 from ._reassign_command import reassign
 from ._security_commands import acls_group
 from ._site_commands import site_group
@@ -51,6 +52,7 @@ main.add_command(groups_group)
 main.add_command(log_group)
 main.add_command(mirror_group)
 main.add_command(node_group)
+main.add_command(quotas_group)
 main.add_command(site_group)
 main.add_command(topics_group)
 main.add_command(up)

@@ -440,6 +440,49 @@ class AdminClient:
                     result.error_message,
                 )
 
+    # -- client quotas -------------------------------------------------------------------------
+
+    async def describe_quotas(
+        self, components: Iterable[tuple[str, int, str | None]] = (), *, strict: bool = False
+    ) -> list[tuple[list[tuple[str, str | None]], dict[str, float]]]:
+        """DescribeClientQuotas: ``(entity, key -> value)`` of every entity the filter selects; a
+        component is ``(entity type, match type, match)`` (0 exact, 1 default, 2 any), an entity a
+        list of ``(type, name)`` with None for a default. Raises ClientError with the node's code."""
+        wanted = [{"entity_type": t, "match_type": m, "match": name} for t, m, name in components]
+        response = await self.route.on_admin(
+            ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, lambda _v: {"components": wanted, "strict": strict}
+        )
+        if response.error_code:
+            raise ClientError.from_code(
+                response.error_code, f"describing client quotas{self.route.where}", response.error_message
+            )
+        return [
+            (
+                [(e.entity_type, e.entity_name) for e in entry.entity],
+                {value.key: value.value for value in entry.values},
+            )
+            for entry in response.entries or ()
+        ]
+
+    async def alter_quotas(
+        self,
+        entity: Iterable[tuple[str, str | None]],
+        changes: Mapping[str, float | None],
+        *,
+        validate_only: bool = False,
+    ) -> None:
+        """AlterClientQuotas of one entity: set each key to its value, or remove it (None). Raises
+        ClientError with the node's code and message (INVALID_REQUEST names a bad key or value)."""
+        named = [{"entity_type": t, "entity_name": name} for t, name in entity]
+        ops = [{"key": k, "value": v or 0.0, "remove": v is None} for k, v in changes.items()]
+        body = {"entries": [{"entity": named, "ops": ops}], "validate_only": validate_only}
+        response = await self.route.on_admin(ApiKey.ALTER_CLIENT_QUOTAS, 1, lambda _v: body)
+        for entry in response.entries:
+            if entry.error_code:
+                raise ClientError.from_code(
+                    entry.error_code, f"altering client quotas{self.route.where}", entry.error_message
+                )
+
     async def _describe_configs(self, topics: list[str]) -> dict[str, list[Any] | ClientError]:
         """DescribeConfigs of ``topics`` (no synonyms): each topic's config entries, or its error."""
         if not topics:

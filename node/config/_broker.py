@@ -304,6 +304,16 @@ class NodeConfig:
         name="connections.max.idle.ms", type=_L, default="600000", minimum=1, group=_NET,
         doc="Close a connection idle for this long.",
     ))
+    quota_window_num: int = setting(ConfigKey(
+        name="quota.window.num", type=_I, default="11", minimum=1, group=_NET,
+        doc="Client quotas (docs/quotas.md): how many windows a client's byte and request rates are "
+            "sampled over.",
+    ))
+    quota_window_size_seconds: int = setting(ConfigKey(
+        name="quota.window.size.seconds", type=_I, default="1", minimum=1, group=_NET,
+        doc="Client quotas: the length of each sampled window. A rate is averaged over quota.window.num "
+            "such windows; a request quota's throttle is at most one window.",
+    ))
     # TLS (listeners whose protocol is SSL or SASL_SSL; see docs/security.md)
     ssl_keystore_type: str = setting(ConfigKey(
         name="ssl.keystore.type", type=_STR, default="PEM", choices=("PEM",), unsupported=_JAVA_STORES,

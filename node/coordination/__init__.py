@@ -2,7 +2,8 @@
 embedded ZooKeeper server for local clusters and tests.
 
 ``node.coordination`` imports only the stdlib, kazoo, trio, ``node.ids``, ``node.zkkit`` and
-the pure ``node.security`` (whose SCRAM credentials and ACLs :class:`ZkSecurityStore` keeps).
+the pure ``node.security`` (whose SCRAM credentials and ACLs :class:`ZkSecurityStore` keeps) and
+the pure ``node.quotas`` (whose client quotas :class:`ZkQuotaStore` keeps).
 """
 
 from ._embedded import EmbeddedZooKeeper as EmbeddedZooKeeper
@@ -27,6 +28,8 @@ from ._layout import encode_partition_state as encode_partition_state
 from ._layout import uuid_of as uuid_of
 from ._layout import validate_topic_name as validate_topic_name
 from ._partition_states import StateWrites as StateWrites
+from ._quota_store import QuotaStoreError as QuotaStoreError
+from ._quota_store import ZkQuotaStore as ZkQuotaStore
 from ._security_store import ZkSecurityStore as ZkSecurityStore
 from ._session import ZkSession as ZkSession
 from ._snapshot import ClusterSnapshot as ClusterSnapshot

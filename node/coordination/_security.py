@@ -6,7 +6,8 @@ znode                                                   data
 ``/config/users/<sanitized user>``                  P   ``{"version":1,"config":{"SCRAM-SHA-256":"salt=<b64>,
                                                         stored_key=<b64>,server_key=<b64>,iterations=4096"}}``;
                                                         other keys (quotas) are kept; no znode once the config
-                                                        is empty. The name is ``Sanitizer.sanitize(user)``
+                                                        is empty (kept, empty, over a user's client quotas).
+                                                        The name is ``Sanitizer.sanitize(user)``
 ``/config/changes/config_change_<seq>``             PS  ``{"version":2,"entity_path":"users/<sanitized user>"}``
 ``/kafka-acl/<Type>/<name>``                        P   ``{"version":1,"acls":[{"principal":"User:alice",
                                                         "permissionType":"Allow","operation":"Read",
@@ -39,7 +40,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError  # type: ignore[import-untyped]
+from kazoo.exceptions import (  # type: ignore[import-untyped]
+    BadVersionError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+)
 
 from node.security._acl import AccessControlEntry, ResourcePattern
 from node.security._acl_zk import (
@@ -152,8 +158,12 @@ def update_user_config(
                 _, new_stat = client.create(path, new_data, acl=znode_acl(client, path), include_data=True)
                 written = UserWrite(path.rsplit("/", 1)[1], new_data, new_stat.mzxid)
             elif not new:
-                client.delete(path, version=stat.version)
-                written = UserWrite(path.rsplit("/", 1)[1], None, stat.mzxid + 1)
+                try:
+                    client.delete(path, version=stat.version)
+                    written = UserWrite(path.rsplit("/", 1)[1], None, stat.mzxid + 1)
+                except NotEmptyError:  # the user's per-client quotas live below it: keep it, empty
+                    new_stat = client.set(path, new_data, version=stat.version)
+                    written = UserWrite(path.rsplit("/", 1)[1], new_data, new_stat.mzxid)
             else:
                 new_stat = client.set(path, new_data, version=stat.version)
                 written = UserWrite(path.rsplit("/", 1)[1], new_data, new_stat.mzxid)

@@ -40,6 +40,7 @@ from . import (
     produce,
     producer_id,
     producers,
+    quotas,
     sasl,
     scram,
     topics,
@@ -104,6 +105,8 @@ SERVED_APIS: tuple[int, ...] = (
     ApiKey.DELETE_GROUPS,
     ApiKey.INCREMENTAL_ALTER_CONFIGS,
     ApiKey.OFFSET_DELETE,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS,
+    ApiKey.ALTER_CLIENT_QUOTAS,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
     ApiKey.DESCRIBE_TRANSACTIONS,
@@ -142,6 +145,8 @@ class NodeServices:
     #: Called once a transaction marker of a ``__consumer_offsets`` partition is committed
     #: (``txn_markers``): (partition index, producer id, commit).
     on_offsets_marker: Callable[[int, int, bool], None] = txn_markers.ignore_offsets_marker
+    #: Where the site's client quotas are kept (DescribeClientQuotas / AlterClientQuotas).
+    quota_store: quotas.QuotaStore | None = None
 
 
 def dispatch_table(node: NodeServices, api_ranges: Mapping[int, tuple[int, int]]) -> dict[int, Handler]:
@@ -156,6 +161,7 @@ def dispatch_table(node: NodeServices, api_ranges: Mapping[int, tuple[int, int]]
     acl = acls.AclServices(security)
     credentials = scram.ScramServices(security)
     handshake = sasl.SaslServices()
+    client_quotas = quotas.QuotaServices(node.quota_store, security)
     table: dict[int, Handler] = {
         ApiKey.PRODUCE: partial(
             produce.handle_produce, produce.ProduceServices(node.partitions, node.metrics, security)
@@ -230,6 +236,8 @@ def dispatch_table(node: NodeServices, api_ranges: Mapping[int, tuple[int, int]]
         ApiKey.DELETE_ACLS: partial(acls.handle_delete_acls, acl),
         ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: partial(scram.handle_describe_user_scram_credentials, credentials),
         ApiKey.ALTER_USER_SCRAM_CREDENTIALS: partial(scram.handle_alter_user_scram_credentials, credentials),
+        ApiKey.DESCRIBE_CLIENT_QUOTAS: partial(quotas.handle_describe_client_quotas, client_quotas),
+        ApiKey.ALTER_CLIENT_QUOTAS: partial(quotas.handle_alter_client_quotas, client_quotas),
         ApiKey.SASL_HANDSHAKE: partial(sasl.handle_sasl_handshake, handshake),
         ApiKey.SASL_AUTHENTICATE: partial(sasl.handle_sasl_authenticate, handshake),
     }

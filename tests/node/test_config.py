@@ -209,6 +209,8 @@ CASES: dict[str, tuple[str, str, bool, list[str]]] = {
     "socket.receive.buffer.bytes": ("65536", "65536", True, ["-2", "x"]),
     "queued.max.requests": ("16", "16", True, ["0"]),
     "connections.max.idle.ms": ("1000", "1000", True, ["0", "9223372036854775808"]),
+    "quota.window.num": ("3", "3", True, ["0", "x"]),
+    "quota.window.size.seconds": ("2", "2", True, ["0", "1.5"]),
     "ssl.keystore.type": ("PEM", "PEM", False, ["JKS", "PKCS12", "pem", ""]),
     "ssl.keystore.location": ("/etc/strait/node.pem", "/etc/strait/node.pem", True, []),
     "ssl.key.password": ("s3cret", "s3cret", True, []),

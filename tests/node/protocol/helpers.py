@@ -241,6 +241,7 @@ _KP_MODULES = (
     "kafka.protocol.admin.transactions",
     "kafka.protocol.admin.cluster",
     "kafka.protocol.admin.users",
+    "kafka.protocol.admin.client_quotas",
     "kafka.protocol.sasl",
 )
 

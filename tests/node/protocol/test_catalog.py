@@ -62,6 +62,8 @@ EXPECTED = {
     44: ("IncrementalAlterConfigs", 0),
     43: ("ElectLeaders", 2),
     47: ("OffsetDelete", 0),
+    48: ("DescribeClientQuotas", 1),
+    49: ("AlterClientQuotas", 1),
     50: ("DescribeUserScramCredentials", 0),
     51: ("AlterUserScramCredentials", 0),
     61: ("DescribeProducers", 0),
@@ -94,6 +96,8 @@ FLEXIBLE: dict[int, tuple[int, int]] = {
     ApiKey.SASL_AUTHENTICATE: (2, 2),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),  # only a flexible v0 exists
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (1, 1),  # Kafka 4.3's versions, as its Admin sends them
+    ApiKey.ALTER_CLIENT_QUOTAS: (1, 1),
     ApiKey.METADATA: (9, 12),  # v10+ carries topic ids (KIP-516): a re-created topic is told apart
     ApiKey.ELECT_LEADERS: (2, 2),  # KIP-460, as admin clients send it
     ApiKey.INIT_PRODUCER_ID: (2, 4),  # KIP-360's producer id and epoch are v3+
