@@ -27,6 +27,7 @@ from ._layout import encode_partition_state as encode_partition_state
 from ._layout import uuid_of as uuid_of
 from ._layout import validate_topic_name as validate_topic_name
 from ._partition_states import StateWrites as StateWrites
+from ._reassignment import AlterOutcome as AlterOutcome
 from ._security_store import ZkSecurityStore as ZkSecurityStore
 from ._session import ZkSession as ZkSession
 from ._snapshot import ClusterSnapshot as ClusterSnapshot
