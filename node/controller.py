@@ -734,6 +734,11 @@ class Controller:
            target, leader epoch + 1 (also when the leader stays, as Kafka's controller does);
            then the entry is removed.
 
+        When step 1 already made the assignment the target (the target only adds replicas after
+        the current ones), the entry is removed once every target replica is in the ISR, and not
+        before: the move is not done while a new replica is still catching up (and the
+        reassignment's throttle must still apply to it).
+
         Step 2 is one transaction so that no reader or writer ever pairs the new replica list
         with the old state or the other way round: a leader's ISR change decided on the old
         state, or checked against the old replica list, fails its compare-and-set (see
@@ -753,6 +758,10 @@ class Controller:
             if state is None:
                 continue
             if tuple(current) == tuple(target):
+                # Only adding replicas (the target kept every current one, in order): step 1 made
+                # the assignment the target already. Done once they are all in the ISR, as Kafka's.
+                if not all(b in state.isr for b in target):
+                    continue
                 await self.zk.complete_reassignment(name, p, target)
                 log.info("reassignment of %s-%d to %s is complete", name, p, list(target))
                 continue

@@ -123,8 +123,10 @@ def test_a_move_completes_and_the_data_follows(java_site: list[NodeProcess], kaf
 def test_merge_list_and_cancel(java_site: list[NodeProcess], kafka_java: KafkaJava, tmp_path: Path) -> None:
     stamp = time.time_ns()
     slow, cancelled = f"java-reassign-slow-{stamp}", f"java-reassign-cancelled-{stamp}"
-    slow_values = create(java_site, slow, 2000)  # ~200 KB: minutes at the throttle below
-    cancelled_values = create(java_site, cancelled, 2000)
+    # ~2 MB each: a follower's first fetch takes at most replica.fetch.max.bytes (1 MiB), after
+    # which the throttle below holds its next one back for over half an hour.
+    slow_values = create(java_site, slow, 20_000)
+    cancelled_values = create(java_site, cancelled, 20_000)
 
     # An operator's throttled move, started the strait way; the Java client's move merges into it.
     plan = tmp_path / "plan.json"

@@ -63,6 +63,40 @@ def test_completing_a_reassignment_writes_assignment_and_state_in_one_transactio
     trio.run(main)
 
 
+def test_a_move_that_only_adds_replicas_completes_once_they_are_in_sync(zk_connect: str, tmp_path: Path) -> None:
+    """[3] -> [3, 2]: step 1 makes the assignment the target at once; the entry stays (and its
+    throttle applies) until broker 2 is in the ISR."""
+
+    async def main() -> None:
+        async with (
+            registered_broker(3, zk_connect, tmp_path) as (zk, cluster, config),
+            registered_broker(2, zk_connect, tmp_path / "b2"),
+        ):
+            epoch = await zk.elect_controller(3)
+            assert epoch is not None
+            await zk.create_topic(TOPIC, {0: (3,)}, {}, {0: PartitionState(3, 0, (3,), epoch)})
+            await zk.start_reassignment({(TOPIC, 0): (3, 2)}, 1000)
+            controller = Controller(config, cluster, zk)
+            for _ in range(3):
+                await cluster.refresh()
+                await controller._reassign(cluster, epoch)
+            topic = await zk.topic(TOPIC)
+            assert topic is not None and topic.partitions == {0: (3, 2)}
+            running = await zk.reassignment()
+            assert running is not None and running.partitions == {(TOPIC, 0): (3, 2)}  # broker 2 is catching up
+
+            state = await zk.partition_state(TOPIC, 0)
+            assert state is not None
+            await zk.set_partition_state(TOPIC, 0, dataclasses.replace(state, isr=(3, 2)))
+            await cluster.refresh()
+            await controller._reassign(cluster, epoch)
+            assert await zk.reassignment() is None
+            after = await zk.partition_state(TOPIC, 0)
+            assert after is not None and (after.leader, after.leader_epoch, after.isr) == (3, 0, (3, 2))
+
+    trio.run(main)
+
+
 def test_alter_list_and_cancel_reassignments_through_the_controller(zk_connect: str, tmp_path: Path) -> None:
     """AlterPartitionReassignments' checks and outcomes; a cancelled move goes back to the original
     replicas once the controller's next pass has run; list shows adding and removing replicas."""
