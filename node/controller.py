@@ -813,7 +813,8 @@ class Controller:
         brokers (INVALID_REPLICA_ASSIGNMENT); without ``allow_replication_factor_change`` (KIP-860)
         the target has as many replicas as the partition had before its move
         (INVALID_REPLICATION_FACTOR). A cancel of a partition not being moved answers
-        NO_REASSIGNMENT_IN_PROGRESS. The moves themselves are carried out by ``_reassign``.
+        NO_REASSIGNMENT_IN_PROGRESS. A target equal to the replicas of a partition not being
+        moved succeeds with nothing written. The moves themselves are carried out by ``_reassign``.
 
         Raises BrokerError(NOT_CONTROLLER) on a node that is not the active controller;
         CoordinationError when ZooKeeper could not be changed.
@@ -829,13 +830,17 @@ class Controller:
             if topic is None or p not in topic.assignment:
                 outcomes[name, p] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
                 continue
+            moving = running is not None and (name, p) in running.partitions
             if replicas is not None:
                 original = topic.assignment[p]
-                if running is not None and (name, p) in running.partitions:
+                if running is not None and moving:
                     original = running.originals.get((name, p), original)
                 problem = self._target_problem(cluster, replicas, original, allow_replication_factor_change)
                 if problem is not None:
                     outcomes[name, p] = problem
+                    continue
+                if not moving and tuple(replicas) == tuple(topic.assignment[p]):
+                    outcomes[name, p] = (ErrorCode.NONE, None)  # already there: nothing to move, as in Kafka
                     continue
             valid[name, p] = replicas
         if valid:

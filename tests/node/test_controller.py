@@ -63,20 +63,31 @@ def test_completing_a_reassignment_writes_assignment_and_state_in_one_transactio
     trio.run(main)
 
 
+@asynccontextmanager
+async def controller_of_two(
+    zk_connect: str, tmp_path: Path, partitions: int
+) -> AsyncIterator[tuple[ZkState, ClusterState, Controller, int]]:
+    """Brokers 3 (the controller, in process) and 2 registered; TOPIC with ``partitions``
+    partitions on broker 3 alone, which leads them."""
+    async with (
+        registered_broker(3, zk_connect, tmp_path) as (zk, cluster, config),
+        registered_broker(2, zk_connect, tmp_path / "b2"),
+    ):
+        epoch = await zk.elect_controller(3)
+        assert epoch is not None
+        states = {p: PartitionState(NodeId(3), LeaderEpoch(0), (NodeId(3),), epoch) for p in range(partitions)}
+        await zk.create_topic(TOPIC, {p: (NodeId(3),) for p in range(partitions)}, {}, states)
+        await cluster.refresh()
+        yield zk, cluster, Controller(config, cluster, zk), epoch
+
+
 def test_a_move_that_only_adds_replicas_completes_once_they_are_in_sync(zk_connect: str, tmp_path: Path) -> None:
     """[3] -> [3, 2]: step 1 makes the assignment the target at once; the entry stays (and its
     throttle applies) until broker 2 is in the ISR."""
 
     async def main() -> None:
-        async with (
-            registered_broker(3, zk_connect, tmp_path) as (zk, cluster, config),
-            registered_broker(2, zk_connect, tmp_path / "b2"),
-        ):
-            epoch = await zk.elect_controller(3)
-            assert epoch is not None
-            await zk.create_topic(TOPIC, {0: (3,)}, {}, {0: PartitionState(3, 0, (3,), epoch)})
+        async with controller_of_two(zk_connect, tmp_path, 1) as (zk, cluster, controller, epoch):
             await zk.start_reassignment({(TOPIC, 0): (3, 2)}, 1000)
-            controller = Controller(config, cluster, zk)
             for _ in range(3):
                 await cluster.refresh()
                 await controller._reassign(cluster, epoch)
@@ -102,15 +113,8 @@ def test_alter_list_and_cancel_reassignments_through_the_controller(zk_connect: 
     replicas once the controller's next pass has run; list shows adding and removing replicas."""
 
     async def main() -> None:
-        async with (
-            registered_broker(3, zk_connect, tmp_path) as (zk, cluster, config),
-            registered_broker(2, zk_connect, tmp_path / "b2"),
-        ):
-            epoch = await zk.elect_controller(3)
-            assert epoch is not None
-            await zk.create_topic(TOPIC, {0: (3,), 1: (3,)}, {}, {p: PartitionState(3, 0, (3,), epoch) for p in (0, 1)})
-            await cluster.refresh()
-            controller = Controller(config, cluster, zk)
+        async with controller_of_two(zk_connect, tmp_path, 2) as (zk, cluster, controller, epoch):
+            assert controller.epoch is None  # not (yet) the active controller
             with pytest.raises(BrokerError, match="not the controller"):
                 await controller.alter_reassignments({(TOPIC, 0): (2,)})
             with pytest.raises(BrokerError, match="not the controller"):
@@ -139,7 +143,8 @@ def test_alter_list_and_cancel_reassignments_through_the_controller(zk_connect: 
             assert await controller.alter_reassignments({(TOPIC, 0): None}) == {
                 (TOPIC, 0): (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None)
             }
-            assert await zk.reassignment() is None  # none of it was written
+            assert await controller.alter_reassignments({(TOPIC, 1): (3,)}) == {(TOPIC, 1): (ErrorCode.NONE, None)}
+            assert await zk.reassignment() is None  # none of it was written (partition 1 is on [3] already)
 
             assert await controller.alter_reassignments({(TOPIC, 0): (2, 3), (TOPIC, 1): (2,)}) == {
                 (TOPIC, 0): (ErrorCode.NONE, None),
