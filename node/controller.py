@@ -24,8 +24,9 @@ the active controller walks all partitions:
 It also serves ControlledShutdown (moves a stopping broker's leaderships to other ISR
 members and drops it from every ISR), runs preferred leader election every
 ``leader.imbalance.check.interval.seconds`` when ``auto.leader.rebalance.enable``, carries
-out partition reassignments (``/admin/reassign_partitions``) and records truncations to a cut
-(TruncatePartitions, see ``node.truncation``).
+out partition reassignments (``/admin/reassign_partitions``), serves Kafka's reassignment APIs
+(AlterPartitionReassignments merges into that znode, ListPartitionReassignments reads it) and
+records truncations to a cut (TruncatePartitions, see ``node.truncation``).
 
 A controller that lost its session may still write once before it notices: every write is a
 compare-and-set on the partition state's version, so it only succeeds if nothing changed the
@@ -51,6 +52,7 @@ from node.client import ClientError, NodeConnection
 from node.cluster import ClusterState, TopicState
 from node.config import NodeConfig
 from node.coordination import (
+    AlterOutcome,
     CoordinationError,
     PartitionState,
     StaleState,
@@ -732,6 +734,11 @@ class Controller:
            target, leader epoch + 1 (also when the leader stays, as Kafka's controller does);
            then the entry is removed.
 
+        When step 1 already made the assignment the target (the target only adds replicas after
+        the current ones), the entry is removed once every target replica is in the ISR, and not
+        before: the move is not done while a new replica is still catching up (and the
+        reassignment's throttle must still apply to it).
+
         Step 2 is one transaction so that no reader or writer ever pairs the new replica list
         with the old state or the other way round: a leader's ISR change decided on the old
         state, or checked against the old replica list, fails its compare-and-set (see
@@ -751,7 +758,11 @@ class Controller:
             if state is None:
                 continue
             if tuple(current) == tuple(target):
-                await self.zk.complete_reassignment(name, p)
+                # Only adding replicas (the target kept every current one, in order): step 1 made
+                # the assignment the target already. Done once they are all in the ISR, as Kafka's.
+                if not all(b in state.isr for b in target):
+                    continue
+                await self.zk.complete_reassignment(name, p, target)
                 log.info("reassignment of %s-%d to %s is complete", name, p, list(target))
                 continue
             union = tuple(target) + tuple(b for b in current if b not in target)
@@ -784,7 +795,111 @@ class Controller:
                 await self.zk.set_assignment(name, assignment, topic.version, states={p: new})
             except StaleState:
                 return
-            await self.zk.complete_reassignment(name, p)
+            # Only if nobody gave it another target since we read the plan (AlterPartitionReassignments):
+            # then the entry stays and the next pass moves the partition on from here.
+            await self.zk.complete_reassignment(name, p, target)
             log.info("reassignment of %s-%d to %s is complete", name, p, list(target))
             await cluster.refresh()
             return
+
+    async def alter_reassignments(
+        self, changes: dict[PartitionKey, tuple[NodeId, ...] | None], *, allow_replication_factor_change: bool = True
+    ) -> dict[PartitionKey, tuple[ErrorCode, str | None]]:
+        """AlterPartitionReassignments (KIP-455): per partition, the outcome of setting its target
+        replicas (a list) or cancelling its move (None), merged into the reassignment in progress.
+
+        Checked first, as Kafka's controller does: the partition exists
+        (UNKNOWN_TOPIC_OR_PARTITION); the replicas are distinct, non-negative and registered
+        brokers (INVALID_REPLICA_ASSIGNMENT); without ``allow_replication_factor_change`` (KIP-860)
+        the target has as many replicas as the partition had before its move
+        (INVALID_REPLICATION_FACTOR). A cancel of a partition not being moved answers
+        NO_REASSIGNMENT_IN_PROGRESS. A target equal to the replicas of a partition not being
+        moved succeeds with nothing written. The moves themselves are carried out by ``_reassign``.
+
+        Raises BrokerError(NOT_CONTROLLER) on a node that is not the active controller;
+        CoordinationError when ZooKeeper could not be changed.
+        """
+        if self.epoch is None:
+            raise BrokerError(ErrorCode.NOT_CONTROLLER, f"broker {self.broker_id} is not the controller")
+        cluster = self.cluster
+        running = await self.zk.reassignment()
+        outcomes: dict[PartitionKey, tuple[ErrorCode, str | None]] = {}
+        valid: dict[PartitionKey, tuple[NodeId, ...] | None] = {}
+        for (name, p), replicas in changes.items():
+            topic = cluster.topics.get(name)
+            if topic is None or p not in topic.assignment:
+                outcomes[name, p] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+                continue
+            moving = running is not None and (name, p) in running.partitions
+            if replicas is not None:
+                original = topic.assignment[p]
+                if running is not None and moving:
+                    original = running.originals.get((name, p), original)
+                problem = self._target_problem(cluster, replicas, original, allow_replication_factor_change)
+                if problem is not None:
+                    outcomes[name, p] = problem
+                    continue
+                if not moving and tuple(replicas) == tuple(topic.assignment[p]):
+                    outcomes[name, p] = (ErrorCode.NONE, None)  # already there: nothing to move, as in Kafka
+                    continue
+            valid[name, p] = replicas
+        if valid:
+            done, _ = await self.zk.alter_reassignment(valid)
+            for key, outcome in done.items():
+                if outcome is AlterOutcome.UNKNOWN_PARTITION:  # deleted since we looked
+                    outcomes[key] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+                elif outcome is AlterOutcome.NOT_IN_PROGRESS:
+                    outcomes[key] = (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None)
+                else:
+                    outcomes[key] = (ErrorCode.NONE, None)
+                    log.info("reassignment of %s-%d: %s (AlterPartitionReassignments)", *key, outcome.value)
+            self.poke()
+        return outcomes
+
+    @staticmethod
+    def _target_problem(
+        cluster: ClusterState, replicas: tuple[NodeId, ...], original: tuple[NodeId, ...], allow_rf_change: bool
+    ) -> tuple[ErrorCode, str] | None:
+        if not replicas:
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "the replica list is empty"
+        if len(set(replicas)) != len(replicas):
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"the replica list {list(replicas)} has duplicates"
+        unknown = [b for b in replicas if b < 0 or b not in cluster.brokers]
+        if unknown:
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"brokers {unknown} are not registered"
+        if not allow_rf_change and len(replicas) != len(original):
+            return (
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"the replication factor would change from {len(original)} to {len(replicas)}",
+            )
+        return None
+
+    async def list_reassignments(
+        self, partitions: list[PartitionKey] | None
+    ) -> dict[PartitionKey, tuple[tuple[NodeId, ...], tuple[NodeId, ...], tuple[NodeId, ...]]]:
+        """ListPartitionReassignments: for each partition being moved (of ``partitions``, or all),
+        its replicas (the target's, then the current ones that leave at the end), the adding
+        replicas (in the target, not in the original list) and the removing ones (replicas not in
+        the target). Partitions not being moved are left out, as in Kafka.
+
+        Read from ZooKeeper, not the cached state, so a move just altered is listed. Raises
+        BrokerError(NOT_CONTROLLER) on a node that is not the active controller.
+        """
+        if self.epoch is None:
+            raise BrokerError(ErrorCode.NOT_CONTROLLER, f"broker {self.broker_id} is not the controller")
+        running = await self.zk.reassignment()
+        if running is None:
+            return {}
+        keys = list(running.partitions) if partitions is None else [k for k in partitions if k in running.partitions]
+        listed: dict[PartitionKey, tuple[tuple[NodeId, ...], tuple[NodeId, ...], tuple[NodeId, ...]]] = {}
+        for name, p in keys:
+            target = running.partitions[name, p]
+            topic = self.cluster.topics.get(name)
+            current = topic.assignment.get(p, ()) if topic is not None else ()
+            original = running.originals.get((name, p), current)
+            replicas = target + tuple(b for b in (*current, *original) if b not in target)
+            replicas = tuple(dict.fromkeys(replicas))
+            adding = tuple(b for b in target if b not in original)
+            removing = tuple(b for b in replicas if b not in target)
+            listed[name, p] = (replicas, adding, removing)
+        return listed

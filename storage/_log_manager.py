@@ -57,11 +57,15 @@ class ReplicaUsage:
 
 @dataclass(frozen=True, slots=True)
 class DirUsage:
-    """One log dir: its path, the error that took it offline (None while online), its replicas."""
+    """One log dir: its path, the error that took it offline (None while online), its replicas,
+    and the size and usable (free to an unprivileged writer) bytes of the volume it is on, -1
+    when unknown (an offline dir, or the volume could not be asked)."""
 
     path: Path
     error: BaseException | None
     replicas: list[ReplicaUsage]
+    total_bytes: int = -1
+    usable_bytes: int = -1
 
 
 @dataclass
@@ -77,6 +81,15 @@ class LogDir:
     def free_bytes(self) -> int:
         st = os.statvfs(self.path)
         return st.f_bavail * st.f_frsize
+
+    def volume_bytes(self) -> tuple[int, int]:
+        """(total, usable) bytes of the volume, or (-1, -1) when it cannot be asked. Only for
+        reporting: a failure here does not take the dir offline (appends and reads decide that)."""
+        try:
+            st = os.statvfs(self.path)
+        except OSError:
+            return -1, -1
+        return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
 
 
 class LogManager:
@@ -187,20 +200,18 @@ class LogManager:
         """Every log dir with what it holds (DescribeLogDirs): its replicas' sizes and positions,
         or the error that took it offline."""
         with self._lock:
-            dirs = [(d.path, d.error, list(d.logs.items())) for d in self.dirs]
-        return [
-            DirUsage(
-                path,
-                error,
-                []
-                if error is not None
-                else [
-                    ReplicaUsage(tp, plog.size_bytes, plog.high_watermark, plog.log_end_offset)
-                    for tp, plog in sorted(logs, key=lambda item: (item[0].topic, item[0].partition))
-                ],
-            )
-            for path, error, logs in dirs
-        ]
+            dirs = [(d, d.path, d.error, list(d.logs.items())) for d in self.dirs]
+        usages = []
+        for d, path, error, logs in dirs:
+            if error is not None:
+                usages.append(DirUsage(path, error, []))
+                continue
+            replicas = [
+                ReplicaUsage(tp, plog.size_bytes, plog.high_watermark, plog.log_end_offset)
+                for tp, plog in sorted(logs, key=lambda item: (item[0].topic, item[0].partition))
+            ]
+            usages.append(DirUsage(path, None, replicas, *d.volume_bytes()))
+        return usages
 
     def create_log(
         self, tp: TopicPartition, config: LogConfig | None = None, *, start_offset: Offset = FIRST_OFFSET

@@ -30,6 +30,7 @@ from ._layout import validate_topic_name as validate_topic_name
 from ._partition_states import StateWrites as StateWrites
 from ._quota_store import QuotaStoreError as QuotaStoreError
 from ._quota_store import ZkQuotaStore as ZkQuotaStore
+from ._reassignment import AlterOutcome as AlterOutcome
 from ._security_store import ZkSecurityStore as ZkSecurityStore
 from ._session import ZkSession as ZkSession
 from ._snapshot import ClusterSnapshot as ClusterSnapshot

@@ -35,10 +35,14 @@ znode                                             kind   data (JSON)
 ``/controller_epoch``                             P      ``3`` (a decimal string, not JSON): bumped in the same
                                                          transaction that creates ``/controller``
 ``/admin/reassign_partitions``                    P      ``{"version":1,"partitions":[{"topic":"t","partition":0,
-                                                         "replicas":[1,2,3]}],"throttle_bytes_per_s":null}``:
-                                                         the reassignment in progress (target replica lists);
-                                                         ``throttle_bytes_per_s`` (an integer or null) is a
-                                                         strait extension; entries are removed as they complete
+                                                         "replicas":[1,2,3],"original_replicas":[1,2]}],
+                                                         "throttle_bytes_per_s":null}``: the reassignment in
+                                                         progress (target replica lists); strait extensions:
+                                                         ``throttle_bytes_per_s`` (an integer or null) and
+                                                         ``original_replicas``, the partition's replicas
+                                                         when its entry was written (what cancelling goes
+                                                         back to; absent from other writers' entries);
+                                                         entries are removed as they complete
 ``/strait/offline_replicas/<id>``                 E      ``{"version":1,"partitions":[["t",0],["t",3]]}``: the
                                                          replicas of broker ``<id>`` on failed log dirs
                                                          (strait extension; absent when there are none)
@@ -297,11 +301,15 @@ class Reassignment:
     ``partitions`` maps ``(topic, partition)`` to its target replica list, preferred leader
     first; an entry is removed when that partition's reassignment completes.
     ``throttle_bytes_per_s`` caps the replication traffic the reassignment may use (None: no cap).
+    ``originals`` holds, for the entries that recorded it, the partition's replica list before
+    its reassignment started: cancelling (AlterPartitionReassignments with null replicas) moves
+    the partition back there, as Kafka does.
     """
 
     partitions: dict[tuple[str, int], tuple[NodeId, ...]]
     throttle_bytes_per_s: int | None
     version: int
+    originals: dict[tuple[str, int], tuple[NodeId, ...]] = field(default_factory=dict)
 
 
 # -- JSON helpers -----------------------------------------------------------------------------
@@ -556,12 +564,18 @@ def decode_controller_epoch(data: bytes | None) -> int:
 
 
 def encode_reassignment(
-    partitions: Mapping[tuple[str, int], tuple[NodeId, ...]], throttle_bytes_per_s: int | None
+    partitions: Mapping[tuple[str, int], tuple[NodeId, ...]],
+    throttle_bytes_per_s: int | None,
+    originals: Mapping[tuple[str, int], tuple[NodeId, ...]] | None = None,
 ) -> bytes:
-    entries = [
-        {"topic": topic, "partition": partition, "replicas": list(replicas)}
-        for (topic, partition), replicas in sorted(partitions.items())
-    ]
+    """``originals`` (optional, per entry) become each entry's ``original_replicas``."""
+    entries: list[dict[str, Any]] = []
+    for (topic, partition), replicas in sorted(partitions.items()):
+        entry: dict[str, Any] = {"topic": topic, "partition": partition, "replicas": list(replicas)}
+        original = (originals or {}).get((topic, partition))
+        if original is not None:
+            entry["original_replicas"] = list(original)
+        entries.append(entry)
     return _dump({"version": REASSIGNMENT_VERSION, "partitions": entries, "throttle_bytes_per_s": throttle_bytes_per_s})
 
 
@@ -573,17 +587,27 @@ def decode_reassignment(data: bytes | None, version: int) -> Reassignment:
     if not isinstance(entries, list):
         raise MalformedZnode(path, f"'partitions' must be a list, got {entries!r}")
     partitions: dict[tuple[str, int], tuple[NodeId, ...]] = {}
+    originals: dict[tuple[str, int], tuple[NodeId, ...]] = {}
     for entry in entries:
         if not isinstance(entry, dict) or not isinstance(entry.get("topic"), str):
             raise MalformedZnode(path, f"entry {entry!r} has no 'topic' string")
         partition = _int(entry, "partition", path)
-        partitions[entry["topic"], partition] = _node_ids(
-            entry.get("replicas"), f"replicas of {entry['topic']}-{partition}", path
-        )
+        key = (entry["topic"], partition)
+        partitions[key] = _node_ids(entry.get("replicas"), f"replicas of {entry['topic']}-{partition}", path)
+        originals.pop(key, None)  # a repeated entry replaces the earlier one entirely
+        if entry.get("original_replicas") is not None:
+            originals[key] = _node_ids(
+                entry["original_replicas"], f"original replicas of {entry['topic']}-{partition}", path
+            )
     throttle = obj.get("throttle_bytes_per_s")
     if throttle is not None and (isinstance(throttle, bool) or not isinstance(throttle, int)):
         raise MalformedZnode(path, f"'throttle_bytes_per_s' must be an integer or null, got {throttle!r}")
-    return Reassignment(partitions=dict(sorted(partitions.items())), throttle_bytes_per_s=throttle, version=version)
+    return Reassignment(
+        partitions=dict(sorted(partitions.items())),
+        throttle_bytes_per_s=throttle,
+        version=version,
+        originals=dict(sorted(originals.items())),
+    )
 
 
 # -- /strait/offline_replicas/<id> --------------------------------------------------------------

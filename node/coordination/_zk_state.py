@@ -186,6 +186,9 @@ class ZkState(ZkSession):
     )
     reassignment = Operation("read the reassignment", _reassignment.read, retry=True)
     complete_reassignment = Operation("complete the reassignment of {topic}-{partition}", _reassignment.complete)
+    alter_reassignment = Operation(
+        lambda changes: f"alter the reassignment of {len(changes)} partitions", _reassignment.alter
+    )
 
     # -- offline replicas -----------------------------------------------------------------------
 

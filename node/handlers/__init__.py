@@ -41,6 +41,7 @@ from . import (
     producer_id,
     producers,
     quotas,
+    reassign,
     sasl,
     scram,
     topics,
@@ -116,6 +117,8 @@ SERVED_APIS: tuple[int, ...] = (
     ApiKey.TRUNCATE_PARTITIONS,
     ApiKey.PARTITION_STATES,
     ApiKey.ELECT_LEADERS,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS,
 )
 
 
@@ -200,6 +203,12 @@ def dispatch_table(node: NodeServices, api_ranges: Mapping[int, tuple[int, int]]
         ApiKey.ELECT_LEADERS: partial(
             controller.handle_elect_leaders,
             controller.ControllerServices(node.controller, node.metadata, security),
+        ),
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS: partial(
+            reassign.handle_alter_partition_reassignments, reassign.ReassignServices(node.controller, security)
+        ),
+        ApiKey.LIST_PARTITION_REASSIGNMENTS: partial(
+            reassign.handle_list_partition_reassignments, reassign.ReassignServices(node.controller, security)
         ),
         ApiKey.CREATE_TOPICS: partial(topics.handle_create_topics, topic),
         ApiKey.DELETE_TOPICS: partial(topics.handle_delete_topics, topic),

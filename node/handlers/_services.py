@@ -172,6 +172,18 @@ class ControllerService(Protocol):
         """Record truncations to a cut (``node.truncation``); an outcome per partition."""
         ...
 
+    async def alter_reassignments(
+        self, changes: dict[tuple[str, int], tuple[NodeId, ...] | None], *, allow_replication_factor_change: bool
+    ) -> Mapping[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """Start, change or cancel partition moves (``Controller.alter_reassignments``)."""
+        ...
+
+    async def list_reassignments(
+        self, partitions: list[tuple[str, int]] | None
+    ) -> Mapping[tuple[str, int], tuple[tuple[NodeId, ...], tuple[NodeId, ...], tuple[NodeId, ...]]]:
+        """Partitions being moved: (replicas, adding, removing) each (``Controller.list_reassignments``)."""
+        ...
+
 
 class FollowerTracker(Protocol):
     """The leader side of replication: a follower's fetch tells where its log ends."""

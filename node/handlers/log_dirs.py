@@ -3,12 +3,15 @@
 Answered as Kafka's broker does, from its own disks only (an admin client asks every broker):
 per dir its absolute path and KAFKA_STORAGE_ERROR (56) for one that is offline, with no
 replicas; per replica its bytes on disk and its ``offset_lag``, how far its log end offset is
-below the high watermark (0 once it has everything committed). strait never moves a replica
-between dirs, so no replica is a "future" one. ``topics`` null asks for every replica; named
-partitions this node does not hold are left out, as in Kafka.
+below the high watermark (0 once it has everything committed); from v4 the total and usable
+bytes of the dir's volume (-1 for an offline dir). strait never moves a replica between dirs
+(AlterReplicaLogDirs is not served), so no replica is a "future" one. ``topics`` null asks for
+every replica; named partitions this node does not hold are left out, as in Kafka.
 
-Authorisation (Kafka's): DESCRIBE on the cluster, else an empty list of results (before v3 the
-response has no field to say why).
+Versions 0-4 (v2 flexible, v3 a top-level error code, v4 the volume sizes).
+
+Authorisation (Kafka's): DESCRIBE on the cluster, else an empty list of results and, from v3,
+CLUSTER_AUTHORIZATION_FAILED at the top (before v3 the response has no field to say why).
 """
 
 from __future__ import annotations
@@ -32,12 +35,20 @@ class LogDirServices:
 async def handle_describe_log_dirs(services: LogDirServices, request: Request) -> dict[str, Any]:
     req = request.body
     if not services.security.allowed(request, AclOperation.DESCRIBE, ResourceType.CLUSTER):
-        return {"throttle_time_ms": 0, "results": []}
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "results": []}
     wanted = None if req.topics is None else {(t.topic, p) for t in req.topics for p in t.partitions}
     results = []
     for usage in services.dirs.describe_dirs():
         if usage.error is not None:
-            results.append({"error_code": ErrorCode.KAFKA_STORAGE_ERROR, "log_dir": str(usage.path), "topics": []})
+            results.append(
+                {
+                    "error_code": ErrorCode.KAFKA_STORAGE_ERROR,
+                    "log_dir": str(usage.path),
+                    "topics": [],
+                    "total_bytes": -1,
+                    "usable_bytes": -1,
+                }
+            )
             continue
         topics: dict[str, list[dict[str, Any]]] = {}
         for replica in usage.replicas:
@@ -57,6 +68,8 @@ async def handle_describe_log_dirs(services: LogDirServices, request: Request) -
                 "error_code": ErrorCode.NONE,
                 "log_dir": str(usage.path),
                 "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
+                "total_bytes": usage.total_bytes,
+                "usable_bytes": usage.usable_bytes,
             }
         )
-    return {"throttle_time_ms": 0, "results": results}
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results": results}

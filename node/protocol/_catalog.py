@@ -15,6 +15,7 @@ from ._messages_admin import ADMIN_APIS
 from ._messages_data import DATA_APIS
 from ._messages_group import GROUP_APIS
 from ._messages_quota import QUOTA_APIS
+from ._messages_reassign import REASSIGN_APIS
 from ._messages_security import SECURITY_APIS
 from ._messages_strait import STRAIT_APIS
 from ._messages_txn import TXN_APIS
@@ -22,7 +23,16 @@ from ._schema import ApiKey, ApiSchema
 
 _SCHEMAS: dict[int, ApiSchema] = {
     api.api_key: api
-    for api in (*DATA_APIS, *GROUP_APIS, *ADMIN_APIS, *SECURITY_APIS, *QUOTA_APIS, *TXN_APIS, *STRAIT_APIS)
+    for api in (
+        *DATA_APIS,
+        *GROUP_APIS,
+        *ADMIN_APIS,
+        *SECURITY_APIS,
+        *QUOTA_APIS,
+        *TXN_APIS,
+        *STRAIT_APIS,
+        *REASSIGN_APIS,
+    )
 }
 
 if set(_SCHEMAS) != {key.value for key in ApiKey}:  # pragma: no cover - a declaration is missing
@@ -55,8 +65,10 @@ def advertised_ranges(api_keys: Iterable[int]) -> dict[int, tuple[int, int]]:
 
     That is 0 up to the highest non-flexible version, except where a flexible version is declared
     on purpose: ApiVersions (0, 4), SaslAuthenticate (0, 2), the SCRAM credential APIs, which
-    only exist as a flexible v0, the client quota APIs (0, 1: Kafka 4.3's versions),
-    InitProducerId (0, 4: KIP-360's epoch bumps) and the transaction APIs (``_messages_txn``).
+    only exist as a flexible v0, the client quota APIs (0, 1: Kafka 4.3's versions), InitProducerId
+    (0, 4: KIP-360's epoch bumps), the transaction APIs (``_messages_txn``), DescribeLogDirs (0, 4:
+    v3's top-level error, v4's volume sizes) and the reassignment APIs (``_messages_reassign``),
+    which only exist as flexible versions.
 
     Raises UnknownApi for a key without a schema.
     """

@@ -237,7 +237,7 @@ INCREMENTAL_ALTER_CONFIGS = ApiSchema(
 
 # v1 is v0 with throttling on quota violation (KIP-219); v2 is flexible, v3 adds a top-level error.
 DESCRIBE_LOG_DIRS = ApiSchema(
-    ApiKey.DESCRIBE_LOG_DIRS, "DescribeLogDirs", max_version=1, flexible_from=2,
+    ApiKey.DESCRIBE_LOG_DIRS, "DescribeLogDirs", max_version=4, flexible_from=2,
     request=S(
         F("topics", A(S(
             F("topic", STRING),
@@ -246,6 +246,7 @@ DESCRIBE_LOG_DIRS = ApiSchema(
     ),
     response=S(
         F("throttle_time_ms", INT32),
+        F("error_code", INT16, "3+"),
         F("results", A(S(
             F("error_code", INT16),
             F("log_dir", STRING),
@@ -258,6 +259,8 @@ DESCRIBE_LOG_DIRS = ApiSchema(
                     F("is_future_key", BOOL),
                 ))),
             ))),
+            F("total_bytes", INT64, "4+", default=-1),  # of the volume the dir is on
+            F("usable_bytes", INT64, "4+", default=-1),
         ))),
     ),
 )

@@ -17,7 +17,9 @@ import trio
 from node.cluster import ClusterState
 from node.controller import SHUTDOWN_WRITE_ROUNDS, Controller
 from node.coordination import BrokerRegistration, PartitionState, StaleState, StateWrites, ZkState
+from node.errors import BrokerError
 from node.ids import NO_NODE, NodeId
+from node.protocol import ErrorCode
 from storage import LeaderEpoch
 from tests.node.coordination.zk_helpers import raw_session
 from tests.node.inprocess import registered_broker
@@ -57,6 +59,123 @@ def test_completing_a_reassignment_writes_assignment_and_state_in_one_transactio
             # The leader's ISR write decided on the state before: lost.
             with pytest.raises(StaleState):
                 await zk.set_partition_state(TOPIC, 0, PartitionState(2, 7, (1, 2, 3), epoch, before.version))
+
+    trio.run(main)
+
+
+@asynccontextmanager
+async def controller_of_two(
+    zk_connect: str, tmp_path: Path, partitions: int
+) -> AsyncIterator[tuple[ZkState, ClusterState, Controller, int]]:
+    """Brokers 3 (the controller, in process) and 2 registered; TOPIC with ``partitions``
+    partitions on broker 3 alone, which leads them."""
+    async with (
+        registered_broker(3, zk_connect, tmp_path) as (zk, cluster, config),
+        registered_broker(2, zk_connect, tmp_path / "b2"),
+    ):
+        epoch = await zk.elect_controller(3)
+        assert epoch is not None
+        states = {p: PartitionState(NodeId(3), LeaderEpoch(0), (NodeId(3),), epoch) for p in range(partitions)}
+        await zk.create_topic(TOPIC, {p: (NodeId(3),) for p in range(partitions)}, {}, states)
+        await cluster.refresh()
+        yield zk, cluster, Controller(config, cluster, zk), epoch
+
+
+def test_a_move_that_only_adds_replicas_completes_once_they_are_in_sync(zk_connect: str, tmp_path: Path) -> None:
+    """[3] -> [3, 2]: step 1 makes the assignment the target at once; the entry stays (and its
+    throttle applies) until broker 2 is in the ISR."""
+
+    async def main() -> None:
+        async with controller_of_two(zk_connect, tmp_path, 1) as (zk, cluster, controller, epoch):
+            await zk.start_reassignment({(TOPIC, 0): (3, 2)}, 1000)
+            for _ in range(3):
+                await cluster.refresh()
+                await controller._reassign(cluster, epoch)
+            topic = await zk.topic(TOPIC)
+            assert topic is not None and topic.partitions == {0: (3, 2)}
+            running = await zk.reassignment()
+            assert running is not None and running.partitions == {(TOPIC, 0): (3, 2)}  # broker 2 is catching up
+
+            state = await zk.partition_state(TOPIC, 0)
+            assert state is not None
+            await zk.set_partition_state(TOPIC, 0, dataclasses.replace(state, isr=(3, 2)))
+            await cluster.refresh()
+            await controller._reassign(cluster, epoch)
+            assert await zk.reassignment() is None
+            after = await zk.partition_state(TOPIC, 0)
+            assert after is not None and (after.leader, after.leader_epoch, after.isr) == (3, 0, (3, 2))
+
+    trio.run(main)
+
+
+def test_alter_list_and_cancel_reassignments_through_the_controller(zk_connect: str, tmp_path: Path) -> None:
+    """AlterPartitionReassignments' checks and outcomes; a cancelled move goes back to the original
+    replicas once the controller's next pass has run; list shows adding and removing replicas."""
+
+    async def main() -> None:
+        async with controller_of_two(zk_connect, tmp_path, 2) as (zk, cluster, controller, epoch):
+            assert controller.epoch is None  # not (yet) the active controller
+            with pytest.raises(BrokerError, match="not the controller"):
+                await controller.alter_reassignments({(TOPIC, 0): (2,)})
+            with pytest.raises(BrokerError, match="not the controller"):
+                await controller.list_reassignments(None)
+            controller.epoch = epoch
+
+            assert await controller.alter_reassignments(
+                {
+                    (TOPIC, 0): (3, 3),
+                    (TOPIC, 1): (3, 9),
+                    (TOPIC, 4): (3,),
+                    ("nowhere", 0): (3,),
+                }
+            ) == {
+                (TOPIC, 0): (ErrorCode.INVALID_REPLICA_ASSIGNMENT, "the replica list [3, 3] has duplicates"),
+                (TOPIC, 1): (ErrorCode.INVALID_REPLICA_ASSIGNMENT, "brokers [9] are not registered"),
+                (TOPIC, 4): (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None),
+                ("nowhere", 0): (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None),
+            }
+            assert await controller.alter_reassignments({(TOPIC, 0): ()}) == {
+                (TOPIC, 0): (ErrorCode.INVALID_REPLICA_ASSIGNMENT, "the replica list is empty")
+            }
+            assert await controller.alter_reassignments(
+                {(TOPIC, 0): (2, 3)}, allow_replication_factor_change=False
+            ) == {(TOPIC, 0): (ErrorCode.INVALID_REPLICATION_FACTOR, "the replication factor would change from 1 to 2")}
+            assert await controller.alter_reassignments({(TOPIC, 0): None}) == {
+                (TOPIC, 0): (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None)
+            }
+            assert await controller.alter_reassignments({(TOPIC, 1): (3,)}) == {(TOPIC, 1): (ErrorCode.NONE, None)}
+            assert await zk.reassignment() is None  # none of it was written (partition 1 is on [3] already)
+
+            assert await controller.alter_reassignments({(TOPIC, 0): (2, 3), (TOPIC, 1): (2,)}) == {
+                (TOPIC, 0): (ErrorCode.NONE, None),
+                (TOPIC, 1): (ErrorCode.NONE, None),
+            }
+            assert await controller.list_reassignments(None) == {
+                (TOPIC, 0): ((2, 3), (2,), ()),
+                (TOPIC, 1): ((2, 3), (2,), (3,)),
+            }
+            assert await controller.list_reassignments([(TOPIC, 1), (TOPIC, 7)]) == {(TOPIC, 1): ((2, 3), (2,), (3,))}
+
+            # The first pass makes broker 2 a replica of partition 0 (catching up, not in the ISR).
+            await cluster.refresh()
+            await controller._reassign(cluster, epoch)
+            topic = await zk.topic(TOPIC)
+            assert topic is not None and topic.partitions[0] == (2, 3)
+            # Cancelled: partition 0 goes back to [3] alone; partition 1 keeps moving.
+            assert await controller.alter_reassignments({(TOPIC, 0): None}) == {(TOPIC, 0): (ErrorCode.NONE, None)}
+            assert await controller.list_reassignments(None) == {
+                (TOPIC, 0): ((3, 2), (), (2,)),
+                (TOPIC, 1): ((2, 3), (2,), (3,)),
+            }
+            for _ in range(3):
+                await cluster.refresh()
+                await controller._reassign(cluster, epoch)
+            topic = await zk.topic(TOPIC)
+            state = await zk.partition_state(TOPIC, 0)
+            assert topic is not None and topic.partitions == {0: (3,), 1: (2, 3)}
+            assert state is not None and (state.leader, state.isr, state.leader_epoch) == (3, (3,), 1)
+            running = await zk.reassignment()
+            assert running is not None and list(running.partitions) == [(TOPIC, 1)]
 
     trio.run(main)
 

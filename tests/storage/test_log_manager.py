@@ -147,3 +147,27 @@ def test_maintenance_applies_retention_and_checkpoints(tmp_path: Path) -> None:
     assert log.log_start_offset == 6 and len(log.segments) == 1
     assert read_offsets(tmp_path / "d" / "log-start-offset-checkpoint") == {TopicPartition("t", 0): 6}
     assert not any(p.name.endswith(".deleted") for p in log.dir.iterdir())
+
+
+def test_describe_dirs_reports_replicas_and_the_volume_of_each_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    m = manager(tmp_path, 2)
+    log = m.create_log(TopicPartition("t", 0))
+    log.append(batch(3))
+    online = {usage.path: usage for usage in m.describe_dirs()}
+    holding = online[log.dir.parent]
+    assert [(r.tp, r.log_end_offset) for r in holding.replicas] == [(TopicPartition("t", 0), 3)]
+    st = os.statvfs(holding.path)
+    assert holding.total_bytes == st.f_blocks * st.f_frsize > 0
+    assert 0 < holding.usable_bytes <= holding.total_bytes
+
+    # A volume that cannot be asked reports -1 and keeps the dir online (only appends and reads
+    # decide that).
+    def no_statvfs(path: object) -> os.statvfs_result:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(_log_manager.os, "statvfs", no_statvfs)
+    unknown = m.describe_dirs()
+    assert [(u.error, u.total_bytes, u.usable_bytes) for u in unknown] == [(None, -1, -1), (None, -1, -1)]
+    assert [len(u.replicas) for u in unknown] == [len(online[u.path].replicas) for u in unknown]

@@ -233,6 +233,21 @@ def test_reassignment_is_kafkas_with_a_throttle() -> None:
     assert decode_reassignment(kafkas, 0) == Reassignment({("t", 0): (1,)}, None, 0)
 
 
+def test_reassignment_entries_may_record_their_original_replicas() -> None:
+    data = encode_reassignment({("t", 0): (2, 3), ("t", 1): (1,)}, None, {("t", 0): (1, 2)})
+    assert json.loads(data)["partitions"] == [
+        {"topic": "t", "partition": 0, "replicas": [2, 3], "original_replicas": [1, 2]},
+        {"topic": "t", "partition": 1, "replicas": [1]},  # unknown: no key
+    ]
+    assert decode_reassignment(data, 2) == Reassignment({("t", 0): (2, 3), ("t", 1): (1,)}, None, 2, {("t", 0): (1, 2)})
+    # A repeated entry replaces the earlier one, original included.
+    repeated = (
+        b'{"partitions":[{"topic":"t","partition":0,"replicas":[2],"original_replicas":[1]},'
+        b'{"topic":"t","partition":0,"replicas":[3]}]}'
+    )
+    assert decode_reassignment(repeated, 0) == Reassignment({("t", 0): (3,)}, None, 0)
+
+
 @pytest.mark.parametrize(
     "data",
     [
@@ -241,6 +256,7 @@ def test_reassignment_is_kafkas_with_a_throttle() -> None:
         b'{"partitions":[{"topic":"t","partition":"0","replicas":[1]}]}',
         b'{"partitions":[{"topic":"t","partition":0,"replicas":"1"}]}',
         b'{"partitions":[],"throttle_bytes_per_s":"fast"}',
+        b'{"partitions":[{"topic":"t","partition":0,"replicas":[1],"original_replicas":"1"}]}',
     ],
 )
 def test_malformed_reassignment_names_its_path(data: bytes) -> None:

@@ -7,6 +7,7 @@ import pytest
 import trio
 
 from node.coordination import (
+    AlterOutcome,
     PartitionState,
     Reassignment,
     ReassignmentInProgress,
@@ -127,13 +128,14 @@ def test_reassignment_lifecycle(zk_connect: str) -> None:
             assert await a.reassignment() is None
             moves = {("t", 0): (2, 3, 1), ("t", 1): (3, 1, 2), ("u", 0): (3,)}
             started = await a.start_reassignment(moves, 10_000_000)
-            assert started == Reassignment(moves, 10_000_000, version=0)
+            originals = {("t", 0): (1, 2), ("t", 1): (2, 1), ("u", 0): (1,)}  # what cancelling goes back to
+            assert started == Reassignment(moves, 10_000_000, 0, originals)
             assert await raw.json("/admin/reassign_partitions") == {
                 "version": 1,
                 "partitions": [
-                    {"topic": "t", "partition": 0, "replicas": [2, 3, 1]},
-                    {"topic": "t", "partition": 1, "replicas": [3, 1, 2]},
-                    {"topic": "u", "partition": 0, "replicas": [3]},
+                    {"topic": "t", "partition": 0, "replicas": [2, 3, 1], "original_replicas": [1, 2]},
+                    {"topic": "t", "partition": 1, "replicas": [3, 1, 2], "original_replicas": [2, 1]},
+                    {"topic": "u", "partition": 0, "replicas": [3], "original_replicas": [1]},
                 ],
                 "throttle_bytes_per_s": 10_000_000,
             }
@@ -144,17 +146,21 @@ def test_reassignment_lifecycle(zk_connect: str) -> None:
             assert info.value.pending == (("t", 0), ("t", 1), ("u", 0))
 
             left = await b.complete_reassignment("t", 1)
-            assert left == Reassignment({("t", 0): (2, 3, 1), ("u", 0): (3,)}, 10_000_000, version=1)
+            assert left == Reassignment(
+                {("t", 0): (2, 3, 1), ("u", 0): (3,)}, 10_000_000, 1, {("t", 0): (1, 2), ("u", 0): (1,)}
+            )
             assert await a.reassignment() == left
             assert await a.complete_reassignment("t", 1) == left  # not part of it any more: no change
-            assert await a.complete_reassignment("t", 0) == Reassignment({("u", 0): (3,)}, 10_000_000, version=2)
+            assert await a.complete_reassignment("t", 0) == Reassignment(
+                {("u", 0): (3,)}, 10_000_000, 2, {("u", 0): (1,)}
+            )
             assert await b.complete_reassignment("u", 0) is None  # the last one
             assert not await raw.exists("/admin/reassign_partitions")
             assert await a.reassignment() is None
             assert await a.complete_reassignment("u", 0) is None
 
             again = await b.start_reassignment({("u", 0): (1,)})  # the next one may start
-            assert again == Reassignment({("u", 0): (1,)}, None, version=0)
+            assert again == Reassignment({("u", 0): (1,)}, None, 0, {("u", 0): (1,)})
             assert (await raw.json("/admin/reassign_partitions"))["throttle_bytes_per_s"] is None
 
     run(main)
@@ -215,5 +221,118 @@ def test_reassignment_changes_arrive_as_hints(zk_connect: str) -> None:
             await actor.complete_reassignment("t", 1)
             await next_hint(events, "reassignment")  # deleted
             assert await watcher.reassignment() is None
+
+    run(main)
+
+
+# -- alter (AlterPartitionReassignments) ------------------------------------------------------------
+
+
+def test_alter_merges_into_the_running_reassignment_and_cancels(zk_connect: str) -> None:
+    async def main() -> None:
+        async with ZkState(zk_connect) as a, ZkState(zk_connect) as b, raw_session(zk_connect) as raw:
+            await a.create_topic("t", {0: (1, 2), 1: (2, 1)}, {})
+            await a.start_reassignment({("t", 0): (2, 3)}, 5_000)
+
+            # Adding a partition keeps the running one (and its throttle); a cancel of a partition
+            # not being moved, and unknown partitions, change nothing.
+            outcomes, now = await b.alter_reassignment(
+                {("t", 1): (3, 1), ("t", 7): (1,), ("gone", 0): (1,), ("t", 5): None}
+            )
+            assert outcomes == {
+                ("t", 1): AlterOutcome.STARTED,
+                ("t", 7): AlterOutcome.UNKNOWN_PARTITION,
+                ("gone", 0): AlterOutcome.UNKNOWN_PARTITION,
+                ("t", 5): AlterOutcome.UNKNOWN_PARTITION,
+            }
+            assert now == Reassignment(
+                {("t", 0): (2, 3), ("t", 1): (3, 1)}, 5_000, 1, {("t", 0): (1, 2), ("t", 1): (2, 1)}
+            )
+            assert await a.reassignment() == now
+            assert (await raw.json("/admin/reassign_partitions"))["throttle_bytes_per_s"] == 5_000
+
+            # A new target for a running move keeps its original; a cancel goes back to it.
+            outcomes, now = await a.alter_reassignment({("t", 0): (3,)})
+            assert outcomes == {("t", 0): AlterOutcome.STARTED}
+            assert now is not None and now.partitions[("t", 0)] == (3,) and now.originals[("t", 0)] == (1, 2)
+            # A controller that read the old target does not complete the re-targeted move.
+            assert await b.complete_reassignment("t", 0, (2, 3)) == now
+            assert await b.reassignment() == now
+            outcomes, now = await a.alter_reassignment({("t", 0): None})
+            assert outcomes == {("t", 0): AlterOutcome.CANCELLED}
+            assert now == Reassignment(
+                {("t", 0): (1, 2), ("t", 1): (3, 1)}, 5_000, 3, {("t", 0): (1, 2), ("t", 1): (2, 1)}
+            )
+
+            # With nothing running, an alter creates the znode; a cancel finds nothing.
+            for key in (("t", 0), ("t", 1)):
+                await a.complete_reassignment(*key)
+            assert await a.reassignment() is None
+            assert await a.alter_reassignment({("t", 1): None}) == ({("t", 1): AlterOutcome.NOT_IN_PROGRESS}, None)
+            assert not await raw.exists("/admin/reassign_partitions")
+            outcomes, now = await b.alter_reassignment({("t", 1): (1,)})
+            assert now == Reassignment({("t", 1): (1,)}, None, 0, {("t", 1): (2, 1)})
+            assert await raw.json("/admin/reassign_partitions") == {
+                "version": 1,
+                "partitions": [{"topic": "t", "partition": 1, "replicas": [1], "original_replicas": [2, 1]}],
+                "throttle_bytes_per_s": None,
+            }
+
+    run(main)
+
+
+def test_cancelling_an_entry_without_its_original_removes_it(zk_connect: str) -> None:
+    """An entry another tool wrote (Kafka's JSON, no ``original_replicas``) stops where it is."""
+
+    async def main() -> None:
+        async with ZkState(zk_connect) as zk, raw_session(zk_connect) as raw:
+            await zk.create_topic("t", {0: (1,), 1: (1,)}, {})
+            await raw.create(
+                "/admin/reassign_partitions",
+                b'{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[2]},'
+                b'{"topic":"t","partition":1,"replicas":[3]}]}',
+            )
+            outcomes, now = await zk.alter_reassignment({("t", 0): None})
+            assert outcomes == {("t", 0): AlterOutcome.CANCELLED}
+            assert now == Reassignment({("t", 1): (3,)}, None, 1)
+            outcomes, now = await zk.alter_reassignment({("t", 1): None})
+            assert (outcomes, now) == ({("t", 1): AlterOutcome.CANCELLED}, None)
+            assert not await raw.exists("/admin/reassign_partitions")
+
+    run(main)
+
+
+def test_concurrent_alters_all_land(zk_connect: str) -> None:
+    async def main() -> None:
+        async with ZkState(zk_connect) as a, ZkState(zk_connect) as b:
+            await a.create_topic("t", {p: (1,) for p in range(8)}, {})
+            async with trio.open_nursery() as nursery:
+                for p in range(8):
+                    nursery.start_soon((a if p % 2 else b).alter_reassignment, {("t", p): (2,)})
+            now = await a.reassignment()
+            assert now is not None and now.partitions == {("t", p): (2,) for p in range(8)}
+            assert now.originals == {("t", p): (1,) for p in range(8)}
+
+    run(main)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({("t", 0): ()}, "reassignment of t-0: replicas"),
+        ({("t", 0): (1, 1)}, r"replicas \[1, 1\] must be distinct"),
+        ({("t", -1): (1,)}, "partition -1 is negative"),
+        ({("a/b", 0): None}, "invalid topic name 'a/b'"),
+    ],
+)
+def test_alter_rejects_bad_input(
+    zk_connect: str, changes: dict[tuple[str, int], tuple[int, ...] | None], message: str
+) -> None:
+    async def main() -> None:
+        async with ZkState(zk_connect) as zk:
+            await zk.create_topic("t", {0: (1,)}, {})
+            with pytest.raises(ValueError, match=message):
+                await zk.alter_reassignment(changes)
+            assert await zk.reassignment() is None
 
     run(main)

@@ -54,7 +54,12 @@ def test_snapshot_holds_what_was_written(zk_connect: str) -> None:
                     ("orders", 1): state(2, (2, 1), version=0),
                 },  # plain-0 has no state yet
                 controller=(2, 1),
-                reassignment=Reassignment({("orders", 0): (2, 1), ("plain", 0): (1, 2)}, 5_000_000, version=0),
+                reassignment=Reassignment(
+                    {("orders", 0): (2, 1), ("plain", 0): (1, 2)},
+                    5_000_000,
+                    version=0,
+                    originals={("orders", 0): (1, 2), ("plain", 0): (2,)},
+                ),
                 offline_replicas={2: frozenset({("orders", 1), ("plain", 0)})},
             )
             assert list(snap.brokers) == [1, 2] and list(snap.topics) == ["orders", "plain"]

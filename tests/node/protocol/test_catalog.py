@@ -55,11 +55,13 @@ EXPECTED = {
     31: ("DeleteAcls", 1),
     32: ("DescribeConfigs", 3),
     33: ("AlterConfigs", 1),
-    35: ("DescribeLogDirs", 1),
+    35: ("DescribeLogDirs", 4),
     36: ("SaslAuthenticate", 2),
     37: ("CreatePartitions", 1),
     42: ("DeleteGroups", 1),
     44: ("IncrementalAlterConfigs", 0),
+    45: ("AlterPartitionReassignments", 1),
+    46: ("ListPartitionReassignments", 0),
     43: ("ElectLeaders", 2),
     47: ("OffsetDelete", 0),
     48: ("DescribeClientQuotas", 1),
@@ -110,6 +112,9 @@ FLEXIBLE: dict[int, tuple[int, int]] = {
     ApiKey.LIST_TRANSACTIONS: (0, 1),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),  # only flexible versions exist (KIP-664)
     ApiKey.WRITE_TXN_MARKERS: (1, 1),  # sent by brokers only; Kafka 4 keeps only the flexible v1
+    ApiKey.DESCRIBE_LOG_DIRS: (2, 4),  # v3's top-level error code, v4's volume sizes
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),  # KIP-455: only flexible versions exist
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
 }
 
 
