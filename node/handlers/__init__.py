@@ -152,7 +152,7 @@ def dispatch_table(node: NodeServices, api_ranges: Mapping[int, tuple[int, int]]
     transaction = txn.TxnServices(node.transactions, node.groups, node.metadata, security)
     meta = metadata.MetadataServices(node.metadata, node.admin, node.config, node.cluster_id, api_ranges, security)
     config = configs.ConfigServices(node.metadata, node.admin, node.config, security)
-    topic = topics.TopicServices(node.admin, node.config, security)
+    topic = topics.TopicServices(node.admin, node.metadata, node.config, security)
     acl = acls.AclServices(security)
     credentials = scram.ScramServices(security)
     handshake = sasl.SaslServices()
