@@ -113,6 +113,7 @@ SERVED_APIS: tuple[int, ...] = (
     ApiKey.TRUNCATE_PARTITIONS,
     ApiKey.PARTITION_STATES,
     ApiKey.ELECT_LEADERS,
+    ApiKey.DESCRIBE_CLUSTER,
 )
 
 
@@ -184,6 +185,7 @@ def dispatch_table(node: NodeServices, api_ranges: Mapping[int, tuple[int, int]]
         ),
         ApiKey.METADATA: partial(metadata.handle_metadata, meta),
         ApiKey.API_VERSIONS: partial(metadata.handle_api_versions, meta),
+        ApiKey.DESCRIBE_CLUSTER: partial(metadata.handle_describe_cluster, meta),
         ApiKey.CONTROLLED_SHUTDOWN: partial(
             controller.handle_controlled_shutdown,
             controller.ControllerServices(node.controller, node.metadata, security),

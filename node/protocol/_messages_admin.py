@@ -285,6 +285,33 @@ DESCRIBE_LOG_DIRS = ApiSchema(
     ),
 )
 
+# KIP-700: the cluster's id, controller and brokers without a Metadata request. Only flexible versions
+# exist; v1 names the endpoint type asked for (KIP-919: 1 broker, 2 controller), v2 fenced brokers (KIP-1073).
+DESCRIBE_CLUSTER = ApiSchema(
+    ApiKey.DESCRIBE_CLUSTER, "DescribeCluster", max_version=2, flexible_from=0,
+    request=S(
+        F("include_cluster_authorized_operations", BOOL),
+        F("endpoint_type", INT8, "1+", default=1),
+        F("include_fenced_brokers", BOOL, "2+"),
+    ),
+    response=S(
+        F("throttle_time_ms", INT32),
+        F("error_code", INT16),
+        F("error_message", STRING, nullable="0+", default=None),
+        F("endpoint_type", INT8, "1+", default=1),
+        F("cluster_id", STRING),
+        F("controller_id", INT32, default=-1),
+        F("brokers", A(S(
+            F("broker_id", INT32),
+            F("host", STRING),
+            F("port", INT32),
+            F("rack", STRING, nullable="0+", default=None),
+            F("is_fenced", BOOL, "2+"),
+        ))),
+        F("cluster_authorized_operations", INT32, default=-0x80000000),
+    ),
+)
+
 # Inter-broker: a stopping node asks the controller to move its leaderships away. v0 used a
 # request header without client id; strait declares v1+ only.
 CONTROLLED_SHUTDOWN = ApiSchema(
@@ -328,6 +355,7 @@ ELECT_LEADERS = ApiSchema(
 # fmt: on
 
 ADMIN_APIS = (
+    DESCRIBE_CLUSTER,
     ELECT_LEADERS,
     API_VERSIONS,
     DESCRIBE_LOG_DIRS,

@@ -1,7 +1,8 @@
 """Handlers at Kafka 4.3's newest versions (Issue 20), over fakes; every answer goes through the wire codec.
 
 FindCoordinator v4+ batches keys; OffsetFetch v8+ batches groups; CreateTopics v5+ describes what it made
-(v7: its id); DeleteTopics v6 deletes by id; DescribeLogDirs v3 has a top-level error, v4 disk space.
+(v7: its id); DeleteTopics v6 deletes by id; DescribeLogDirs v3 has a top-level error, v4 disk space;
+DescribeCluster (KIP-700) is new.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from typing import Any
 import pytest
 import trio
 
-from node.coordination import uuid_of
-from node.handlers import NO_AUTHORIZER
+from node.coordination import BrokerRegistration, uuid_of
+from node.handlers import NO_AUTHORIZER, served_ranges
 from node.handlers.groups import GroupServices, handle_find_coordinator, handle_offset_fetch
-from node.handlers.log_dirs import LogDirServices, handle_describe_log_dirs
+from node.handlers.log_dirs import LogDirServices, disk_space, handle_describe_log_dirs
+from node.handlers.metadata import MetadataServices, handle_describe_cluster
 from node.handlers.topics import TopicServices, handle_create_topics, handle_delete_topics
 from node.protocol import ApiKey, ErrorCode, Struct, decode_response, encode_response, request_header
 from node.security._acl import AclOperation, ResourceType
@@ -250,8 +252,43 @@ def test_describe_log_dirs_v4_gives_disk_space_and_v3_a_top_level_error() -> Non
 
 
 def test_disk_space_reads_the_file_system_of_a_real_dir(tmp_path: Path) -> None:
-    from node.handlers.log_dirs import disk_space
-
     space = disk_space(tmp_path)
     assert space is not None and space[0] >= space[1] >= 0 and space[0] > 0
     assert disk_space(tmp_path / "missing") is None
+
+
+# -- cluster -----------------------------------------------------------------------------------------------------------
+
+
+def test_describe_cluster_names_the_cluster_its_controller_and_brokers_on_the_requests_listener() -> None:
+    cluster = FakeCluster(
+        brokers={
+            1: BrokerRegistration(1, "127.0.0.1", 9092, rack="r1"),
+            2: BrokerRegistration(2, "127.0.0.2", 9093),
+        },
+        controller=(2, 7),
+    )
+    services = MetadataServices(cluster, cluster, node_config(), "cluster-1", served_ranges())
+    for version in (0, 1, 2):
+        answer = call(handle_describe_cluster, services, ApiKey.DESCRIBE_CLUSTER, version, {})
+        assert (answer.error_code, answer.cluster_id, answer.controller_id) == (0, "cluster-1", 2)
+        assert [(b.broker_id, b.host, b.port, b.rack, b.is_fenced) for b in answer.brokers] == [
+            (1, "127.0.0.1", 9092, "r1", False),
+            (2, "127.0.0.2", 9093, None, False),
+        ]
+        assert answer.cluster_authorized_operations == -(2**31)  # not asked for
+    controller = call(handle_describe_cluster, services, ApiKey.DESCRIBE_CLUSTER, 1, {"endpoint_type": 2})
+    assert (controller.error_code, controller.brokers) == (ErrorCode.MISMATCHED_ENDPOINT_TYPE, [])
+    assert controller.error_message is not None and "endpoint type 2" in controller.error_message
+
+
+def test_describe_cluster_authorized_operations_need_describe_on_the_cluster() -> None:
+    cluster = FakeCluster()
+    security, _ = secured(acl(ALICE, AclOperation.DESCRIBE))
+    services = MetadataServices(cluster, cluster, node_config(), "cluster-1", served_ranges(), security)
+    body = {"include_cluster_authorized_operations": True}
+    alice = call(handle_describe_cluster, services, ApiKey.DESCRIBE_CLUSTER, 2, body, principal=ALICE)
+    assert alice.cluster_authorized_operations == 1 << AclOperation.DESCRIBE
+    other = call(handle_describe_cluster, services, ApiKey.DESCRIBE_CLUSTER, 2, body, principal="User:bob")
+    assert (other.error_code, other.cluster_authorized_operations) == (0, 0)
+    assert [b.broker_id for b in other.brokers] == [1]  # the rest of the answer needs no permission

@@ -64,6 +64,7 @@ EXPECTED = {
     47: ("OffsetDelete", 0),
     50: ("DescribeUserScramCredentials", 0),
     51: ("AlterUserScramCredentials", 0),
+    60: ("DescribeCluster", 2),
     61: ("DescribeProducers", 0),
     65: ("DescribeTransactions", 0),
     66: ("ListTransactions", 1),
@@ -127,6 +128,7 @@ FLEXIBLE: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_ACLS: (2, 3),
     ApiKey.CREATE_ACLS: (2, 3),
     ApiKey.DELETE_ACLS: (2, 3),
+    ApiKey.DESCRIBE_CLUSTER: (0, 2),  # only flexible versions exist (KIP-700)
 }
 
 
