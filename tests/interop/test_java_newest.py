@@ -3,9 +3,10 @@
 ``ClientNewest`` (java/ClientNewest.java) makes the calls whose requests the client sends at the
 versions strait now serves: CreateTopics v7 (what was made, and its id), ListGroups v5 (states and
 types filters), OffsetFetch v9 with two groups in one request (after FindCoordinator v6 batched),
-DescribeGroups v6 (an unknown group), DescribeLogDirs v4 (disk space), DescribeAcls v3, DeleteTopics v6
-(by topic id). The consumer-group tests of ``test_java_client`` run JoinGroup v9, SyncGroup v5,
-Heartbeat v4, LeaveGroup v5 and OffsetCommit v9 the same way.
+DescribeGroups v6 (an unknown group), DescribeLogDirs v4 (disk space), DescribeAcls v3, DeleteTopics
+v6 (by topic id); and a consumer asking for KIP-848's protocol, which is not served. The
+consumer-group tests of ``test_java_client`` run JoinGroup v9, SyncGroup v5, Heartbeat v4,
+LeaveGroup v5 and OffsetCommit v9 the same way.
 """
 
 from __future__ import annotations
@@ -93,9 +94,9 @@ def test_list_offsets_of_two_groups_in_one_request(newest: dict[str, Any]) -> No
 
 
 def test_describe_an_unknown_group(newest: dict[str, Any]) -> None:
-    """DescribeGroups v6 answers GROUP_ID_NOT_FOUND; the 4.3 Admin reports such a group as Dead."""
+    """DescribeGroups v6 answers GROUP_ID_NOT_FOUND (KIP-1043), which the Admin raises (v5 said Dead, no error)."""
     call = newest["describeConsumerGroups"]
-    assert call.get("state") == "Dead" or "GroupIdNotFoundException" in call.get("error", ""), call
+    assert "GroupIdNotFoundException: Group " in call["error"] and "-missing not found." in call["error"], call
 
 
 def test_describe_log_dirs_gives_disk_space(newest: dict[str, Any]) -> None:
@@ -113,3 +114,10 @@ def test_describe_acls_without_an_authorizer(newest: dict[str, Any]) -> None:
 def test_delete_a_topic_by_id(newest: dict[str, Any]) -> None:
     assert ok(newest["deleteTopics"])["deleted"] == ok(newest["createTopics"])["topic_id"]
     assert ok(newest["listTopics"])["has_topic"] is False
+
+
+def test_a_kip_848_consumer_is_told_the_protocol_is_unsupported(newest: dict[str, Any]) -> None:
+    """Only the classic group protocol is served: ConsumerGroupHeartbeat (68) is not advertised."""
+    error = newest["consumerGroupProtocol"]["error"]
+    assert "UnsupportedVersionException: The cluster does not support the new CONSUMER group protocol" in error
+    assert "The node does not support CONSUMER_GROUP_HEARTBEAT" in error

@@ -6,7 +6,6 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.Set;
 import java.util.TreeMap;
-import java.util.concurrent.ExecutionException;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.Config;
@@ -17,6 +16,8 @@ import org.apache.kafka.clients.admin.ListConsumerGroupOffsetsSpec;
 import org.apache.kafka.clients.admin.ListGroupsOptions;
 import org.apache.kafka.clients.admin.LogDirDescription;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.common.GroupState;
 import org.apache.kafka.common.Node;
@@ -24,6 +25,7 @@ import org.apache.kafka.common.TopicCollection;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.acl.AclBindingFilter;
+import org.apache.kafka.common.serialization.StringDeserializer;
 
 /**
  * The Admin calls whose requests Kafka 4.3's client sends at the newest versions of the group,
@@ -40,27 +42,35 @@ import org.apache.kafka.common.acl.AclBindingFilter;
  *   <li>describeLogDirs of every broker: total and usable bytes (DescribeLogDirs v4).
  *   <li>describeAcls (DescribeAcls v3; the site runs without an authorizer).
  *   <li>deleteTopics by topic id (DeleteTopics v6), then listTopics.
+ *   <li>a consumer with {@code group.protocol=consumer} (KIP-848's ConsumerGroupHeartbeat, not
+ *       served) polls: printed as the op {@code consumerGroupProtocol}.
  * </ol>
  */
 public final class ClientNewest {
-  static final Duration TIMEOUT = Duration.ofSeconds(30);
-
-  interface Call {
-    Object[] run() throws Exception;
+  /** One Admin call, printed as {@code ClientAdmin} prints its calls. */
+  static void op(String name, ClientAdmin.Call call) {
+    ClientAdmin.op(name, call);
   }
 
-  static void op(String name, Call call) {
-    try {
-      Object[] fields = call.run();
-      Object[] line = new Object[fields.length + 2];
-      line[0] = "op";
-      line[1] = name;
-      System.arraycopy(fields, 0, line, 2, fields.length);
-      Json.line(line);
-    } catch (Exception e) {
-      Throwable cause = e instanceof ExecutionException && e.getCause() != null ? e.getCause() : e;
-      Json.line("op", name, "error", Json.describe(cause));
+  /**
+   * A consumer with {@code group.protocol=consumer} (KIP-848) polls for up to 20 s: strait serves only
+   * the classic protocol, so it should fail; what it fails with is printed as the call's error.
+   */
+  static Object[] consumerGroupProtocol(String bootstrap, String group) {
+    Properties props = new Properties();
+    props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+    props.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+    props.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer");
+    props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+    props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+    try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(props)) {
+      consumer.subscribe(List.of(group + "-topic"));
+      long deadline = System.currentTimeMillis() + 20_000;
+      while (System.currentTimeMillis() < deadline) {
+        consumer.poll(Duration.ofMillis(500));
+      }
     }
+    return new Object[] {"polled_for_ms", 20_000};
   }
 
   public static void main(String[] args) throws Exception {
@@ -139,6 +149,7 @@ public final class ClientNewest {
       });
       op("listTopics", () -> new Object[] {"has_topic", admin.listTopics().names().get().contains(topic)});
     }
+    op("consumerGroupProtocol", () -> consumerGroupProtocol(args[0], group + "-kip848"));
     Json.line("done", "newest");
   }
 }
