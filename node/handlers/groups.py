@@ -24,6 +24,10 @@ request changes nothing (no group is created, no offset committed, no topic made
 
 (1) per partition named; when every offset is asked for, the topics it may not DESCRIBE are left out.
 (2) then UNKNOWN_TOPIC_OR_PARTITION for a partition the site does not have (nothing is stored for it).
+
+The batched versions are checked item by item: FindCoordinator v4+ key by key (a refused key answers
+its own error, the others their coordinator), OffsetFetch v8+ group by group, each as the v7 request
+of that one group would be.
 """
 
 from __future__ import annotations
