@@ -51,6 +51,8 @@ LOADED = "loaded"
 # DescribeGroups authorized operations without an authorizer: READ (3), DELETE (6), DESCRIBE (8).
 GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 NO_AUTHORIZED_OPERATIONS = -(1 << 31)
+# ListGroups v5's group type: every group here is a classic group (KIP-848's "consumer" groups are not served)
+CLASSIC_GROUP_TYPE = "classic"
 
 
 class GroupCoordinator:
@@ -308,7 +310,10 @@ class GroupCoordinator:
     # -- JoinGroup, SyncGroup, Heartbeat, LeaveGroup ----------------------------------------------------------------
 
     async def join_group(self, req: Struct, version: int, client_id: str, client_host: str) -> dict[str, Any]:
-        """JoinGroup v0-5. Waits until the rebalance completes or the member's rebalance timeout passes."""
+        """JoinGroup v0-9. Waits until the rebalance completes or the member's rebalance timeout passes.
+
+        v8's ``reason`` is only logged; v9 lets a rejoining static leader skip the assignment (KIP-814).
+        """
         error = self._check(req.group_id, needs_id=True)
         config = self.config
         if (
@@ -336,11 +341,14 @@ class GroupCoordinator:
             protocol_type=req.protocol_type,
             protocols=tuple((p.name, bytes(p.metadata)) for p in req.protocols),
             require_known_member_id=version >= 4,
+            supports_skip_assignment=version >= 9,
         )
+        if version >= 8 and req.reason:
+            log.debug("group %r: member %r joins: %s", req.group_id, req.member_id, req.reason)
         return _join_response(await self._membership.join(group, join), version)
 
     async def sync_group(self, req: Struct, version: int) -> dict[str, Any]:
-        """SyncGroup v0-3. Followers wait for the leader's assignments."""
+        """SyncGroup v0-5. Followers wait for the leader's assignments; v5 checks and names the protocol."""
         error = self._check(req.group_id, needs_id=True)
         if error is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
             error = ErrorCode.REBALANCE_IN_PROGRESS  # the rebalance's state is lost: rejoin (older clients need this)
@@ -351,11 +359,20 @@ class GroupCoordinator:
             return {"throttle_time_ms": 0, "error_code": error, "assignment": b""}
         assignments = {a.member_id: bytes(a.assignment) for a in req.assignments}
         instance_id = req.group_instance_id if version >= 3 else None
-        result = await self._membership.sync(group, req.member_id, instance_id, req.generation_id, assignments)
-        return {"throttle_time_ms": 0, "error_code": result.error, "assignment": result.assignment}
+        protocol = (req.protocol_type, req.protocol_name) if version >= 5 else (None, None)
+        result = await self._membership.sync(
+            group, req.member_id, instance_id, req.generation_id, assignments, *protocol
+        )
+        return {
+            "throttle_time_ms": 0,
+            "error_code": result.error,
+            "protocol_type": result.protocol_type,
+            "protocol_name": result.protocol_name,
+            "assignment": result.assignment,
+        }
 
     async def heartbeat(self, req: Struct, version: int) -> dict[str, Any]:
-        """Heartbeat v0-3; while the partition loads the answer is NONE (as Kafka: "respond blindly")."""
+        """Heartbeat v0-4; while the partition loads the answer is NONE (as Kafka: "respond blindly")."""
         error = self._check(req.group_id, needs_id=True)
         if error is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
             error = ErrorCode.NONE
@@ -369,10 +386,16 @@ class GroupCoordinator:
         return {"throttle_time_ms": 0, "error_code": error}
 
     async def leave_group(self, req: Struct, version: int) -> dict[str, Any]:
-        """LeaveGroup: v0-2 one member (the error is the member's), v3 a batch with per-member errors."""
+        """LeaveGroup: v0-2 one member (the error is the member's), v3+ a batch with per-member errors.
+
+        v5's per-member ``reason`` is only logged.
+        """
         leaving: list[tuple[str, str | None]] = [(req.member_id, None)]
         if version >= 3:
             leaving = [(m.member_id, m.group_instance_id) for m in req.members]
+            for m in req.members:
+                if version >= 5 and m.reason:
+                    log.debug("group %r: member %r leaves: %s", req.group_id, m.member_id, m.reason)
         error = self._check(req.group_id, needs_id=True)
         errors: list[ErrorCode] = []
         if error is None:
@@ -393,7 +416,11 @@ class GroupCoordinator:
     # -- offsets ----------------------------------------------------------------------------------------------------
 
     async def offset_commit(self, req: Struct, version: int) -> dict[str, Any]:
-        """OffsetCommit v0-7, acknowledged once durable. Generation -1 + empty member id: a "simple" commit."""
+        """OffsetCommit v0-9, acknowledged once durable. Generation -1 + empty member id: a "simple" commit.
+
+        A generation for a group this node does not know is ILLEGAL_GENERATION, from v9 GROUP_ID_NOT_FOUND
+        (as Kafka 4). v9 is otherwise v8: for a classic group the generation is still a generation.
+        """
         entries = [(t.name, p) for t in req.topics for p in t.partitions]
         error = self._check(req.group_id, needs_id=False)
         group = self._group(req.group_id) if error is None else None
@@ -404,7 +431,7 @@ class GroupCoordinator:
             if generation < 0:
                 group = self._create_group(req.group_id)
             else:
-                error = ErrorCode.ILLEGAL_GENERATION
+                error = ErrorCode.GROUP_ID_NOT_FOUND if version >= 9 else ErrorCode.ILLEGAL_GENERATION
         if error is None and group is not None:
             error = self._membership.check_commit(group, member_id, instance_id, generation)
         if error is not None or group is None:
@@ -478,25 +505,36 @@ class GroupCoordinator:
                 group.offsets.update(values)
 
     async def offset_fetch(self, req: Struct, version: int) -> dict[str, Any]:
-        """OffsetFetch v0-5; ``topics`` null (v2+) means every committed offset of the group."""
+        """OffsetFetch of one group (``group_id``, ``topics``, ``require_stable``), in the v0-7 body.
+
+        ``topics`` null (v2+) means every committed offset of the group. From v7 ``require_stable`` answers
+        UNSTABLE_OFFSET_COMMIT (retriable) for a partition some open transaction has written an offset of,
+        rather than the offset committed before it (the handler splits a v8+ request into its groups).
+        """
         requested = None if req.topics is None else [(t.name, p) for t in req.topics for p in t.partition_indexes]
         error = self._check(req.group_id, needs_id=False)
+        unstable: set[TopicPartition] = set()
         if error is not None:
             if version >= 2:
                 return {"throttle_time_ms": 0, "topics": [], "error_code": error}
             found: list[tuple[TopicPartition, OffsetCommitValue | None]] = [(tp, None) for tp in requested or []]
         else:
             found = self._offsets.fetch(self._group(req.group_id), requested)
+            if version >= 7 and req.require_stable:
+                unstable = self._txn_offsets.pending_partitions(self.partition_for(req.group_id), req.group_id)
         partition_error = error if error is not None else ErrorCode.NONE
         topics: dict[str, list[dict[str, Any]]] = {}
-        for (topic, partition), value in found:
+        for (topic, partition), found_value in found:
+            code, value = partition_error, found_value
+            if (topic, partition) in unstable:
+                code, value = ErrorCode.UNSTABLE_OFFSET_COMMIT, None
             topics.setdefault(topic, []).append(
                 {
                     "partition_index": partition,
                     "committed_offset": value.offset if value is not None else -1,
                     "committed_leader_epoch": value.leader_epoch if value is not None else -1,
                     "metadata": value.metadata if value is not None else "",
-                    "error_code": partition_error,
+                    "error_code": code,
                 }
             )
         body: dict[str, Any] = {
@@ -568,7 +606,7 @@ class GroupCoordinator:
     # -- describing -------------------------------------------------------------------------------------------------
 
     async def describe_groups(self, req: Struct, version: int) -> dict[str, Any]:
-        """DescribeGroups v0-4; an unknown group is reported Dead with no error, as Kafka does."""
+        """DescribeGroups v0-6; an unknown group is reported Dead, from v6 with GROUP_ID_NOT_FOUND (KIP-1043)."""
         operations = (
             GROUP_OPERATIONS if version >= 3 and req.include_authorized_operations else NO_AUTHORIZED_OPERATIONS
         )
@@ -589,6 +627,9 @@ class GroupCoordinator:
                 entry["error_code"] = error
             elif group is None:
                 entry["group_state"] = _S.DEAD.value
+                if version >= 6:
+                    entry["error_code"] = ErrorCode.GROUP_ID_NOT_FOUND
+                    entry["error_message"] = f"Group {group_id} not found."
             else:
                 stable = group.is_(_S.STABLE) and group.protocol_name is not None
                 entry["group_state"] = group.state.value
@@ -609,18 +650,31 @@ class GroupCoordinator:
         return {"throttle_time_ms": 0, "groups": described}
 
     async def list_groups(self, req: Struct, version: int) -> dict[str, Any]:
-        """ListGroups v0-2: the groups of every loaded partition; COORDINATOR_LOAD_IN_PROGRESS while any loads."""
+        """ListGroups v0-5: the groups of every loaded partition; COORDINATOR_LOAD_IN_PROGRESS while any loads.
+
+        v4 names each group's state and may filter by state (KIP-518), v5 names its type, always
+        ``classic`` here, and may filter by type (KIP-848); filters match case-insensitively, empty is all.
+        """
         if self._nursery is None:
             error = ErrorCode.COORDINATOR_NOT_AVAILABLE
         elif LOADING in self._partitions.values():
             error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         else:
             error = ErrorCode.NONE
+        states = {s.lower() for s in req.states_filter} if version >= 4 else set()
+        types = {t.lower() for t in req.types_filter} if version >= 5 else set()
+        if types and CLASSIC_GROUP_TYPE not in types:
+            return {"throttle_time_ms": 0, "error_code": error, "groups": []}
         groups = [
-            {"group_id": g.group_id, "protocol_type": g.protocol_type or ""}
+            {
+                "group_id": g.group_id,
+                "protocol_type": g.protocol_type or "",
+                "group_state": g.state.value,
+                "group_type": CLASSIC_GROUP_TYPE,
+            }
             for groups in self._groups.values()
             for g in groups.values()
-            if not g.is_(_S.DEAD)
+            if not g.is_(_S.DEAD) and (not states or g.state.value.lower() in states)
         ]
         return {"throttle_time_ms": 0, "error_code": error, "groups": groups}
 
@@ -671,8 +725,10 @@ def _join_response(result: JoinResult, version: int) -> dict[str, Any]:
         "throttle_time_ms": 0,
         "error_code": result.error,
         "generation_id": result.generation_id,
+        "protocol_type": result.protocol_type,
         "protocol_name": result.protocol_name if version >= 7 else (result.protocol_name or ""),
         "leader": result.leader_id,
+        "skip_assignment": result.skip_assignment,
         "member_id": result.member_id,
         "members": [
             {"member_id": member_id, "group_instance_id": instance_id, "metadata": metadata}

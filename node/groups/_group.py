@@ -93,14 +93,21 @@ class JoinResult:
     protocol_name: str | None = None
     leader_id: str = ""
     members: tuple[tuple[str, str | None, bytes], ...] = ()
+    # JoinGroup v9 (KIP-814): a static leader that rejoins a Stable group learns it leads, without assigning
+    skip_assignment: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class SyncResult:
-    """A SyncGroup answer: this member's assignment, as the leader's assignor wrote it."""
+    """A SyncGroup answer: this member's assignment, as the leader's assignor wrote it.
+
+    A successful answer also names the generation's protocol type and name (SyncGroup v5, KIP-559).
+    """
 
     error: ErrorCode
     assignment: bytes = b""
+    protocol_type: str | None = None
+    protocol_name: str | None = None
 
 
 @dataclass(eq=False, slots=True)

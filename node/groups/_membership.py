@@ -63,6 +63,7 @@ class JoinRequest:
     protocol_type: str
     protocols: Protocols
     require_known_member_id: bool  # JoinGroup v4+: answer MEMBER_ID_REQUIRED first
+    supports_skip_assignment: bool = False  # JoinGroup v9+ (KIP-814)
 
 
 def timer_key(kind: str, group: Group, member_id: str = "") -> TimerKey:
@@ -192,19 +193,24 @@ class Membership:
             generation = group.generation_id
 
             def written() -> None:
-                # The old leader id is returned so that a restarted leader does not run its assignor:
-                # a Stable group would not hand out a new assignment anyway.
-                if member.join_reply is reply:
-                    member.answer_join(
-                        JoinResult(
-                            ErrorCode.NONE,
-                            new_member_id,
-                            generation,
-                            group.protocol_type,
-                            group.protocol_name,
-                            previous_leader,
-                        )
+                # A Stable group would not hand out a new assignment, so a restarted leader must not run its
+                # assignor. Before JoinGroup v9 it is told the old leader id (so it thinks it follows); from v9
+                # (KIP-814) it is told it leads, with the members' metadata, and to skip the assignment.
+                if member.join_reply is not reply:
+                    return
+                leads = req.supports_skip_assignment and group.leader_id == new_member_id
+                member.answer_join(
+                    JoinResult(
+                        ErrorCode.NONE,
+                        new_member_id,
+                        generation,
+                        group.protocol_type,
+                        group.protocol_name,
+                        new_member_id if leads else previous_leader,
+                        group.current_member_metadata() if leads else (),
+                        skip_assignment=leads,
                     )
+                )
 
             def failed(error: ErrorCode) -> None:
                 if group.members.get(new_member_id) is not member or member.join_reply is not reply:
@@ -312,8 +318,14 @@ class Membership:
         group_instance_id: str | None,
         generation_id: int,
         assignments: dict[str, bytes],
+        protocol_type: str | None = None,
+        protocol_name: str | None = None,
     ) -> SyncResult:
-        """Followers wait for the leader's assignments; the leader's are made durable, then handed out."""
+        """Followers wait for the leader's assignments; the leader's are made durable, then handed out.
+
+        ``protocol_type`` and ``protocol_name`` (SyncGroup v5, KIP-559), when given, must be the group's:
+        else INCONSISTENT_GROUP_PROTOCOL, checked after the member and generation as Kafka does.
+        """
         if group.is_(_S.DEAD):
             return SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         error = group.validate_member(member_id, group_instance_id)
@@ -321,13 +333,17 @@ class Membership:
             return SyncResult(error)
         if generation_id != group.generation_id:
             return SyncResult(ErrorCode.ILLEGAL_GENERATION)
+        if (protocol_type is not None and protocol_type != group.protocol_type) or (
+            protocol_name is not None and protocol_name != group.protocol_name
+        ):
+            return SyncResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
         if group.is_(_S.PREPARING_REBALANCE):
             return SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)
         member = group.members[member_id]
         self._sync_received(group, member_id)
         if group.is_(_S.STABLE):
             self._touch(group, member)
-            return SyncResult(ErrorCode.NONE, member.assignment)
+            return SyncResult(ErrorCode.NONE, member.assignment, group.protocol_type, group.protocol_name)
         if not group.is_(_S.COMPLETING_REBALANCE):
             return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
         reply: Reply[SyncResult] = Reply()
@@ -360,7 +376,10 @@ class Membership:
     def _propagate_assignment(self, group: Group, error: ErrorCode) -> None:
         for member in group.members.values():
             if member.awaiting_sync:
-                member.answer_sync(SyncResult(error, member.assignment if error is ErrorCode.NONE else b""))
+                if error is ErrorCode.NONE:
+                    member.answer_sync(SyncResult(error, member.assignment, group.protocol_type, group.protocol_name))
+                else:
+                    member.answer_sync(SyncResult(error))
                 self._touch(group, member)
 
     def _sync_received(self, group: Group, member_id: str) -> None:

@@ -82,5 +82,10 @@ class TxnOffsets:
         """Whether some open transaction holds offsets of ``group_id``."""
         return any(group_id in by_group for by_group in self.pending.get(partition, {}).values())
 
+    def pending_partitions(self, partition: int, group_id: str) -> set[TopicPartition]:
+        """The partitions of ``group_id`` whose offsets some open transaction has written (OffsetFetch v7's
+        ``require_stable`` answers UNSTABLE_OFFSET_COMMIT for them)."""
+        return {tp for by_group in self.pending.get(partition, {}).values() for tp in by_group.get(group_id, {})}
+
     def unload(self, partition: int) -> None:
         self.pending.pop(partition, None)

@@ -119,6 +119,7 @@ SERVED_APIS: tuple[int, ...] = (
     ApiKey.ELECT_LEADERS,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS,
     ApiKey.LIST_PARTITION_REASSIGNMENTS,
+    ApiKey.DESCRIBE_CLUSTER,
 )
 
 
@@ -160,7 +161,7 @@ def dispatch_table(node: NodeServices, api_ranges: Mapping[int, tuple[int, int]]
     transaction = txn.TxnServices(node.transactions, node.groups, node.metadata, security)
     meta = metadata.MetadataServices(node.metadata, node.admin, node.config, node.cluster_id, api_ranges, security)
     config = configs.ConfigServices(node.metadata, node.admin, node.config, security)
-    topic = topics.TopicServices(node.admin, node.config, security)
+    topic = topics.TopicServices(node.admin, node.metadata, node.config, security)
     acl = acls.AclServices(security)
     credentials = scram.ScramServices(security)
     handshake = sasl.SaslServices()
@@ -193,6 +194,7 @@ def dispatch_table(node: NodeServices, api_ranges: Mapping[int, tuple[int, int]]
         ),
         ApiKey.METADATA: partial(metadata.handle_metadata, meta),
         ApiKey.API_VERSIONS: partial(metadata.handle_api_versions, meta),
+        ApiKey.DESCRIBE_CLUSTER: partial(metadata.handle_describe_cluster, meta),
         ApiKey.CONTROLLED_SHUTDOWN: partial(
             controller.handle_controlled_shutdown,
             controller.ControllerServices(node.controller, node.metadata, security),

@@ -24,6 +24,10 @@ request changes nothing (no group is created, no offset committed, no topic made
 
 (1) per partition named; when every offset is asked for, the topics it may not DESCRIBE are left out.
 (2) then UNKNOWN_TOPIC_OR_PARTITION for a partition the site does not have (nothing is stored for it).
+
+The batched versions are checked item by item: FindCoordinator v4+ key by key (a refused key answers
+its own error, the others their coordinator), OffsetFetch v8+ group by group, each as the v7 request
+of that one group would be.
 """
 
 from __future__ import annotations
@@ -93,21 +97,37 @@ async def ensure_transaction_topic(services: GroupServices) -> None:
 
 
 async def handle_find_coordinator(services: GroupServices, request: Request) -> dict[str, Any]:
+    """FindCoordinator: one key up to v3, from v4 a batch (``coordinator_keys``) answered key by key."""
     req = request.body
+    version = request.api_version
+    key_type = req.key_type if version >= 1 else GROUP_KEY
+    if version < 4:
+        found = await _find_coordinator(services, request, req.key, key_type)
+        del found["key"]
+        return {"throttle_time_ms": 0, **found}
+    coordinators = [await _find_coordinator(services, request, key, key_type) for key in req.coordinator_keys]
+    return {"throttle_time_ms": 0, "coordinators": coordinators}
+
+
+async def _find_coordinator(services: GroupServices, request: Request, key: str, key_type: int) -> dict[str, Any]:
+    """The coordinator of one key: ``{key, error_code, error_message, node_id, host, port}``.
+
+    A key type other than group (0) or transaction (1), such as KIP-932's share groups (2), is
+    INVALID_REQUEST: strait has no share groups.
+    """
     body: dict[str, Any] = {
-        "throttle_time_ms": 0,
+        "key": key,
         "error_code": 0,
         "error_message": None,
         "node_id": -1,
         "host": "",
         "port": -1,
     }
-    key_type = req.key_type if request.api_version >= 1 else GROUP_KEY
     resource = ResourceType.TRANSACTIONAL_ID if key_type == TRANSACTION_KEY else ResourceType.GROUP
     if key_type in (GROUP_KEY, TRANSACTION_KEY) and not services.security.allowed(
-        request, AclOperation.DESCRIBE, resource, req.key
+        request, AclOperation.DESCRIBE, resource, key
     ):
-        refusal = denied(request, AclOperation.DESCRIBE, resource, req.key)
+        refusal = denied(request, AclOperation.DESCRIBE, resource, key)
         body.update(error_code=refusal.code, error_message=refusal.message)
         return body
     if key_type not in (GROUP_KEY, TRANSACTION_KEY):
@@ -117,10 +137,10 @@ async def handle_find_coordinator(services: GroupServices, request: Request) -> 
     config = services.config
     if key_type == GROUP_KEY:
         internal, ensure = OFFSETS_TOPIC, ensure_offsets_topic
-        partition = services.coordinator.partition_for(req.key)
+        partition = services.coordinator.partition_for(key)
     else:
         internal, ensure = TRANSACTION_TOPIC, ensure_transaction_topic
-        partition = partition_for(req.key, config.transaction_state_log_num_partitions)
+        partition = partition_for(key, config.transaction_state_log_num_partitions)
     try:
         await ensure(services)
     except BrokerError as exc:
@@ -269,8 +289,24 @@ def _unfetched(partition: int, code: ErrorCode) -> dict[str, Any]:
 
 
 async def handle_offset_fetch(services: GroupServices, request: Request) -> dict[str, Any]:
+    """OffsetFetch: one group up to v7; from v8 several, each answered as a v7 request of its own would be.
+
+    v9's member id and epoch only matter to KIP-848 groups; a classic group's offsets are fetched without them.
+    """
     req = request.body
     version = request.api_version
+    if version < 8:
+        return await _fetch_group(services, request, req, version)
+    groups = []
+    for group in req.groups:
+        one = Struct(group_id=group.group_id, topics=group.topics, require_stable=req.require_stable)
+        body = await _fetch_group(services, request, one, version)
+        groups.append({"group_id": group.group_id, "topics": body["topics"], "error_code": body["error_code"]})
+    return {"throttle_time_ms": 0, "groups": groups}
+
+
+async def _fetch_group(services: GroupServices, request: Request, req: Struct, version: int) -> dict[str, Any]:
+    """The v0-7 answer for one group (``req``: group_id, topics, require_stable), authorised as Kafka does."""
     security = services.security
     coordinator = services.coordinator
     if not security.allowed(request, AclOperation.DESCRIBE, ResourceType.GROUP, req.group_id):

@@ -1,4 +1,4 @@
-"""ApiVersions (18) and Metadata (3), with ``auto.create.topics.enable``.
+"""ApiVersions (18), Metadata (3), with ``auto.create.topics.enable``, and DescribeCluster (60).
 
 Metadata answers with the addresses of the listener the request came in on, as Kafka does: a
 client bootstrapped on ``WAN`` learns every broker's ``WAN`` endpoint, and a broker without that
@@ -15,6 +15,12 @@ is 0 without DESCRIBE on the cluster, as in Kafka.
 From v10 each topic carries its topic id (KIP-516), so a client can tell a topic re-created under
 the same name from the one deleted; a topic asked for by id (name null) that no topic has answers
 UNKNOWN_TOPIC_ID. Asking by id does not auto-create. v9 and later are flexible (KIP-482).
+
+DescribeCluster (KIP-700; what Kafka's Admin 4.x asks ``describeCluster`` with) answers what
+Metadata answers of the cluster: its id, the controller, and every live broker on the request's
+listener. It needs no permission; the cluster's authorized operations, when asked for, are 0 without
+DESCRIBE on the cluster, as Metadata's. strait's nodes are brokers: v1's endpoint type must be
+broker (1), else MISMATCHED_ENDPOINT_TYPE, as a Kafka broker answers; no broker is ever fenced (v2).
 """
 
 from __future__ import annotations
@@ -215,6 +221,47 @@ async def handle_metadata(services: MetadataServices, request: Request) -> dict[
         "topics": topics,
         "cluster_authorized_operations": cluster_operations,
     }
+
+
+BROKER_ENDPOINT = 1  # DescribeCluster's endpoint types (KIP-919): 1 broker, 2 controller
+
+
+async def handle_describe_cluster(services: MetadataServices, request: Request) -> dict[str, Any]:
+    req = request.body
+    cluster = services.metadata
+    body: dict[str, Any] = {
+        "throttle_time_ms": 0,
+        "error_code": ErrorCode.NONE,
+        "error_message": None,
+        "endpoint_type": BROKER_ENDPOINT,
+        "cluster_id": services.cluster_id,
+        "controller_id": -1,
+        "brokers": [],
+        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+    }
+    if request.api_version >= 1 and req.endpoint_type != BROKER_ENDPOINT:
+        body["error_code"] = ErrorCode.MISMATCHED_ENDPOINT_TYPE
+        body["error_message"] = (
+            f"the request was sent to an endpoint of type broker ({BROKER_ENDPOINT}), "
+            f"but it wants endpoint type {req.endpoint_type}"
+        )
+        return body
+    listener = request.connection.listener
+    for broker_id, registration in sorted(cluster.brokers.items()):
+        address = registration.endpoint(listener)
+        if address is not None:
+            body["brokers"].append(
+                {"broker_id": broker_id, "host": address[0], "port": address[1], "rack": registration.rack}
+            )
+    body["controller_id"] = cluster.controller[0] if cluster.controller is not None else -1
+    if req.include_cluster_authorized_operations:
+        security = services.security
+        body["cluster_authorized_operations"] = (
+            security.authorized_operations(request, ResourceType.CLUSTER, CLUSTER_NAME)
+            if security.allowed(request, AclOperation.DESCRIBE, ResourceType.CLUSTER)
+            else 0
+        )
+    return body
 
 
 def _partitions(

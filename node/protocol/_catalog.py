@@ -66,9 +66,10 @@ def advertised_ranges(api_keys: Iterable[int]) -> dict[int, tuple[int, int]]:
     That is 0 up to the highest non-flexible version, except where a flexible version is declared
     on purpose: ApiVersions (0, 4), SaslAuthenticate (0, 2), the SCRAM credential APIs, which
     only exist as a flexible v0, the client quota APIs (0, 1: Kafka 4.3's versions), InitProducerId
-    (0, 4: KIP-360's epoch bumps), the transaction APIs (``_messages_txn``), DescribeLogDirs (0, 4:
-    v3's top-level error, v4's volume sizes) and the reassignment APIs (``_messages_reassign``),
-    which only exist as flexible versions.
+    (0, 4: KIP-360's epoch bumps), the transaction APIs (``_messages_txn``), the reassignment APIs
+    (``_messages_reassign``), which only exist as flexible versions, and the group, topic, config,
+    log-dir and ACL APIs up to Kafka 4.3's newest versions (``_messages_group``, ``_messages_admin``,
+    ``_messages_security``).
 
     Raises UnknownApi for a key without a schema.
     """

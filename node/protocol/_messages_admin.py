@@ -1,8 +1,10 @@
 """Schemas of the cluster and admin APIs: ApiVersions, Metadata, topics, partitions, configs.
 
 Declared from Apache Kafka's message specs (``clients/src/main/resources/common/message/*.json``),
-up to each API's highest non-flexible version (ApiVersions: up to 4, flexible from 3); versions
-Kafka 4 dropped are as in the 3.x specs. Field names are the snake_case of the newest spec's names.
+the topic, config and log-dir APIs up to the newest versions of Kafka 4.3 (Issue 20: Kafka 4 clients
+take their newest code paths), Metadata up to 12 and ApiVersions up to 4; versions Kafka 4 dropped
+are as in the 3.x specs. Not declared: DescribeLogDirs v5 (KIP-1066's cordoned log dirs). Field
+names are the snake_case of the newest spec's names.
 """
 
 from __future__ import annotations
@@ -83,7 +85,7 @@ METADATA = ApiSchema(
 )
 
 CREATE_TOPICS = ApiSchema(
-    ApiKey.CREATE_TOPICS, "CreateTopics", max_version=4, flexible_from=5,
+    ApiKey.CREATE_TOPICS, "CreateTopics", max_version=7, flexible_from=5,
     request=S(
         F("topics", A(S(
             F("name", STRING),
@@ -105,15 +107,30 @@ CREATE_TOPICS = ApiSchema(
         F("throttle_time_ms", INT32, "2+"),
         F("topics", A(S(
             F("name", STRING),
+            F("topic_id", UUID, "7+"),
             F("error_code", INT16),
             F("error_message", STRING, "1+", nullable="0+"),
+            F("topic_config_error_code", INT16, "5+", tag=0),
+            F("num_partitions", INT32, "5+", default=-1),
+            F("replication_factor", INT16, "5+", default=-1),
+            F("configs", A(S(
+                F("name", STRING, "5+"),
+                F("value", STRING, "5+", nullable="5+"),
+                F("read_only", BOOL, "5+"),
+                F("config_source", INT8, "5+", default=-1),
+                F("is_sensitive", BOOL, "5+"),
+            )), "5+", nullable="5+"),
         ))),
     ),
 )
 
 DELETE_TOPICS = ApiSchema(
-    ApiKey.DELETE_TOPICS, "DeleteTopics", max_version=3, flexible_from=4,
+    ApiKey.DELETE_TOPICS, "DeleteTopics", max_version=6, flexible_from=4,
     request=S(
+        F("topics", A(S(
+            F("name", STRING, "6+", nullable="6+", default=None),
+            F("topic_id", UUID, "6+"),
+        )), "6+"),
         F("topic_names", A(STRING), "0-5"),
         F("timeout_ms", INT32),
     ),
@@ -121,13 +138,15 @@ DELETE_TOPICS = ApiSchema(
         F("throttle_time_ms", INT32, "1+"),
         F("responses", A(S(
             F("name", STRING, nullable="6+"),
+            F("topic_id", UUID, "6+"),
             F("error_code", INT16),
+            F("error_message", STRING, "5+", nullable="5+", default=None),
         ))),
     ),
 )
 
 DESCRIBE_CONFIGS = ApiSchema(
-    ApiKey.DESCRIBE_CONFIGS, "DescribeConfigs", max_version=3, flexible_from=4,
+    ApiKey.DESCRIBE_CONFIGS, "DescribeConfigs", max_version=4, flexible_from=4,
     request=S(
         F("resources", A(S(
             F("resource_type", INT8),
@@ -164,7 +183,7 @@ DESCRIBE_CONFIGS = ApiSchema(
 )
 
 ALTER_CONFIGS = ApiSchema(
-    ApiKey.ALTER_CONFIGS, "AlterConfigs", max_version=1, flexible_from=2,
+    ApiKey.ALTER_CONFIGS, "AlterConfigs", max_version=2, flexible_from=2,
     request=S(
         F("resources", A(S(
             F("resource_type", INT8),
@@ -188,7 +207,7 @@ ALTER_CONFIGS = ApiSchema(
 )
 
 CREATE_PARTITIONS = ApiSchema(
-    ApiKey.CREATE_PARTITIONS, "CreatePartitions", max_version=1, flexible_from=2,
+    ApiKey.CREATE_PARTITIONS, "CreatePartitions", max_version=3, flexible_from=2,
     request=S(
         F("topics", A(S(
             F("name", STRING),
@@ -211,7 +230,7 @@ CREATE_PARTITIONS = ApiSchema(
 )
 
 INCREMENTAL_ALTER_CONFIGS = ApiSchema(
-    ApiKey.INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", max_version=0, flexible_from=1,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", max_version=1, flexible_from=1,
     request=S(
         F("resources", A(S(
             F("resource_type", INT8),
@@ -235,7 +254,8 @@ INCREMENTAL_ALTER_CONFIGS = ApiSchema(
     ),
 )
 
-# v1 is v0 with throttling on quota violation (KIP-219); v2 is flexible, v3 adds a top-level error.
+# v1 is v0 with throttling on quota violation (KIP-219); v2 is flexible, v3 adds a top-level error,
+# v4 each log dir's total and usable bytes.
 DESCRIBE_LOG_DIRS = ApiSchema(
     ApiKey.DESCRIBE_LOG_DIRS, "DescribeLogDirs", max_version=4, flexible_from=2,
     request=S(
@@ -262,6 +282,33 @@ DESCRIBE_LOG_DIRS = ApiSchema(
             F("total_bytes", INT64, "4+", default=-1),  # of the volume the dir is on
             F("usable_bytes", INT64, "4+", default=-1),
         ))),
+    ),
+)
+
+# KIP-700: the cluster's id, controller and brokers without a Metadata request. Only flexible versions
+# exist; v1 names the endpoint type asked for (KIP-919: 1 broker, 2 controller), v2 fenced brokers (KIP-1073).
+DESCRIBE_CLUSTER = ApiSchema(
+    ApiKey.DESCRIBE_CLUSTER, "DescribeCluster", max_version=2, flexible_from=0,
+    request=S(
+        F("include_cluster_authorized_operations", BOOL),
+        F("endpoint_type", INT8, "1+", default=1),
+        F("include_fenced_brokers", BOOL, "2+"),
+    ),
+    response=S(
+        F("throttle_time_ms", INT32),
+        F("error_code", INT16),
+        F("error_message", STRING, nullable="0+", default=None),
+        F("endpoint_type", INT8, "1+", default=1),
+        F("cluster_id", STRING),
+        F("controller_id", INT32, default=-1),
+        F("brokers", A(S(
+            F("broker_id", INT32),
+            F("host", STRING),
+            F("port", INT32),
+            F("rack", STRING, nullable="0+", default=None),
+            F("is_fenced", BOOL, "2+"),
+        ))),
+        F("cluster_authorized_operations", INT32, default=-0x80000000),
     ),
 )
 
@@ -308,6 +355,7 @@ ELECT_LEADERS = ApiSchema(
 # fmt: on
 
 ADMIN_APIS = (
+    DESCRIBE_CLUSTER,
     ELECT_LEADERS,
     API_VERSIONS,
     DESCRIBE_LOG_DIRS,

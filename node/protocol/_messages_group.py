@@ -1,8 +1,10 @@
 """Schemas of the consumer-group APIs: offsets, coordinator lookup, membership, group listing.
 
 Declared from Apache Kafka's message specs (``clients/src/main/resources/common/message/*.json``),
-up to each API's highest non-flexible version; versions Kafka 4 dropped are as in the 3.x specs.
-Field names are the snake_case of the newest spec's names.
+up to the newest version Kafka 4.3 defines for a classic group, flexible ones included; versions
+Kafka 4 dropped are as in the 3.x specs. Not declared: OffsetCommit v10 and OffsetFetch v10 (topic
+ids instead of names, KIP-848), which a classic-group client never needs. Field names are the
+snake_case of the newest spec's names.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from ._schema import BOOL, BYTES, INT8, INT16, INT32, INT64, STRING, A, ApiKey, 
 
 # fmt: off
 OFFSET_COMMIT = ApiSchema(
-    ApiKey.OFFSET_COMMIT, "OffsetCommit", max_version=7, flexible_from=8,
+    ApiKey.OFFSET_COMMIT, "OffsetCommit", max_version=9, flexible_from=8,
     request=S(
         F("group_id", STRING),
         F("generation_id_or_member_epoch", INT32, "1+", default=-1),
@@ -42,13 +44,23 @@ OFFSET_COMMIT = ApiSchema(
 )
 
 OFFSET_FETCH = ApiSchema(
-    ApiKey.OFFSET_FETCH, "OffsetFetch", max_version=5, flexible_from=6,
+    ApiKey.OFFSET_FETCH, "OffsetFetch", max_version=9, flexible_from=6,
     request=S(
         F("group_id", STRING, "0-7"),
         F("topics", A(S(
             F("name", STRING, "0-7"),
             F("partition_indexes", A(INT32), "0-7"),
         )), "0-7", nullable="2-7"),
+        F("groups", A(S(
+            F("group_id", STRING, "8+"),
+            F("member_id", STRING, "9+", nullable="9+", default=None),
+            F("member_epoch", INT32, "9+", default=-1),
+            F("topics", A(S(
+                F("name", STRING, "8+"),
+                F("partition_indexes", A(INT32), "8+"),
+            )), "8+", nullable="8+"),
+        )), "8+"),
+        F("require_stable", BOOL, "7+"),
     ),
     response=S(
         F("throttle_time_ms", INT32, "3+"),
@@ -63,14 +75,29 @@ OFFSET_FETCH = ApiSchema(
             )), "0-7"),
         )), "0-7"),
         F("error_code", INT16, "2-7"),
+        F("groups", A(S(
+            F("group_id", STRING, "8+"),
+            F("topics", A(S(
+                F("name", STRING, "8+"),
+                F("partitions", A(S(
+                    F("partition_index", INT32, "8+"),
+                    F("committed_offset", INT64, "8+"),
+                    F("committed_leader_epoch", INT32, "8+", default=-1),
+                    F("metadata", STRING, "8+", nullable="8+"),
+                    F("error_code", INT16, "8+"),
+                )), "8+"),
+            )), "8+"),
+            F("error_code", INT16, "8+"),
+        )), "8+"),
     ),
 )
 
 FIND_COORDINATOR = ApiSchema(
-    ApiKey.FIND_COORDINATOR, "FindCoordinator", max_version=2, flexible_from=3,
+    ApiKey.FIND_COORDINATOR, "FindCoordinator", max_version=6, flexible_from=3,
     request=S(
         F("key", STRING, "0-3"),
         F("key_type", INT8, "1+"),
+        F("coordinator_keys", A(STRING), "4+"),
     ),
     response=S(
         F("throttle_time_ms", INT32, "1+"),
@@ -79,11 +106,19 @@ FIND_COORDINATOR = ApiSchema(
         F("node_id", INT32, "0-3"),
         F("host", STRING, "0-3"),
         F("port", INT32, "0-3"),
+        F("coordinators", A(S(
+            F("key", STRING, "4+"),
+            F("node_id", INT32, "4+"),
+            F("host", STRING, "4+"),
+            F("port", INT32, "4+"),
+            F("error_code", INT16, "4+"),
+            F("error_message", STRING, "4+", nullable="4+", default=None),
+        )), "4+"),
     ),
 )
 
 JOIN_GROUP = ApiSchema(
-    ApiKey.JOIN_GROUP, "JoinGroup", max_version=5, flexible_from=6,
+    ApiKey.JOIN_GROUP, "JoinGroup", max_version=9, flexible_from=6,
     request=S(
         F("group_id", STRING),
         F("session_timeout_ms", INT32),
@@ -95,13 +130,16 @@ JOIN_GROUP = ApiSchema(
             F("name", STRING),
             F("metadata", BYTES),
         ))),
+        F("reason", STRING, "8+", nullable="8+", default=None),
     ),
     response=S(
         F("throttle_time_ms", INT32, "2+"),
         F("error_code", INT16),
         F("generation_id", INT32, default=-1),
+        F("protocol_type", STRING, "7+", nullable="7+", default=None),
         F("protocol_name", STRING, nullable="7+"),
         F("leader", STRING),
+        F("skip_assignment", BOOL, "9+"),
         F("member_id", STRING),
         F("members", A(S(
             F("member_id", STRING),
@@ -112,7 +150,7 @@ JOIN_GROUP = ApiSchema(
 )
 
 HEARTBEAT = ApiSchema(
-    ApiKey.HEARTBEAT, "Heartbeat", max_version=3, flexible_from=4,
+    ApiKey.HEARTBEAT, "Heartbeat", max_version=4, flexible_from=4,
     request=S(
         F("group_id", STRING),
         F("generation_id", INT32),
@@ -126,13 +164,14 @@ HEARTBEAT = ApiSchema(
 )
 
 LEAVE_GROUP = ApiSchema(
-    ApiKey.LEAVE_GROUP, "LeaveGroup", max_version=3, flexible_from=4,
+    ApiKey.LEAVE_GROUP, "LeaveGroup", max_version=5, flexible_from=4,
     request=S(
         F("group_id", STRING),
         F("member_id", STRING, "0-2"),
         F("members", A(S(
             F("member_id", STRING, "3+"),
             F("group_instance_id", STRING, "3+", nullable="3+", default=None),
+            F("reason", STRING, "5+", nullable="5+", default=None),
         )), "3+"),
     ),
     response=S(
@@ -147,12 +186,14 @@ LEAVE_GROUP = ApiSchema(
 )
 
 SYNC_GROUP = ApiSchema(
-    ApiKey.SYNC_GROUP, "SyncGroup", max_version=3, flexible_from=4,
+    ApiKey.SYNC_GROUP, "SyncGroup", max_version=5, flexible_from=4,
     request=S(
         F("group_id", STRING),
         F("generation_id", INT32),
         F("member_id", STRING),
         F("group_instance_id", STRING, "3+", nullable="3+", default=None),
+        F("protocol_type", STRING, "5+", nullable="5+", default=None),
+        F("protocol_name", STRING, "5+", nullable="5+", default=None),
         F("assignments", A(S(
             F("member_id", STRING),
             F("assignment", BYTES),
@@ -161,12 +202,14 @@ SYNC_GROUP = ApiSchema(
     response=S(
         F("throttle_time_ms", INT32, "1+"),
         F("error_code", INT16),
+        F("protocol_type", STRING, "5+", nullable="5+", default=None),
+        F("protocol_name", STRING, "5+", nullable="5+", default=None),
         F("assignment", BYTES),
     ),
 )
 
 DESCRIBE_GROUPS = ApiSchema(
-    ApiKey.DESCRIBE_GROUPS, "DescribeGroups", max_version=4, flexible_from=5,
+    ApiKey.DESCRIBE_GROUPS, "DescribeGroups", max_version=6, flexible_from=5,
     request=S(
         F("groups", A(STRING)),
         F("include_authorized_operations", BOOL, "3+"),
@@ -175,6 +218,7 @@ DESCRIBE_GROUPS = ApiSchema(
         F("throttle_time_ms", INT32, "1+"),
         F("groups", A(S(
             F("error_code", INT16),
+            F("error_message", STRING, "6+", nullable="6+", default=None),
             F("group_id", STRING),
             F("group_state", STRING),
             F("protocol_type", STRING),
@@ -193,20 +237,25 @@ DESCRIBE_GROUPS = ApiSchema(
 )
 
 LIST_GROUPS = ApiSchema(
-    ApiKey.LIST_GROUPS, "ListGroups", max_version=2, flexible_from=3,
-    request=S(),
+    ApiKey.LIST_GROUPS, "ListGroups", max_version=5, flexible_from=3,
+    request=S(
+        F("states_filter", A(STRING), "4+"),
+        F("types_filter", A(STRING), "5+"),
+    ),
     response=S(
         F("throttle_time_ms", INT32, "1+"),
         F("error_code", INT16),
         F("groups", A(S(
             F("group_id", STRING),
             F("protocol_type", STRING),
+            F("group_state", STRING, "4+"),
+            F("group_type", STRING, "5+"),
         ))),
     ),
 )
 
 DELETE_GROUPS = ApiSchema(
-    ApiKey.DELETE_GROUPS, "DeleteGroups", max_version=1, flexible_from=2,
+    ApiKey.DELETE_GROUPS, "DeleteGroups", max_version=2, flexible_from=2,
     request=S(
         F("groups_names", A(STRING)),
     ),

@@ -9,7 +9,7 @@ Versions, and where they leave the rule "up to the highest non-flexible version"
 | API (key) | declared | flexible from |
 |---|---|---|
 | SaslHandshake 17 | 0-1 | never (v1 only says "SaslAuthenticate follows", same bytes) |
-| DescribeAcls 29, CreateAcls 30, DeleteAcls 31 | 0-1 | 2 (v1 adds the resource pattern type) |
+| DescribeAcls 29, CreateAcls 30, DeleteAcls 31 | 0-3 | 2 (v1 adds the pattern type; v3 the USER type, same bytes) |
 | SaslAuthenticate 36 | 0-2 | 2 (v2 is v1's fields in compact encodings) |
 | DescribeUserScramCredentials 50 | 0 | 0 (only a flexible v0 exists) |
 | AlterUserScramCredentials 51 | 0 | 0 (only a flexible v0 exists) |
@@ -51,7 +51,7 @@ SASL_AUTHENTICATE = ApiSchema(
 )
 
 DESCRIBE_ACLS = ApiSchema(
-    ApiKey.DESCRIBE_ACLS, "DescribeAcls", max_version=1, flexible_from=2,
+    ApiKey.DESCRIBE_ACLS, "DescribeAcls", max_version=3, flexible_from=2,
     request=S(
         F("resource_type_filter", INT8),
         F("resource_name_filter", STRING, nullable="0+"),  # null: any name
@@ -80,7 +80,7 @@ DESCRIBE_ACLS = ApiSchema(
 )
 
 CREATE_ACLS = ApiSchema(
-    ApiKey.CREATE_ACLS, "CreateAcls", max_version=1, flexible_from=2,
+    ApiKey.CREATE_ACLS, "CreateAcls", max_version=3, flexible_from=2,
     request=S(
         F("creations", A(S(
             F("resource_type", INT8),
@@ -102,7 +102,7 @@ CREATE_ACLS = ApiSchema(
 )
 
 DELETE_ACLS = ApiSchema(
-    ApiKey.DELETE_ACLS, "DeleteAcls", max_version=1, flexible_from=2,
+    ApiKey.DELETE_ACLS, "DeleteAcls", max_version=3, flexible_from=2,
     request=S(
         F("filters", A(S(
             F("resource_type_filter", INT8),

@@ -218,11 +218,6 @@ def test_admin_groups(groups_run: tuple[str, list[dict[str, Any]], dict[str, int
     assert after["offsets"] == {"1": committed["1"]}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ListGroups v4 (KIP-518: states filter and group_state per group) not served "
-    "(strait: ListGroups v0-v2), so Admin.listConsumerGroups() lists every group with an empty groupState()",
-)
 def test_admin_list_consumer_groups_state(groups_run: tuple[str, list[dict[str, Any]], dict[str, int]]) -> None:
     group, calls, _ = groups_run
     listed = ok(calls[0])

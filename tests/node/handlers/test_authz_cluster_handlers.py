@@ -414,7 +414,7 @@ def test_create_topics_needs_create_on_the_cluster_or_on_each_topic() -> None:
     cluster = FakeCluster()
     answer = run(
         handle_create_topics,
-        TopicServices(cluster, node_config(), security),
+        TopicServices(cluster, cluster, node_config(), security),
         request(ApiKey.CREATE_TOPICS, 4, body, principal=ALICE),
     )
     results = {t["name"]: (t["error_code"], t["error_message"]) for t in answer["topics"]}
@@ -427,7 +427,7 @@ def test_create_topics_needs_create_on_the_cluster_or_on_each_topic() -> None:
     cluster = FakeCluster()
     answer = run(
         handle_create_topics,
-        TopicServices(cluster, node_config(), security),
+        TopicServices(cluster, cluster, node_config(), security),
         request(ApiKey.CREATE_TOPICS, 4, body, principal=CAROL),
     )
     assert [t["error_code"] for t in answer["topics"]] == [0, 0]
@@ -436,7 +436,7 @@ def test_create_topics_needs_create_on_the_cluster_or_on_each_topic() -> None:
 def test_delete_topics_needs_delete_and_create_partitions_alter_on_the_topic() -> None:
     cluster = FakeCluster(topics={"old": topic_state("old"), "kept": topic_state("kept")})
     security, _ = secured(acl(ALICE, Op.DELETE, TOPIC, "old"), acl(ALICE, Op.ALTER, TOPIC, "kept"))
-    services = TopicServices(cluster, node_config(), security)
+    services = TopicServices(cluster, cluster, node_config(), security)
     body = {"topic_names": ["old", "kept"], "timeout_ms": 1000}
     deleted = run(handle_delete_topics, services, request(ApiKey.DELETE_TOPICS, 3, body, principal=ALICE))
     assert [(r["name"], r["error_code"]) for r in deleted["responses"]] == [

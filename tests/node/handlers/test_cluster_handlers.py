@@ -147,7 +147,7 @@ def test_the_dispatch_table_serves_every_api_it_advertises_and_each_has_a_schema
 
 def test_create_topics_refuses_duplicates_and_mixed_assignment_before_touching_zookeeper() -> None:
     cluster = FakeCluster()
-    services = TopicServices(cluster, node_config())
+    services = TopicServices(cluster, cluster, node_config())
     topic = {"name": "t", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}
     mixed = {
         "name": "m",
@@ -171,7 +171,7 @@ def test_create_topics_refuses_duplicates_and_mixed_assignment_before_touching_z
 def test_create_and_delete_topics_reread_zookeeper_once_per_request() -> None:
     """Each re-read reads every topic: one per topic made a suite's churn of topics quadratic."""
     cluster = FakeCluster(topics={"old-1": topic_state("old-1", 1), "old-2": topic_state("old-2", 1)})
-    services = TopicServices(cluster, node_config())
+    services = TopicServices(cluster, cluster, node_config())
     topics = [
         {"name": f"t{i}", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}
         for i in range(3)
@@ -205,7 +205,7 @@ def test_create_and_delete_topics_reread_zookeeper_once_per_request() -> None:
 def test_create_topics_answers_each_topic_in_request_order_when_some_are_refused() -> None:
     """Topics refused before the write (invalid) and by it (already exist) keep their place."""
     cluster = FakeCluster(topics={"old": topic_state("old", 1)})
-    services = TopicServices(cluster, node_config())
+    services = TopicServices(cluster, cluster, node_config())
     topics = [
         {"name": name, "num_partitions": n, "replication_factor": 1, "assignments": [], "configs": []}
         for name, n in (("a", 1), ("old", 1), ("bad", 0), ("b", 2))
@@ -223,7 +223,7 @@ def test_create_topics_answers_each_topic_in_request_order_when_some_are_refused
 
 
 def test_create_topics_with_invalid_counts_names_the_value() -> None:
-    services = TopicServices(FakeCluster(), node_config())
+    services = TopicServices(FakeCluster(), FakeCluster(), node_config())
     topic = {"name": "t", "num_partitions": 0, "replication_factor": 1, "assignments": [], "configs": []}
     body = {"topics": [topic], "timeout_ms": 1000, "validate_only": False}
     (result,) = run(handle_create_topics, services, request(ApiKey.CREATE_TOPICS, 4, body))["topics"]

@@ -205,9 +205,9 @@ def test_apiversions_advertises_the_security_apis_at_kafkas_ranges() -> None:
     assert {key: ranges[key] for key in (17, 36, 29, 30, 31, 50, 51)} == {
         ApiKey.SASL_HANDSHAKE: (0, 1),
         ApiKey.SASL_AUTHENTICATE: (0, 2),
-        ApiKey.DESCRIBE_ACLS: (0, 1),
-        ApiKey.CREATE_ACLS: (0, 1),
-        ApiKey.DELETE_ACLS: (0, 1),
+        ApiKey.DESCRIBE_ACLS: (0, 3),
+        ApiKey.CREATE_ACLS: (0, 3),
+        ApiKey.DELETE_ACLS: (0, 3),
         ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
         ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     }

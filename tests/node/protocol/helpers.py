@@ -258,15 +258,20 @@ def kp_classes() -> dict[tuple[int, bool], Any]:
     return found
 
 
-# kafka-python patches a few spec fields on its side: Metadata's authorized-operations ints are renamed
-# ``authorized_operations`` and, like DescribeGroups', decoded as a set of bit positions.
+# kafka-python patches a few spec fields on its side: Metadata's and DescribeCluster's authorized-operations
+# ints are renamed ``authorized_operations`` and, like DescribeGroups', decoded as a set of bit positions.
 KP_RENAMES: dict[int, dict[str, str]] = {
     ApiKey.METADATA: {
         "cluster_authorized_operations": "authorized_operations",
         "topic_authorized_operations": "authorized_operations",
     },
+    ApiKey.DESCRIBE_CLUSTER: {"cluster_authorized_operations": "authorized_operations"},
 }
-KP_BITFIELDS = {(ApiKey.METADATA, "authorized_operations"), (ApiKey.DESCRIBE_GROUPS, "authorized_operations")}
+KP_BITFIELDS = {
+    (ApiKey.METADATA, "authorized_operations"),
+    (ApiKey.DESCRIBE_GROUPS, "authorized_operations"),
+    (ApiKey.DESCRIBE_CLUSTER, "authorized_operations"),
+}
 
 
 def kp_name(api_key: int, name: str) -> str:

@@ -21,27 +21,27 @@ from tests.node.protocol.helpers import kp_classes
 
 # Kafka's API keys (kafka.apache.org/protocol#protocol_api_keys) and the ranges strait advertises:
 # 0 up to the highest non-flexible version; ApiVersions 0-4, SaslAuthenticate 0-2 and the SCRAM
-# credential APIs (flexible v0 only), Metadata 0-12, ElectLeaders 0-2, InitProducerId 0-4 and the transaction APIs are
-# the flexible exceptions. Keys from 1000 are strait's own.
+# credential APIs (flexible v0 only), Metadata 0-12, ElectLeaders 0-2, InitProducerId 0-4, the transaction APIs
+# and the group, admin and ACL APIs (Issue 20) are the flexible exceptions. Keys from 1000 are strait's own.
 EXPECTED = {
     0: ("Produce", 8),
     1: ("Fetch", 11),
     2: ("ListOffsets", 5),
     3: ("Metadata", 12),
     7: ("ControlledShutdown", 2),
-    8: ("OffsetCommit", 7),
-    9: ("OffsetFetch", 5),
-    10: ("FindCoordinator", 2),
-    11: ("JoinGroup", 5),
-    12: ("Heartbeat", 3),
-    13: ("LeaveGroup", 3),
-    14: ("SyncGroup", 3),
-    15: ("DescribeGroups", 4),
-    16: ("ListGroups", 2),
+    8: ("OffsetCommit", 9),
+    9: ("OffsetFetch", 9),
+    10: ("FindCoordinator", 6),
+    11: ("JoinGroup", 9),
+    12: ("Heartbeat", 4),
+    13: ("LeaveGroup", 5),
+    14: ("SyncGroup", 5),
+    15: ("DescribeGroups", 6),
+    16: ("ListGroups", 5),
     17: ("SaslHandshake", 1),
     18: ("ApiVersions", 4),
-    19: ("CreateTopics", 4),
-    20: ("DeleteTopics", 3),
+    19: ("CreateTopics", 7),
+    20: ("DeleteTopics", 6),
     21: ("DeleteRecords", 1),
     22: ("InitProducerId", 4),
     23: ("OffsetForLeaderEpoch", 3),
@@ -50,16 +50,16 @@ EXPECTED = {
     26: ("EndTxn", 3),
     27: ("WriteTxnMarkers", 1),
     28: ("TxnOffsetCommit", 3),
-    29: ("DescribeAcls", 1),
-    30: ("CreateAcls", 1),
-    31: ("DeleteAcls", 1),
-    32: ("DescribeConfigs", 3),
-    33: ("AlterConfigs", 1),
+    29: ("DescribeAcls", 3),
+    30: ("CreateAcls", 3),
+    31: ("DeleteAcls", 3),
+    32: ("DescribeConfigs", 4),
+    33: ("AlterConfigs", 2),
     35: ("DescribeLogDirs", 4),
     36: ("SaslAuthenticate", 2),
-    37: ("CreatePartitions", 1),
-    42: ("DeleteGroups", 1),
-    44: ("IncrementalAlterConfigs", 0),
+    37: ("CreatePartitions", 3),
+    42: ("DeleteGroups", 2),
+    44: ("IncrementalAlterConfigs", 1),
     45: ("AlterPartitionReassignments", 1),
     46: ("ListPartitionReassignments", 0),
     43: ("ElectLeaders", 2),
@@ -68,6 +68,7 @@ EXPECTED = {
     49: ("AlterClientQuotas", 1),
     50: ("DescribeUserScramCredentials", 0),
     51: ("AlterUserScramCredentials", 0),
+    60: ("DescribeCluster", 2),
     61: ("DescribeProducers", 0),
     65: ("DescribeTransactions", 0),
     66: ("ListTransactions", 1),
@@ -112,7 +113,28 @@ FLEXIBLE: dict[int, tuple[int, int]] = {
     ApiKey.LIST_TRANSACTIONS: (0, 1),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),  # only flexible versions exist (KIP-664)
     ApiKey.WRITE_TXN_MARKERS: (1, 1),  # sent by brokers only; Kafka 4 keeps only the flexible v1
-    ApiKey.DESCRIBE_LOG_DIRS: (2, 4),  # v3's top-level error code, v4's volume sizes
+    # Issue 20: the group, admin and ACL APIs up to Kafka 4.3's newest versions a classic group uses
+    ApiKey.OFFSET_COMMIT: (8, 9),  # v10 (topic ids, KIP-848) not declared
+    ApiKey.OFFSET_FETCH: (6, 9),  # v10 (topic ids, KIP-848) not declared
+    ApiKey.FIND_COORDINATOR: (3, 6),
+    ApiKey.JOIN_GROUP: (6, 9),
+    ApiKey.HEARTBEAT: (4, 4),
+    ApiKey.LEAVE_GROUP: (4, 5),
+    ApiKey.SYNC_GROUP: (4, 5),
+    ApiKey.DESCRIBE_GROUPS: (5, 6),
+    ApiKey.LIST_GROUPS: (3, 5),
+    ApiKey.DELETE_GROUPS: (2, 2),
+    ApiKey.CREATE_TOPICS: (5, 7),
+    ApiKey.DELETE_TOPICS: (4, 6),
+    ApiKey.DESCRIBE_CONFIGS: (4, 4),
+    ApiKey.ALTER_CONFIGS: (2, 2),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (1, 1),
+    ApiKey.CREATE_PARTITIONS: (2, 3),
+    ApiKey.DESCRIBE_LOG_DIRS: (2, 4),  # v5 (KIP-1066's cordoned dirs) not declared
+    ApiKey.DESCRIBE_ACLS: (2, 3),
+    ApiKey.CREATE_ACLS: (2, 3),
+    ApiKey.DELETE_ACLS: (2, 3),
+    ApiKey.DESCRIBE_CLUSTER: (0, 2),  # only flexible versions exist (KIP-700)
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),  # KIP-455: only flexible versions exist
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
 }

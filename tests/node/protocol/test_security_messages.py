@@ -37,9 +37,9 @@ from tests.node.protocol.helpers import Sampler, project, wire_fields
 
 SECURITY_KEYS = {
     ApiKey.SASL_HANDSHAKE: ("SaslHandshake", 1, None),
-    ApiKey.DESCRIBE_ACLS: ("DescribeAcls", 1, 2),
-    ApiKey.CREATE_ACLS: ("CreateAcls", 1, 2),
-    ApiKey.DELETE_ACLS: ("DeleteAcls", 1, 2),
+    ApiKey.DESCRIBE_ACLS: ("DescribeAcls", 3, 2),
+    ApiKey.CREATE_ACLS: ("CreateAcls", 3, 2),
+    ApiKey.DELETE_ACLS: ("DeleteAcls", 3, 2),
     ApiKey.SASL_AUTHENTICATE: ("SaslAuthenticate", 2, 2),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: ("DescribeUserScramCredentials", 0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: ("AlterUserScramCredentials", 0, 0),
