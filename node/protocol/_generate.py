@@ -112,9 +112,13 @@ def _generate_reader(sdef: StructDef, version: int, flexible: bool) -> Reader:
         else:
             _emit_read_field(src, run[0], version, flexible)
     if flexible:
-        # tagged fields are rare (ApiVersions v3+ only): the reference readers do
+        # Almost every tag buffer is empty (one zero byte): that case stays inline; a buffer that holds
+        # fields (rare: a leader hint, a replica's state) goes to the reference step.
         step = tags_reader_step({f.tag: (f.name, field_reader(f, version, True)) for f in tagged if f.tag is not None})
-        src.emit(2, f"pos = {src.bind(step, 'tags')}(buf, pos, d)")
+        src.emit(2, "if buf[pos] == 0:")
+        src.emit(3, "pos += 1")
+        src.emit(2, "else:")
+        src.emit(3, f"pos = {src.bind(step, 'tags')}(buf, pos, d)")
     fill = filler(absent, tagged)
     if fill is not None:
         src.emit(2, f"{src.bind(fill, 'fill')}(d)")
@@ -159,8 +163,12 @@ def _emit_null_check(src: _Source, target: str, nullable: bool) -> None:
 
 def _emit_length(src: _Source, depth: int, compact: bool, width: str) -> None:
     """Emit code that sets ``n`` to the length prefix (-1 for null) and advances ``pos``."""
-    if compact:
-        src.emit(depth, "n, pos = read_uvarint(buf, pos)")
+    if compact:  # an unsigned varint, inline for the one-byte case (lengths below 127)
+        src.emit(depth, "n = buf[pos]")
+        src.emit(depth, "if n < 0x80:")
+        src.emit(depth + 1, "pos += 1")
+        src.emit(depth, "else:")
+        src.emit(depth + 1, "n, pos = read_uvarint(buf, pos)")
         src.emit(depth, "n -= 1")
     else:
         src.emit(depth, f"n = unpack_{width}(buf, pos)[0]")
@@ -262,8 +270,7 @@ def _generate_writer(sdef: StructDef, version: int, flexible: bool) -> Writer:
         else:
             _emit_write_field(src, run[0], version, flexible)
     if flexible:
-        step = tags_writer_step([(f, field_writer(f, version, True)) for f in tagged])
-        src.emit(2, f"{src.bind(step, 'tags')}(out, d)")
+        _emit_write_tags(src, tagged, version)
     src.emit(1, "except Exception:")
     src.emit(2, f"{reference}(Out(), value)  # raises the precise EncodeFailure")
     src.emit(2, "raise")
@@ -306,6 +313,13 @@ def _emit_write_field(src: _Source, f: Field, version: int, flexible: bool) -> N
         src.emit(3, "buf += data")
         src.emit(2, "else:")
         src.emit(3, f"{general}(out, v)")
+    elif t is STRING:  # compact: unsigned varint length + 1
+        src.emit(2, "if type(v) is str:")
+        src.emit(3, "data = v.encode()")
+        src.emit(3, "write_uvarint(out, len(data) + 1)")
+        src.emit(3, "buf += data")
+        src.emit(2, "else:")
+        src.emit(3, f"{general}(out, v)")
     elif t is BYTES and not flexible:
         src.emit(2, "if type(v) is bytes:")
         src.emit(3, "buf += pack_i32(len(v))")
@@ -315,3 +329,28 @@ def _emit_write_field(src: _Source, f: Field, version: int, flexible: bool) -> N
     else:  # records (may add parts), compact strings/bytes, uuid
         src.emit(2, f"{general}(out, v)")
         src.emit(2, "buf = out.buf")
+
+
+def _emit_write_tags(src: _Source, tagged: list[Field], version: int) -> None:
+    """Emit the tag buffer: one zero byte inline when every tagged field is at its default (the usual
+    case), else the reference step, which writes the fields that differ in tag order."""
+    step = src.bind(
+        tags_writer_step([(f, field_writer(f, version, True)) for f in sorted(tagged, key=lambda f: f.tag or 0)]),
+        "tags",
+    )
+    if not tagged:
+        src.emit(2, 'buf += b"\\x00"')
+        return
+    checks = []
+    for f in tagged:
+        if f.default is None:
+            checks.append(f'get("{f.name}") is None')
+        elif isinstance(f.type, ArrayOf):  # the reference writes any list or tuple that is not empty
+            checks.append(f'not get("{f.name}", ()) and type(get("{f.name}", ())) in (list, tuple)')
+        else:
+            default = src.bind(f.default, "default")
+            checks.append(f'get("{f.name}", {default}) == {default}')
+    src.emit(2, f"if {' and '.join(checks)}:")
+    src.emit(3, 'buf += b"\\x00"')
+    src.emit(2, "else:")
+    src.emit(3, f"{step}(out, d)")
