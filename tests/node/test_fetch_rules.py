@@ -4,6 +4,7 @@ Produce v9-v11, OffsetForLeaderEpoch v4 and DeleteRecords v2 on one node."""
 
 from __future__ import annotations
 
+import re
 import socket
 import time
 import urllib.request
@@ -12,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from node.protocol import ApiKey, ErrorCode, Struct
 from storage.records import build_batch, iter_batches
@@ -333,3 +335,43 @@ def test_flexible_produce_epochs_and_delete_records(node: NodeProcess) -> None:
             {"topics": [{"name": "r-flex", "partitions": [{"partition_index": 0, "offset": 2}]}], "timeout_ms": 5000},
         )
         assert (deleted.topics[0].partitions[0].error_code, deleted.topics[0].partitions[0].low_watermark) == (0, 2)
+
+
+def test_librdkafka_fetches_at_v16_by_topic_id_without_sessions(node: NodeProcess) -> None:
+    """librdkafka 2.16 (confluent-kafka) does not implement KIP-227: every fetch is sessionless."""
+    create(node, "r-rdkafka", 3)
+    producer = Producer({"bootstrap.servers": node.bootstrap, "linger.ms": 5})
+    for i in range(30):
+        producer.produce("r-rdkafka", value=b"%d" % i, partition=i % 3)
+    assert producer.flush(30) == 0
+    sessions_before = [total(node, "strait_fetch_requests_total", session=s) for s in ("full", "incremental")]
+    consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "r-rdkafka", "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition("r-rdkafka", p, 0) for p in range(3)])
+        got = 0
+        deadline = time.monotonic() + 30
+        while got < 30 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                got += 1
+        assert got == 30
+    finally:
+        consumer.close()
+    rdkafka = {"client": "confluent-kafka-python"}
+    assert total(node, "strait_client_requests_total", api="Produce", version="10", **rdkafka) > 0
+    assert total(node, "strait_client_requests_total", api="Fetch", version="16", **rdkafka) > 0
+    assert [total(node, "strait_fetch_requests_total", session=s) for s in ("full", "incremental")] == sessions_before
+
+
+def total(node: NodeProcess, name: str, **labels: str) -> float:
+    """The sum of ``name``'s samples in the node's /metrics whose labels include ``labels``."""
+    with urllib.request.urlopen(f"{node.admin_url}/metrics", timeout=10) as reply:
+        text = reply.read().decode()
+    found = 0.0
+    for line in text.splitlines():
+        if not line.startswith(name + "{"):
+            continue
+        sample_labels = dict(re.findall(r'(\w+)="([^"]*)"', line[: line.index("}")]))
+        if all(sample_labels.get(k) == v for k, v in labels.items()):
+            found += float(line.rsplit(" ", 1)[1])
+    return found
