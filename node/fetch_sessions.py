@@ -92,6 +92,8 @@ class _Cached:
 
 @dataclass(eq=False, slots=True)
 class FetchSession:
+    """One session: its partitions and the epoch its next incremental fetch must carry."""
+
     id: int
     privileged: bool  # opened by a follower (replica_id >= 0)
     uses_topic_ids: bool

@@ -212,11 +212,7 @@ def _emit_read_array(src: _Source, f: Field, t: ArrayOf, version: int, flexible:
         src.emit(3, "append = items.append")
         values = ", ".join(f"v{i}" for i in range(len(names)))
         src.emit(3, f"for {values}, in {src.bind(st.iter_unpack, 'iter_unpack')}(buf[pos:end]):")
-        src.emit(4, "item = new(Struct)")
-        src.emit(4, "fields = item.__dict__")
-        for i, name in enumerate(names):
-            src.emit(4, f'fields["{name}"] = v{i}')
-        _emit_defaults(src, 4, "fields", absent, [], tags_read=False)
+        _emit_flat_item(src, 4, "item", names, absent)
         src.emit(4, "append(item)")
         src.emit(3, f"{target} = items")
         src.emit(3, "pos = end")
@@ -237,17 +233,22 @@ def _emit_read_array(src: _Source, f: Field, t: ArrayOf, version: int, flexible:
         values = ", ".join(f"v{i}" for i in range(len(names)))
         src.emit(5, f"{values}, = {src.bind(st.unpack_from, 'unpack')}(buf, pos)")
         src.emit(5, f"pos += {st.size + 1}")
-        src.emit(5, "value = new(Struct)")
-        src.emit(5, "fields = value.__dict__")
-        for i, name in enumerate(names):
-            src.emit(5, f'fields["{name}"] = v{i}')
-        _emit_defaults(src, 5, "fields", absent, [], tags_read=False)
+        _emit_flat_item(src, 5, "value", names, absent)
         src.emit(4, "else:")
         src.emit(5, f"value, pos = {src.bind(read_item, 'read_item')}(buf, pos)")
     else:
         src.emit(4, f"value, pos = {src.bind(read_item, 'read_item')}(buf, pos)")
     src.emit(4, "append(value)")
     src.emit(3, f"{target} = items")
+
+
+def _emit_flat_item(src: _Source, depth: int, var: str, names: tuple[str, ...], absent: list[Field]) -> None:
+    """Emit a Struct ``var`` of the unpacked values ``v0``, ``v1``, ... (``names``) and the defaults of ``absent``."""
+    src.emit(depth, f"{var} = new(Struct)")
+    src.emit(depth, f"fields = {var}.__dict__")
+    for i, name in enumerate(names):
+        src.emit(depth, f'fields["{name}"] = v{i}')
+    _emit_defaults(src, depth, "fields", absent, [], tags_read=False)
 
 
 def _flat_layout(sdef: StructDef, version: int) -> tuple[struct.Struct, tuple[str, ...], list[Field]] | None:

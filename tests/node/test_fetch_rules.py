@@ -108,6 +108,12 @@ def fill(node: NodeProcess, topic: str, partition: int, count: int, value: bytes
         assert produce_raw(node.bootstrap, topic, partition, [value]).error_code == 0
 
 
+def first_batch_size(sock: socket.socket, topic: str) -> int:
+    """The size of partition 0's first batch (the one batch a fetch of 1 byte returns)."""
+    response = fetch(sock, 11, [{"topic": topic, "partitions": [part(0, max_bytes=1)]}])
+    return len(bytes(response.responses[0].partitions[0].records))
+
+
 # -- sizes (Kafka's ReplicaManager.readFromLog) -------------------------------------------------------------------
 
 
@@ -115,14 +121,7 @@ def test_partition_max_bytes_takes_whole_batches_that_fit(node: NodeProcess) -> 
     create(node, "r-part")
     fill(node, "r-part", 0, 4)
     with connect(node.bootstrap) as sock:
-        one = len(
-            bytes(
-                fetch(sock, 11, [{"topic": "r-part", "partitions": [part(0, max_bytes=1)]}])
-                .responses[0]
-                .partitions[0]
-                .records
-            )
-        )
+        one = first_batch_size(sock, "r-part")
         response = fetch(sock, 11, [{"topic": "r-part", "partitions": [part(0, max_bytes=2 * one + one // 2)]}])
     assert answered(response) == {0: [(0, 1), (1, 1)]}
 
@@ -132,14 +131,7 @@ def test_max_bytes_is_shared_in_request_order(node: NodeProcess) -> None:
     for p in range(3):
         fill(node, "r-shared", p, 3)
     with connect(node.bootstrap) as sock:
-        one = len(
-            bytes(
-                fetch(sock, 11, [{"topic": "r-shared", "partitions": [part(0, max_bytes=1)]}])
-                .responses[0]
-                .partitions[0]
-                .records
-            )
-        )
+        one = first_batch_size(sock, "r-shared")
         parts = [part(2), part(0), part(1)]
         response = fetch(sock, 11, [{"topic": "r-shared", "partitions": parts}], max_bytes=4 * one + one // 2)
     # partition 2 first takes its three batches, partition 0 what is left (one), partition 1 nothing
