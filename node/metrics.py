@@ -44,6 +44,10 @@ Metric names (all prefixed ``strait_``)::
                                                               delays the leader's high watermark)
     strait_gc_pause_seconds{generation}            histogram  the process's garbage collections (a pause
                                                               of every task of the node)
+    strait_fetch_sessions                          gauge      incremental fetch sessions cached (KIP-227)
+    strait_fetch_session_partitions                gauge      partitions over those sessions
+    strait_fetch_session_evictions_total           counter    sessions evicted to make room for another
+    strait_fetch_requests_total{session}           counter    fetches by session use: sessionless, full, incremental
     strait_connections                             gauge
     strait_connections_closed_total{reason}        counter    malformed, oversized, idle, eof, ...
     strait_partitions                              gauge      from the view
@@ -265,6 +269,26 @@ class NodeMetrics:
             ["reason"],
             registry=registry,
         )
+        self._fetch_sessions = Gauge(
+            "strait_fetch_sessions", "Incremental fetch sessions (KIP-227) in this node's cache.", registry=registry
+        )
+        self._fetch_session_partitions = Gauge(
+            "strait_fetch_session_partitions",
+            "Partitions over every incremental fetch session in this node's cache.",
+            registry=registry,
+        )
+        self._fetch_session_evictions = Counter(
+            "strait_fetch_session_evictions",
+            "Incremental fetch sessions evicted from a full cache to make room for another.",
+            registry=registry,
+        )
+        self._fetch_by_session = Counter(
+            "strait_fetch_requests",
+            "Fetch requests by how their session was used: sessionless, full (opens one) or incremental.",
+            ["session"],
+            registry=registry,
+        )
+        self._fetch_kind_series: dict[str, Counter] = {}
         self._view_collector = _ViewCollector()
         registry.register(self._view_collector)
 
@@ -395,6 +419,22 @@ class NodeMetrics:
         if seconds < 0:
             raise ValueError(f"negative fetch latency: {seconds} s")
         self._fetch_latency.observe(seconds)
+
+    def fetch_sessions(self, sessions: int, partitions: int) -> None:
+        """The fetch session cache's size now (``node.fetch_sessions``)."""
+        self._fetch_sessions.set(sessions)
+        self._fetch_session_partitions.set(partitions)
+
+    def fetch_session_evicted(self) -> None:
+        """One fetch session evicted to make room for another."""
+        self._fetch_session_evictions.inc()
+
+    def fetch_by_session(self, kind: str) -> None:
+        """One fetch answered as ``kind`` ("sessionless", "full" or "incremental")."""
+        child = self._fetch_kind_series.get(kind)
+        if child is None:
+            child = self._fetch_kind_series[kind] = self._fetch_by_session.labels(session=kind)
+        child.inc()
 
     # -- pulled at scrape time ------------------------------------------------------------------
 

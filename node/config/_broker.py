@@ -623,6 +623,11 @@ class NodeConfig:
         name="replica.fetch.response.max.bytes", type=_I, default="10485760", minimum=0, group=_REPLICATION,
         doc="Bytes a follower asks in one fetch response across partitions.",
     ))
+    max_incremental_fetch_session_cache_slots: int = setting(ConfigKey(
+        name="max.incremental.fetch.session.cache.slots", type=_I, default="1000", minimum=0, group=_REPLICATION,
+        doc="Incremental fetch sessions (KIP-227) this node keeps for consumers and followers; 0 turns "
+            "sessions off (every fetch is a full fetch). See docs/fetch-sessions.md.",
+    ))
     replica_fetch_backoff_ms: int = setting(ConfigKey(
         name="replica.fetch.backoff.ms", type=_I, default="1000", minimum=0, group=_REPLICATION,
         doc="Pause after a follower's fetch failed (leader unreachable, error).",

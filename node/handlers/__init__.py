@@ -23,6 +23,7 @@ from functools import partial
 from typing import Any
 
 from node.config import NodeConfig
+from node.fetch_sessions import FetchSessionCache
 from node.protocol import ApiKey, advertised_ranges
 from node.request import Request
 
@@ -168,10 +169,18 @@ def dispatch_table(node: NodeServices, api_ranges: Mapping[int, tuple[int, int]]
     client_quotas = quotas.QuotaServices(node.quota_store, security)
     table: dict[int, Handler] = {
         ApiKey.PRODUCE: partial(
-            produce.handle_produce, produce.ProduceServices(node.partitions, node.metrics, security)
+            produce.handle_produce, produce.ProduceServices(node.partitions, node.metrics, security, node.metadata)
         ),
         ApiKey.FETCH: partial(
-            fetch.handle_fetch, fetch.FetchServices(node.partitions, node.followers, node.metrics, security)
+            fetch.handle_fetch,
+            fetch.FetchServices(
+                node.partitions,
+                node.followers,
+                node.metrics,
+                security,
+                FetchSessionCache(node.config.max_incremental_fetch_session_cache_slots, metrics=node.metrics),
+                node.metadata,
+            ),
         ),
         ApiKey.LIST_OFFSETS: partial(offsets.handle_list_offsets, log_access),
         ApiKey.DELETE_RECORDS: partial(offsets.handle_delete_records, log_access),

@@ -210,6 +210,47 @@ class RequestMetrics(Protocol):
 
     def observe_replica_wakeup(self, seconds: float) -> None: ...
 
+    def fetch_sessions(self, sessions: int, partitions: int) -> None:
+        """The fetch session cache's size now (``node.fetch_sessions.SessionMetrics``)."""
+        ...
+
+    def fetch_session_evicted(self) -> None: ...
+
+    def fetch_by_session(self, kind: str) -> None: ...
+
+
+# -- leader hints (KIP-951) ------------------------------------------------------------------------------------------
+#
+# Produce v10+ and Fetch v12+ answer a NOT_LEADER_OR_FOLLOWER (Fetch also FENCED_LEADER_EPOCH) with the
+# partition's current leader and epoch as this node last read them (``current_leader``), and from
+# Produce v10 / Fetch v16 with that leader's address on the listener the request came in on
+# (``node_endpoints``), so that a client goes straight to the new leader instead of first asking for
+# Metadata. A hint is only a hint: without a known leader, or without an address on the listener, the
+# fields stay at their defaults (absent from the answer) and the client refreshes its metadata as before.
+
+
+def leader_hint(view: MetadataView | None, topic: str, index: int, listener: str) -> tuple[Any, Any]:
+    """(``current_leader`` value, ``node_endpoints`` entry) for ``topic``-``index``; None for what is not known."""
+    if view is None:
+        return None, None
+    state = view.topics.get(topic)
+    partition = state.states.get(index) if state is not None else None
+    if partition is None or partition.leader < 0:
+        return None, None
+    current = {"leader_id": partition.leader, "leader_epoch": partition.leader_epoch}
+    registration = view.brokers.get(partition.leader)
+    found = registration.endpoint(listener) if registration is not None else None
+    if registration is None or found is None:
+        return current, None
+    host, port = found
+    return current, {"node_id": partition.leader, "host": host, "port": port, "rack": registration.rack}
+
+
+def add_endpoint(endpoints: dict[int, Any], endpoint: Any) -> None:
+    """Collect ``endpoint`` once per node for the answer's ``node_endpoints``."""
+    if endpoint is not None:
+        endpoints.setdefault(endpoint["node_id"], endpoint)
+
 
 # -- authorisation ----------------------------------------------------------------------------------------------------
 

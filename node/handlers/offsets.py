@@ -9,6 +9,15 @@ A read_committed ListOffsets (``isolation_level`` 1, v2+) answers the last stabl
 latest offset, and finds no offset by time at or past it: a read_committed consumer's end is
 where the earliest open transaction starts (Kafka's ``lastFetchableOffset``).
 
+Special timestamps, each from the version that defines it (INVALID_REQUEST before, and for any
+other negative value): -1 latest, -2 earliest (the log start offset); v7 -3 MAX_TIMESTAMP
+(KIP-734): the offset and timestamp of the first record stamped with the largest timestamp in the
+log, and the leader epoch of its batch, as Kafka 3.8+ answers it (none when that record is not
+below the high watermark, or the last stable offset for read_committed); v8 -4 EARLIEST_LOCAL
+(KIP-405): the log start offset, since every record here is local; v9 -5 LATEST_TIERED (KIP-1005):
+offset -1 and timestamp -1, what Kafka answers without tiered storage. v10 adds ``timeout_ms``
+(KIP-1075), for lookups in remote storage: every answer here is immediate, so it is not used.
+
 Authorisation (Kafka's): ListOffsets needs DESCRIBE on each topic, DeleteRecords DELETE on it;
 otherwise its partitions answer TOPIC_AUTHORIZATION_FAILED and are not looked at.
 """
@@ -22,17 +31,23 @@ from node.errors import BrokerError, answer_errors
 from node.protocol import ErrorCode
 from node.request import Request
 from node.security._acl import AclOperation, ResourceType
-from storage.records import NO_OFFSET
+from storage.records import NO_OFFSET, LeaderEpoch, Offset
 
 from ._services import NO_AUTHORIZER, PartitionSource, SecurityServices, denied
 
 if TYPE_CHECKING:
     from node.partition import Partition
+    from storage import PartitionLog
 
 LATEST = -1
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+# The first ListOffsets version that may ask for each special timestamp; NO_VERSION for the others.
+NO_VERSION = 0x7FFF
+SPECIAL_SINCE = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,14 +84,25 @@ async def handle_list_offsets(services: OffsetsServices, request: Request) -> di
                 # A client must not see the end go back: a leader just elected may not know yet
                 # how far the old one had committed (Kafka answers the same, retriable, error).
                 lagging = client and partition.high_watermark_lagging
-                if ts == EARLIEST:
+                epoch: int = partition.leader_epoch
+                if ts < 0 and SPECIAL_SINCE.get(ts, NO_VERSION) > request.api_version:
+                    raise BrokerError(
+                        ErrorCode.INVALID_REQUEST,
+                        f"timestamp {ts} is not a valid ListOffsets v{request.api_version} target",
+                    )
+                if ts in (EARLIEST, EARLIEST_LOCAL):
                     offset, found_ts = plog.log_start_offset, -1
                 elif ts == LATEST:
                     if lagging:
                         raise _lagging(partition)
                     offset, found_ts = fetchable, -1
-                elif ts <= MAX_TIMESTAMP:
-                    raise BrokerError(ErrorCode.INVALID_REQUEST, f"timestamp {ts} is not a valid ListOffsets target")
+                elif ts == LATEST_TIERED:
+                    offset, found_ts = NO_OFFSET, -1
+                elif ts == MAX_TIMESTAMP:
+                    found_max = _max_timestamp(plog)
+                    offset, found_ts, epoch = found_max if found_max is not None else (NO_OFFSET, -1, LeaderEpoch(-1))
+                    if offset >= fetchable:
+                        offset, found_ts = NO_OFFSET, -1
                 else:
                     found = plog.find_offset_by_timestamp(ts)
                     offset, found_ts = found if found is not None else (NO_OFFSET, -1)
@@ -89,10 +115,33 @@ async def handle_list_offsets(services: OffsetsServices, request: Request) -> di
                 entry["offset"] = offset
                 entry["timestamp"] = found_ts
                 if offset >= 0:
-                    entry["leader_epoch"] = partition.leader_epoch
+                    entry["leader_epoch"] = epoch
             partitions.append(entry)
         topics.append({"name": topic.name, "partitions": partitions})
     return {"throttle_time_ms": 0, "topics": topics}
+
+
+def _max_timestamp(plog: PartitionLog) -> tuple[Offset, int, LeaderEpoch] | None:
+    """(offset, timestamp, batch leader epoch) of the first record stamped with the log's largest
+    timestamp (Kafka's ``offsetOfMaxTimestamp``): the segment with the largest timestamp, the first
+    of its batches with that timestamp from the one its index names, the first record in it with
+    that timestamp (with LogAppendTime every record has the batch's: its first one). None for an
+    empty log."""
+    start = plog.log_start_offset
+    segments = [s for s in plog.segments if s.next_offset > start and s.max_timestamp >= 0]
+    if not segments:
+        return None
+    segment = max(segments, key=lambda s: s.max_timestamp)  # the first of equals, as Kafka's maxBy
+    target = segment.max_timestamp
+    found = segment.find_batch(max(Offset(segment.offset_of_max_timestamp), start))
+    positions = segment.headers(found[0]) if found is not None else iter(())
+    for position, header in positions:
+        if header.max_timestamp != target:
+            continue
+        for record in segment.read_batch(position, header).records():
+            if record.timestamp == target and record.offset >= start:
+                return record.offset, target, header.partition_leader_epoch
+    return None
 
 
 def _lagging(partition: Partition) -> BrokerError:

@@ -9,7 +9,8 @@ acks=1 answers once the leader appended; acks=all first requires an ISR of at le
 min.insync.replicas (NOT_ENOUGH_REPLICAS, nothing written), then waits until the high
 watermark passes the batch (REQUEST_TIMED_OUT after the request's timeout,
 NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below min.insync.replicas meanwhile,
-NOT_LEADER_OR_FOLLOWER if leadership moved).
+NOT_LEADER_OR_FOLLOWER if leadership moved). From v10 a NOT_LEADER_OR_FOLLOWER answer names the
+partition's current leader and epoch and that leader's address (KIP-951, ``_services.leader_hint``).
 
 Transactional batches (KIP-98) are appended like any other, after the transaction rules of
 ``node.producer_state``; a transaction's markers come from its coordinator (WriteTxnMarkers,
@@ -41,7 +42,15 @@ from node.request import CloseConnection, Deferred, Request
 from node.security._acl import AclOperation, ResourceType
 from storage.records import ATTR_TRANSACTIONAL
 
-from ._services import NO_AUTHORIZER, PartitionSource, RequestMetrics, SecurityServices, denied
+from ._services import (
+    NO_AUTHORIZER,
+    MetadataView,
+    PartitionSource,
+    RequestMetrics,
+    SecurityServices,
+    denied,
+    leader_hint,
+)
 
 if TYPE_CHECKING:
     from node.partition import Partition
@@ -50,6 +59,7 @@ log = logging.getLogger("strait.node.produce")
 
 VALID_ACKS = (-1, 0, 1)
 ZSTD_MIN_VERSION = 7
+LEADER_HINT_VERSION = 10  # current_leader / node_endpoints (KIP-951)
 _ATTRIBUTES = struct.Struct(">h")
 _ATTRIBUTES_POS = 21  # in a batch header (storage.records._batch)
 
@@ -59,6 +69,8 @@ class ProduceServices:
     partitions: PartitionSource
     metrics: RequestMetrics
     security: SecurityServices = NO_AUTHORIZER
+    #: Leader hints come from here (v10+); without it a NOT_LEADER_OR_FOLLOWER answer has none.
+    metadata: MetadataView | None = None
 
 
 async def handle_produce(services: ProduceServices, request: Request) -> dict[str, Any] | Deferred | None:
@@ -74,6 +86,8 @@ async def handle_produce(services: ProduceServices, request: Request) -> dict[st
     responses = []
     failed = False
     replicating: list[tuple[dict[str, Any], Partition, int, str]] = []
+    endpoints: list[dict[str, Any]] = []
+    where = (request.api_version, request.connection.listener)
     for topic in req.topic_data:
         partitions = []
         may_write = services.security.allowed(request, AclOperation.WRITE, ResourceType.TOPIC, topic.name)
@@ -86,6 +100,7 @@ async def handle_produce(services: ProduceServices, request: Request) -> dict[st
                 "log_start_offset": -1,
                 "record_errors": [],
                 "error_message": None,
+                "current_leader": None,
             }
             with answer_errors(entry) as answer:
                 if txn_denied is not None:
@@ -111,14 +126,15 @@ async def handle_produce(services: ProduceServices, request: Request) -> dict[st
                 failed = True
                 services.metrics.record_error("Produce", answer.error.code.name)
                 log.info("produce to %s-%d rejected: %s", topic.name, pd.index, answer.error.message)
+                _hint(services, where, topic.name, entry, endpoints)
             partitions.append(entry)
         responses.append({"name": topic.name, "partition_responses": partitions})
-    body = {"responses": responses, "throttle_time_ms": 0}
+    body: dict[str, Any] = {"responses": responses, "throttle_time_ms": 0, "node_endpoints": endpoints}
     if replicating:
         # acks=all: answer once every written batch is below its partition's high watermark. The
         # server reads the connection's next Produce meanwhile (node.server: answers in order).
         deadline = trio.current_time() + max(req.timeout_ms, 0) / 1000
-        return Deferred(functools.partial(_replicated, services, replicating, deadline, started, body))
+        return Deferred(functools.partial(_replicated, services, where, replicating, deadline, started, body))
     services.metrics.observe_produce(time.perf_counter() - started)
     if acks == 0:
         if failed:
@@ -151,8 +167,23 @@ def _transactional_id_denied(services: ProduceServices, request: Request) -> Bro
     return None
 
 
+def _hint(
+    services: ProduceServices, where: tuple[int, str], topic: str, entry: dict[str, Any], endpoints: list[Any]
+) -> None:
+    """Add the leader hint of KIP-951 to a NOT_LEADER_OR_FOLLOWER answer (v10+), its endpoint once per
+    node; ``where`` is the request's (API version, listener)."""
+    version, listener = where
+    if version < LEADER_HINT_VERSION or entry["error_code"] != ErrorCode.NOT_LEADER_OR_FOLLOWER:
+        return
+    current, endpoint = leader_hint(services.metadata, topic, entry["index"], listener)
+    entry["current_leader"] = current
+    if endpoint is not None and all(e["node_id"] != endpoint["node_id"] for e in endpoints):
+        endpoints.append(endpoint)
+
+
 async def _replicated(
     services: ProduceServices,
+    where: tuple[int, str],
     replicating: list[tuple[dict[str, Any], Partition, int, str]],
     deadline: float,
     started: float,
@@ -166,5 +197,6 @@ async def _replicated(
             entry["base_offset"] = -1
             services.metrics.record_error("Produce", answer.error.code.name)
             log.info("produce to %s-%d not committed: %s", name, entry["index"], answer.error.message)
+            _hint(services, where, name, entry, body["node_endpoints"])
     services.metrics.observe_produce(time.perf_counter() - started)
     return body

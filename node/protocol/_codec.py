@@ -241,6 +241,8 @@ def field_reader(f: Field, version: int, flexible: bool) -> Reader:
     t = f.type
     if isinstance(t, ArrayOf):
         return _array_reader(t, version, flexible, nullable)
+    if isinstance(t, StructDef):
+        return reference_reader(t, version, flexible)
     return primitive_reader(t, flexible, nullable)
 
 
@@ -449,6 +451,8 @@ def field_writer(f: Field, version: int, flexible: bool) -> Writer:
     t = f.type
     if isinstance(t, ArrayOf):
         return _array_writer(t, version, flexible, nullable)
+    if isinstance(t, StructDef):
+        return reference_writer(t, version, flexible)
     return primitive_writer(t, flexible, nullable)
 
 

@@ -13,7 +13,6 @@ Both paths are tested to agree byte for byte.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +20,6 @@ from ._codec import (
     Codec,
     field_reader,
     field_writer,
-    filler,
     groups,
     is_fixed_run,
     on_wire,
@@ -112,12 +110,14 @@ def _generate_reader(sdef: StructDef, version: int, flexible: bool) -> Reader:
         else:
             _emit_read_field(src, run[0], version, flexible)
     if flexible:
-        # tagged fields are rare (ApiVersions v3+ only): the reference readers do
+        # Almost every tag buffer is empty (one zero byte): that case stays inline; a buffer that holds
+        # fields (rare: a leader hint, a replica's state) goes to the reference step.
         step = tags_reader_step({f.tag: (f.name, field_reader(f, version, True)) for f in tagged if f.tag is not None})
-        src.emit(2, f"pos = {src.bind(step, 'tags')}(buf, pos, d)")
-    fill = filler(absent, tagged)
-    if fill is not None:
-        src.emit(2, f"{src.bind(fill, 'fill')}(d)")
+        src.emit(2, "if buf[pos] == 0:")
+        src.emit(3, "pos += 1")
+        src.emit(2, "else:")
+        src.emit(3, f"pos = {src.bind(step, 'tags')}(buf, pos, d)")
+    _emit_defaults(src, 2, "d", absent, tagged, tags_read=flexible)
     src.emit(2, "return obj, pos")
     src.emit(1, "except Exception:")
     src.emit(2, f"return {reference}(buf, start)")
@@ -146,6 +146,24 @@ def _emit_read_field(src: _Source, f: Field, version: int, flexible: bool) -> No
         src.emit(2, f"{target}, pos = {src.bind(field_reader(f, version, flexible), 'read')}(buf, pos)")
 
 
+def _emit_defaults(
+    src: _Source, depth: int, d: str, absent: list[Field], tagged: list[Field], *, tags_read: bool
+) -> None:
+    """Emit what ``_codec.filler`` does, inline (a call per decoded struct measurably slowed Fetch): the
+    fields absent from the wire take their defaults, a new list for an array; a tagged field the
+    tag buffer did not set (``tags_read``) too."""
+    for f in absent:
+        value = "[]" if f.is_array() and f.default is not None else src.bind(f.default, "default")
+        src.emit(depth, f'{d}["{f.name}"] = {value}')
+    for f in tagged:
+        value = "[]" if f.is_array() and f.default is not None else src.bind(f.default, "default")
+        if tags_read:
+            src.emit(depth, f'if "{f.name}" not in {d}:')
+            src.emit(depth + 1, f'{d}["{f.name}"] = {value}')
+        else:
+            src.emit(depth, f'{d}["{f.name}"] = {value}')
+
+
 def _emit_null_check(src: _Source, target: str, nullable: bool) -> None:
     """Emit the ``if n < 0:`` branch: -1 is null where the version allows it, anything else is malformed."""
     src.emit(2, "if n < 0:")
@@ -159,8 +177,12 @@ def _emit_null_check(src: _Source, target: str, nullable: bool) -> None:
 
 def _emit_length(src: _Source, depth: int, compact: bool, width: str) -> None:
     """Emit code that sets ``n`` to the length prefix (-1 for null) and advances ``pos``."""
-    if compact:
-        src.emit(depth, "n, pos = read_uvarint(buf, pos)")
+    if compact:  # an unsigned varint, inline for the one-byte case (lengths below 127)
+        src.emit(depth, "n = buf[pos]")
+        src.emit(depth, "if n < 0x80:")
+        src.emit(depth + 1, "pos += 1")
+        src.emit(depth, "else:")
+        src.emit(depth + 1, "n, pos = read_uvarint(buf, pos)")
         src.emit(depth, "n -= 1")
     else:
         src.emit(depth, f"n = unpack_{width}(buf, pos)[0]")
@@ -180,9 +202,9 @@ def _emit_read_array(src: _Source, f: Field, t: ArrayOf, version: int, flexible:
         src.emit(3, f'{target} = list(unpack_from(f">{{n}}{item.fixed}", buf, pos))')
         src.emit(3, f"pos += n * {item_size}")
         return
-    flat = _flat_layout(item, version, flexible) if isinstance(item, StructDef) else None
+    flat = _flat_layout(item, version) if isinstance(item, StructDef) and not flexible else None
     if flat is not None:
-        st, names, fill = flat
+        st, names, absent = flat
         src.emit(3, f"end = pos + n * {st.size}")
         src.emit(3, "if end > size:")
         src.emit(4, "raise _Bad")
@@ -190,12 +212,7 @@ def _emit_read_array(src: _Source, f: Field, t: ArrayOf, version: int, flexible:
         src.emit(3, "append = items.append")
         values = ", ".join(f"v{i}" for i in range(len(names)))
         src.emit(3, f"for {values}, in {src.bind(st.iter_unpack, 'iter_unpack')}(buf[pos:end]):")
-        src.emit(4, "item = new(Struct)")
-        src.emit(4, "fields = item.__dict__")
-        for i, name in enumerate(names):
-            src.emit(4, f'fields["{name}"] = v{i}')
-        if fill is not None:
-            src.emit(4, f"{src.bind(fill, 'fill')}(fields)")
+        _emit_flat_item(src, 4, "item", names, absent)
         src.emit(4, "append(item)")
         src.emit(3, f"{target} = items")
         src.emit(3, "pos = end")
@@ -205,29 +222,47 @@ def _emit_read_array(src: _Source, f: Field, t: ArrayOf, version: int, flexible:
         if isinstance(item, StructDef)
         else primitive_reader(item, flexible, nullable=False)
     )
+    flat = _flat_layout(item, version) if isinstance(item, StructDef) and flexible else None
     src.emit(3, "items = []")
     src.emit(3, "append = items.append")
     src.emit(3, "for _ in range(n):")
-    src.emit(4, f"value, pos = {src.bind(read_item, 'read_item')}(buf, pos)")
+    if flat is not None:
+        # a flexible struct of fixed-size fields: inline while its tag buffer is empty (one zero byte)
+        st, names, absent = flat
+        src.emit(4, f"if buf[pos + {st.size}] == 0:")
+        values = ", ".join(f"v{i}" for i in range(len(names)))
+        src.emit(5, f"{values}, = {src.bind(st.unpack_from, 'unpack')}(buf, pos)")
+        src.emit(5, f"pos += {st.size + 1}")
+        _emit_flat_item(src, 5, "value", names, absent)
+        src.emit(4, "else:")
+        src.emit(5, f"value, pos = {src.bind(read_item, 'read_item')}(buf, pos)")
+    else:
+        src.emit(4, f"value, pos = {src.bind(read_item, 'read_item')}(buf, pos)")
     src.emit(4, "append(value)")
     src.emit(3, f"{target} = items")
 
 
-def _flat_layout(
-    sdef: StructDef, version: int, flexible: bool
-) -> tuple[struct.Struct, tuple[str, ...], Callable[[dict[str, Any]], None] | None] | None:
-    """For a struct whose whole wire form is one fixed-size run (non-flexible): its Struct, names, filler."""
-    if flexible:
-        return None
-    wire = [f for f in sdef.fields if on_wire(f, version, flexible)]
-    runs = groups(wire)
+def _emit_flat_item(src: _Source, depth: int, var: str, names: tuple[str, ...], absent: list[Field]) -> None:
+    """Emit a Struct ``var`` of the unpacked values ``v0``, ``v1``, ... (``names``) and the defaults of ``absent``."""
+    src.emit(depth, f"{var} = new(Struct)")
+    src.emit(depth, f"fields = {var}.__dict__")
+    for i, name in enumerate(names):
+        src.emit(depth, f'fields["{name}"] = v{i}')
+    _emit_defaults(src, depth, "fields", absent, [], tags_read=False)
+
+
+def _flat_layout(sdef: StructDef, version: int) -> tuple[struct.Struct, tuple[str, ...], list[Field]] | None:
+    """For a struct whose untagged wire form is one fixed-size run: its Struct, names, and the fields
+    that take their defaults. That is its whole classic form; its flexible form adds the tag buffer
+    (when it is empty, its tagged fields take their defaults too)."""
+    untagged = [f for f in sdef.fields if on_wire(f, version, False)]
+    runs = groups(untagged)
     if len(runs) != 1 or not is_fixed_run(runs[0]):
         return None
     st = run_struct(runs[0])
     if st.size == 0:
         return None
-    absent = [f for f in sdef.fields if f not in wire]
-    return st, tuple(f.name for f in runs[0]), filler(absent, [])
+    return st, tuple(f.name for f in runs[0]), [f for f in sdef.fields if f not in untagged]
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -262,8 +297,7 @@ def _generate_writer(sdef: StructDef, version: int, flexible: bool) -> Writer:
         else:
             _emit_write_field(src, run[0], version, flexible)
     if flexible:
-        step = tags_writer_step([(f, field_writer(f, version, True)) for f in tagged])
-        src.emit(2, f"{src.bind(step, 'tags')}(out, d)")
+        _emit_write_tags(src, tagged, version)
     src.emit(1, "except Exception:")
     src.emit(2, f"{reference}(Out(), value)  # raises the precise EncodeFailure")
     src.emit(2, "raise")
@@ -280,7 +314,11 @@ def _emit_write_field(src: _Source, f: Field, version: int, flexible: bool) -> N
         item = t.item
         src.emit(2, "if type(v) is list or type(v) is tuple:")
         if flexible:
-            src.emit(3, "write_uvarint(out, len(v) + 1)")
+            src.emit(3, "n = len(v) + 1")
+            src.emit(3, "if n < 0x80:")
+            src.emit(4, "buf.append(n)")
+            src.emit(3, "else:")
+            src.emit(4, "write_uvarint(out, n)")
         else:
             src.emit(3, "buf += pack_i32(len(v))")
         if isinstance(item, StructDef):
@@ -306,6 +344,13 @@ def _emit_write_field(src: _Source, f: Field, version: int, flexible: bool) -> N
         src.emit(3, "buf += data")
         src.emit(2, "else:")
         src.emit(3, f"{general}(out, v)")
+    elif t is STRING:  # compact: unsigned varint length + 1
+        src.emit(2, "if type(v) is str:")
+        src.emit(3, "data = v.encode()")
+        src.emit(3, "write_uvarint(out, len(data) + 1)")
+        src.emit(3, "buf += data")
+        src.emit(2, "else:")
+        src.emit(3, f"{general}(out, v)")
     elif t is BYTES and not flexible:
         src.emit(2, "if type(v) is bytes:")
         src.emit(3, "buf += pack_i32(len(v))")
@@ -315,3 +360,28 @@ def _emit_write_field(src: _Source, f: Field, version: int, flexible: bool) -> N
     else:  # records (may add parts), compact strings/bytes, uuid
         src.emit(2, f"{general}(out, v)")
         src.emit(2, "buf = out.buf")
+
+
+def _emit_write_tags(src: _Source, tagged: list[Field], version: int) -> None:
+    """Emit the tag buffer: one zero byte inline when every tagged field is at its default (the usual
+    case), else the reference step, which writes the fields that differ in tag order."""
+    step = src.bind(
+        tags_writer_step([(f, field_writer(f, version, True)) for f in sorted(tagged, key=lambda f: f.tag or 0)]),
+        "tags",
+    )
+    if not tagged:
+        src.emit(2, 'buf += b"\\x00"')
+        return
+    checks = []
+    for f in tagged:
+        if f.default is None:
+            checks.append(f'get("{f.name}") is None')
+        elif isinstance(f.type, ArrayOf):  # the reference writes any list or tuple that is not empty
+            checks.append(f'not get("{f.name}", ()) and type(get("{f.name}", ())) in (list, tuple)')
+        else:
+            default = src.bind(f.default, "default")
+            checks.append(f'get("{f.name}", {default}) == {default}')
+    src.emit(2, f"if {' and '.join(checks)}:")
+    src.emit(3, 'buf += b"\\x00"')
+    src.emit(2, "else:")
+    src.emit(3, f"{step}(out, d)")

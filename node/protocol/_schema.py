@@ -64,7 +64,7 @@ class ArrayOf:
     item: Primitive | StructDef
 
 
-FieldType = Primitive | ArrayOf
+FieldType = Primitive | ArrayOf | StructDef  # a StructDef field is a nested struct (Kafka's tagged structs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,14 +125,15 @@ def F(
     default: Any = _NO_DEFAULT,
     tag: int | None = None,
 ) -> Field:
-    """Declare a field. Without ``default``: the type's zero value (``[]`` for arrays, None for records).
+    """Declare a field. Without ``default``: the type's zero value (``[]`` for arrays, None for records
+    and for nested structs: a tagged struct left at None is not written).
 
     Raises ValueError for a name that is not a snake_case identifier (names end up in generated code).
     """
     if not (name.isidentifier() and name == name.lower() and not name.startswith("_")):
         raise ValueError(f"field name {name!r} is not a snake_case identifier")
     if default is _NO_DEFAULT:
-        default = () if isinstance(type_, ArrayOf) else type_.default
+        default = () if isinstance(type_, ArrayOf) else None if isinstance(type_, StructDef) else type_.default
     elif isinstance(type_, ArrayOf) and default is not None:
         default = tuple(default)
     return Field(name, type_, Versions.parse(versions), Versions.parse(nullable), default, tag)

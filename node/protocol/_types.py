@@ -98,12 +98,11 @@ def uvarint(value: int) -> bytes:
     return bytes(out)
 
 
-_UVARINT_SMALL = [bytes([n]) for n in range(0x80)]
-
-
 def write_uvarint(out: Out, value: int) -> None:
     if 0 <= value < 0x80:
-        out.buf += _UVARINT_SMALL[value]
+        out.buf.append(value)
+    elif 0x80 <= value < 0x4000:  # two bytes: the length of most records and strings in flexible versions
+        out.buf += bytes(((value & 0x7F) | 0x80, value >> 7))
     else:
         out.buf += uvarint(value)
 

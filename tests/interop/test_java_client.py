@@ -246,12 +246,6 @@ def test_admin_list_offsets_and_delete_records(records_run: dict[str, dict[str, 
     assert ok(records_run["earliest_after"])["result"]["offset"] == 4
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ListOffsets v7 (KIP-734: timestamp -3, the record with the largest timestamp) not served "
-    "(strait: ListOffsets v0-v5); Admin.listOffsets(OffsetSpec.maxTimestamp()) fails with "
-    "UnsupportedVersionException",
-)
 def test_admin_list_offsets_max_timestamp(records_run: dict[str, dict[str, Any]]) -> None:
     result = ok(records_run["max_timestamp"])["result"]
     assert 0 <= result["offset"] < 10 and result["timestamp"] > 0

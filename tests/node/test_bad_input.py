@@ -96,8 +96,8 @@ def test_api_versions_unknown_version_answers_error_35_in_v0(node: NodeProcess) 
         for i in range(count)
     }
     assert ranges[ApiKey.API_VERSIONS] == (0, 4)
-    assert ranges[ApiKey.PRODUCE] == (0, 8)
-    assert ranges[ApiKey.FETCH] == (0, 11)
+    assert ranges[ApiKey.PRODUCE] == (0, 11)
+    assert ranges[ApiKey.FETCH] == (0, 17)
 
 
 def test_bad_crc_is_corrupt_message_and_nothing_is_stored(node: NodeProcess) -> None:

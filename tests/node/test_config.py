@@ -296,6 +296,7 @@ CASES: dict[str, tuple[str, str, bool, list[str]]] = {
     "replica.fetch.max.bytes": ("2048", "2048", True, ["-1"]),
     "replica.fetch.response.max.bytes": ("4096", "4096", True, ["-1"]),
     "replica.fetch.backoff.ms": ("50", "50", True, ["-1"]),
+    "max.incremental.fetch.session.cache.slots": ("0", "0", True, ["-1", "x"]),
     "replica.socket.timeout.ms": ("5000", "5000", True, ["0"]),
     "auto.leader.rebalance.enable": ("false", "false", True, ["no"]),
     "leader.imbalance.check.interval.seconds": ("5", "5", True, ["0"]),

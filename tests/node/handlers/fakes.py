@@ -110,6 +110,9 @@ class FakeMetrics:
     produces: int = 0
     fetches: int = 0
     wakeups: list[float] = field(default_factory=list)
+    sessions: tuple[int, int] = (0, 0)  # (sessions, partitions) the fetch session cache last reported
+    evictions: int = 0
+    fetch_kinds: list[str] = field(default_factory=list)
 
     def record_error(self, api: str, error: str) -> None:
         self.errors.append((api, error))
@@ -122,6 +125,15 @@ class FakeMetrics:
 
     def observe_replica_wakeup(self, seconds: float) -> None:
         self.wakeups.append(seconds)
+
+    def fetch_sessions(self, sessions: int, partitions: int) -> None:
+        self.sessions = (sessions, partitions)
+
+    def fetch_session_evicted(self) -> None:
+        self.evictions += 1
+
+    def fetch_by_session(self, kind: str) -> None:
+        self.fetch_kinds.append(kind)
 
 
 @dataclass

@@ -391,3 +391,32 @@ def test_a_fenced_topic_still_takes_delete_records_and_mirror_appends(tmp_path: 
         run(handle_mirror_append, services, request(ApiKey.MIRROR_APPEND, 0, append)), "topics", "partitions"
     )
     assert (answer["error_code"], answer["log_end_offset"]) == (0, 3)
+
+
+def test_max_timestamp_is_the_first_record_with_the_largest_timestamp_below_the_fetchable_end(tmp_path: Path) -> None:
+    """ListOffsets v7's -3 (KIP-734), and none while that record is not fetchable (an open
+    transaction's record, for read_committed). tests/node/test_fetch_rules.py shows it is the record
+    itself, not its batch's last offset."""
+    partition = leader_partition(tmp_path, "orders")
+    partition.append_produced(memoryview(build_batch([(NOW_MS, None, b"a"), (NOW_MS + 50, None, b"b")])))  # 0-1
+    partition.append_produced(memoryview(values(2)))  # 2-3, stamped NOW_MS and NOW_MS + 1
+    builder = BatchBuilder(producer_id=9, producer_epoch=0, base_sequence=0, transactional=True)
+    builder.append(NOW_MS + 70, None, b"t")
+    partition.append_produced(memoryview(builder.build()))  # 4, open
+    services = OffsetsServices(FakePartitions(partition))
+
+    def ask(isolation: int, version: int = 7) -> dict[str, Any]:
+        body = {
+            "replica_id": -1,
+            "isolation_level": isolation,
+            "topics": [{"name": "orders", "partitions": [{"partition_index": 0, "timestamp": -3}]}],
+        }
+        answer = run(handle_list_offsets, services, request(ApiKey.LIST_OFFSETS, version, body))
+        return only_partition(answer, "topics", "partitions")
+
+    found = ask(0)
+    assert (found["error_code"], found["offset"], found["timestamp"]) == (0, 4, NOW_MS + 70)
+    assert (ask(1)["offset"], ask(1)["timestamp"]) == (-1, -1)  # beyond the last stable offset
+    assert ask(0, version=6)["error_code"] == ErrorCode.INVALID_REQUEST
+    partition.append_marker(9, 0, False, 0)  # aborted: the record stays the largest, now below the LSO
+    assert ask(1)["offset"] == 4

@@ -118,6 +118,8 @@ def _field_strategy(f: Field, version: int, flexible: bool) -> st.SearchStrategy
     if isinstance(t, ArrayOf):
         item = strategy(t.item, version, flexible) if isinstance(t.item, StructDef) else _primitive(t.item)
         base: st.SearchStrategy[Any] = st.lists(item, max_size=3)
+    elif isinstance(t, StructDef):  # a tagged struct: absent (None, its default) or a value
+        return st.none() | strategy(t, version, flexible)
     else:
         base = _primitive(t)
     return st.none() | base if version in f.nullable else base
@@ -150,6 +152,8 @@ def project(value: Any, sdef: StructDef, version: int, flexible: bool) -> Any:
         v = fields[f.name]
         if isinstance(f.type, ArrayOf) and isinstance(f.type.item, StructDef) and v is not None:
             v = [project(item, f.type.item, version, flexible) for item in v]
+        elif isinstance(f.type, StructDef):
+            v = project(v, f.type, version, flexible)
         elif isinstance(v, (memoryview, bytearray)):
             v = bytes(v)
         out[f.name] = v
@@ -297,6 +301,8 @@ def to_kp(cls: Any, value: dict[str, Any], api_key: int, version: int | None = N
         field = fields[their]
         if field.is_struct_array() and v is not None:
             kwargs[their] = [to_kp(field.data_class, item, api_key) for item in v]
+        elif field.is_struct() and v is not None:
+            kwargs[their] = to_kp(field.data_class, v, api_key)
         elif isinstance(v, memoryview):
             kwargs[their] = bytes(v)
         elif (api_key, their) in KP_BITFIELDS:
@@ -314,6 +320,8 @@ def from_kp(their: dict[str, Any], sdef: StructDef, version: int, flexible: bool
         v = their[name]
         if isinstance(f.type, ArrayOf) and isinstance(f.type.item, StructDef) and v is not None:
             v = [from_kp(item, f.type.item, version, flexible, api_key) for item in v]
+        elif isinstance(f.type, StructDef) and v is not None:
+            v = from_kp(v, f.type, version, flexible, api_key)
         elif isinstance(v, (bytearray, memoryview)):
             v = bytes(v)
         elif (api_key, name) in KP_BITFIELDS:

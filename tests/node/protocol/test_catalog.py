@@ -21,12 +21,13 @@ from tests.node.protocol.helpers import kp_classes
 
 # Kafka's API keys (kafka.apache.org/protocol#protocol_api_keys) and the ranges strait advertises:
 # 0 up to the highest non-flexible version; ApiVersions 0-4, SaslAuthenticate 0-2 and the SCRAM
-# credential APIs (flexible v0 only), Metadata 0-12, ElectLeaders 0-2, InitProducerId 0-4, the transaction APIs
-# and the group, admin and ACL APIs (Issue 20) are the flexible exceptions. Keys from 1000 are strait's own.
+# credential APIs (flexible v0 only), Metadata 0-12, ElectLeaders 0-2, InitProducerId 0-4, the transaction APIs,
+# the data path (Produce 0-11, Fetch 0-17, ListOffsets 0-10, DeleteRecords 0-2, OffsetForLeaderEpoch 0-4) and
+# the group, admin and ACL APIs (Issue 20) are the flexible exceptions. Keys from 1000 are strait's own.
 EXPECTED = {
-    0: ("Produce", 8),
-    1: ("Fetch", 11),
-    2: ("ListOffsets", 5),
+    0: ("Produce", 11),
+    1: ("Fetch", 17),
+    2: ("ListOffsets", 10),
     3: ("Metadata", 12),
     7: ("ControlledShutdown", 2),
     8: ("OffsetCommit", 9),
@@ -42,9 +43,9 @@ EXPECTED = {
     18: ("ApiVersions", 4),
     19: ("CreateTopics", 7),
     20: ("DeleteTopics", 6),
-    21: ("DeleteRecords", 1),
+    21: ("DeleteRecords", 2),
     22: ("InitProducerId", 4),
-    23: ("OffsetForLeaderEpoch", 3),
+    23: ("OffsetForLeaderEpoch", 4),
     24: ("AddPartitionsToTxn", 3),
     25: ("AddOffsetsToTxn", 3),
     26: ("EndTxn", 3),
@@ -137,6 +138,12 @@ FLEXIBLE: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_CLUSTER: (0, 2),  # only flexible versions exist (KIP-700)
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),  # KIP-455: only flexible versions exist
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+    # the data path at Kafka 4.3's newest versions the node implements (issue 20)
+    ApiKey.PRODUCE: (9, 11),  # v12 is KIP-890's transactions v2, v13 topic ids
+    ApiKey.FETCH: (12, 17),  # v18 is KIP-1166's follower high watermark
+    ApiKey.LIST_OFFSETS: (6, 10),  # v11 asks for tiered storage's pending uploads
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (4, 4),
+    ApiKey.DELETE_RECORDS: (2, 2),
 }
 
 

@@ -127,7 +127,7 @@ def test_unknown_api_key_carries_the_header_values() -> None:
 
 @pytest.mark.parametrize(
     ("api_key", "version", "header_version"),
-    [(ApiKey.PRODUCE, 9, 2), (ApiKey.FETCH, 12, 2), (ApiKey.API_VERSIONS, 5, 2), (ApiKey.METADATA, -1, 1)],
+    [(ApiKey.PRODUCE, 12, 2), (ApiKey.FETCH, 18, 2), (ApiKey.API_VERSIONS, 5, 2), (ApiKey.METADATA, -1, 1)],
 )
 def test_unsupported_version_carries_the_header(api_key: int, version: int, header_version: int) -> None:
     frame = classic_header(api_key, version, 8, b"c")
@@ -138,7 +138,7 @@ def test_unsupported_version_carries_the_header(api_key: int, version: int, head
 
 
 def test_decode_request_rejects_a_header_for_an_undeclared_version() -> None:
-    header = RequestHeader(ApiKey.PRODUCE, 9, 1, None, 2)
+    header = RequestHeader(ApiKey.PRODUCE, 12, 1, None, 2)
     with pytest.raises(UnsupportedVersion) as caught:
         decode_request(header, b"", 0)
     assert caught.value.header == header
@@ -229,7 +229,7 @@ def test_api_versions_fallback_is_a_v0_response_with_error_35() -> None:
     ranges = advertised_ranges([ApiKey.API_VERSIONS, ApiKey.PRODUCE, ApiKey.FETCH])
     frame = api_versions_fallback(31, ranges)
     data = frame_bytes(frame.parts)
-    entries = struct.pack(">hhh", 0, 0, 8) + struct.pack(">hhh", 1, 0, 11) + struct.pack(">hhh", 18, 0, 4)
+    entries = struct.pack(">hhh", 0, 0, 11) + struct.pack(">hhh", 1, 0, 17) + struct.pack(">hhh", 18, 0, 4)
     body = struct.pack(">hi", 35, 3) + entries
     assert data == struct.pack(">ii", 4 + len(body), 31) + body
     assert frame.size == len(data)
@@ -239,8 +239,8 @@ def test_api_versions_fallback_is_a_v0_response_with_error_35() -> None:
         theirs = ApiVersionsResponse.decode(data[4:], version=asked, header=True)
         assert theirs.error_code == ErrorCode.UNSUPPORTED_VERSION
         assert [(k.api_key, k.min_version, k.max_version) for k in theirs.api_keys] == [
-            (0, 0, 8),
-            (1, 0, 11),
+            (0, 0, 11),
+            (1, 0, 17),
             (18, 0, 4),
         ]
         assert decode_response(ApiKey.API_VERSIONS, asked, data[4:])[1].error_code == 35

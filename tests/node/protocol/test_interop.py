@@ -74,6 +74,8 @@ def _same_layout(ours: StructDef, theirs: Any, version: int, flexible: bool, pat
         assert (version in f.nullable) == their.nullable_for_version_q(version), f"{path}.{f.name} nullability"
         if isinstance(f.type, ArrayOf) and isinstance(f.type.item, StructDef):
             _same_layout(f.type.item, their.array_of, version, flexible, f"{path}.{f.name}", api_key)
+        elif isinstance(f.type, StructDef):
+            _same_layout(f.type, their, version, flexible, f"{path}.{f.name}", api_key)
 
 
 @pytest.mark.parametrize(("api", "version"), CASES, ids=IDS)
