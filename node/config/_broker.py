@@ -29,6 +29,7 @@ from types import MappingProxyType
 from typing import Any
 
 from node.ids import NodeId
+from node.replica_selector import RACK_AWARE, SELECTORS
 from node.security._jaas import parse_jaas_config
 from node.security._principal import parse_principal_rules
 from node.security._sasl import MECHANISMS
@@ -113,6 +114,11 @@ def _check_zookeeper_connect(value: Value) -> None:
     path = slash + chroot
     if len(path) > 1 and (path.endswith("/") or "//" in path):
         raise ValueError(f"chroot {path!r} must not end with '/' or contain '//'")
+
+
+def _check_replica_selector(value: Value) -> None:
+    if str(value) not in SELECTORS:
+        raise ValueError(f"strait has only Kafka's {RACK_AWARE}")
 
 
 def _check_admin_listener(value: Value) -> None:
@@ -627,6 +633,13 @@ class NodeConfig:
         name="max.incremental.fetch.session.cache.slots", type=_I, default="1000", minimum=0, group=_REPLICATION,
         doc="Incremental fetch sessions (KIP-227) this node keeps for consumers and followers; 0 turns "
             "sessions off (every fetch is a full fetch). See docs/fetch-sessions.md.",
+    ))
+    replica_selector_class: str | None = setting(ConfigKey(
+        name="replica.selector.class", type=_STR, default=None, check=_check_replica_selector,
+        valid="org.apache.kafka.common.replica.RackAwareReplicaSelector", group=_REPLICATION,
+        doc="Fetch from follower (KIP-392): with Kafka's rack-aware selector a leader sends a consumer "
+            "whose client.rack differs from its own broker.rack to an in-sync replica in the consumer's "
+            "rack. Unset (Kafka's default): consumers always read from the leader.",
     ))
     replica_fetch_backoff_ms: int = setting(ConfigKey(
         name="replica.fetch.backoff.ms", type=_I, default="1000", minimum=0, group=_REPLICATION,

@@ -180,6 +180,7 @@ def dispatch_table(node: NodeServices, api_ranges: Mapping[int, tuple[int, int]]
                 security,
                 FetchSessionCache(node.config.max_incremental_fetch_session_cache_slots, metrics=node.metrics),
                 node.metadata,
+                replica_selector=node.config.replica_selector_class,
             ),
         ),
         ApiKey.LIST_OFFSETS: partial(offsets.handle_list_offsets, log_access),

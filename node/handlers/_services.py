@@ -40,8 +40,8 @@ Assignment = dict[int, tuple[NodeId, ...]]
 class PartitionSource(Protocol):
     """Log access: the local replica of a partition."""
 
-    def partition(self, topic: str, index: int) -> Partition:
-        """The local replica if this node leads it; BrokerError with Kafka's code otherwise."""
+    def partition(self, topic: str, index: int, *, leader: bool = True) -> Partition:
+        """The local replica, by default only if this node leads it; BrokerError with Kafka's code otherwise."""
         ...
 
 

@@ -23,6 +23,13 @@ With ``last_fetched_epoch`` (v12+, KIP-595's check, which followers send) a fetc
 ended below its fetch offset in this log, or that the leader does not know, answers
 ``diverging_epoch`` (the epoch and its end here) and no records: the fetcher truncates there.
 
+Fetch from follower (KIP-392): from v11 a consumer may fetch from a follower, which serves it up
+to its own high watermark (or last stable offset). A leader with ``replica.selector.class`` set to
+Kafka's rack-aware selector answers a consumer whose ``rack_id`` (its ``client.rack``) is not the
+leader's rack with ``preferred_read_replica``, an in-sync replica in the consumer's rack that holds
+its fetch offset (``node.replica_selector``), and no records, at once; the consumer fetches from
+there until that replica fails it.
+
 Fetch sessions (KIP-227) follow ``node.fetch_sessions``: a full fetch opens a session, an
 incremental one names only what changed and is answered only what changed. A session error is the
 answer's top-level ``error_code``, without partitions.
@@ -54,6 +61,7 @@ from node.fetch_sessions import Answer, FetchPosition, FetchSessionCache, Partit
 from node.ids import NodeId
 from node.partition import Partition
 from node.protocol import ErrorCode, Struct
+from node.replica_selector import preferred_read_replica
 from node.request import Request
 from node.security._acl import AclOperation, ResourceType
 from storage import FileSlice
@@ -74,6 +82,7 @@ INT32_MAX = 2**31 - 1
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1  # Fetch and ListOffsets isolation_level
 SOFT_LIMITS_VERSION = 3  # max_bytes, and the first batch above the limits (KIP-74)
 ZSTD_MIN_VERSION = 10  # Fetch versions that may carry zstd batches (KIP-110)
+FOLLOWER_READS_VERSION = 11  # rack_id, preferred_read_replica: consumers may read from followers (KIP-392)
 LEADER_HINT_VERSION = 12  # current_leader on NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH (KIP-951)
 TOPIC_ID_VERSION = 13  # topics named by id (KIP-516)
 REPLICA_STATE_VERSION = 15  # replica_id moves into the tagged replica_state (KIP-903)
@@ -121,6 +130,8 @@ class FetchServices:
     #: Topic ids (v13+) and leader hints come from here; without it every topic id is unknown.
     metadata: MetadataView | None = None
     topic_ids: TopicIds = field(default_factory=TopicIds)
+    #: ``replica.selector.class`` (KIP-392); None: consumers read from the leader.
+    replica_selector: str | None = None
 
 
 @dataclass(slots=True)
@@ -176,6 +187,16 @@ class _Pass:
     total: int
     errors: bool
     seen: list[Partition]
+    redirected: bool = False  # a partition answered preferred_read_replica: answer at once
+
+
+@dataclass(frozen=True, slots=True)
+class _Reader:
+    """Who fetches, for fetch from follower (KIP-392): a consumer of Fetch v11+ may be served by a
+    follower, and is sent to a replica in its ``rack`` when the leader's selector finds one."""
+
+    follower_ok: bool = False
+    rack: str = ""
 
 
 def _read_once(
@@ -189,6 +210,7 @@ def _read_once(
     denied: frozenset[str] = frozenset(),
     zstd_readable: bool = True,
     hard_limits: bool = False,
+    reader: _Reader = _Reader(),
 ) -> _Pass:
     """One pass over ``targets`` in order, by the size rules of the module docstring.
 
@@ -202,6 +224,7 @@ def _read_once(
     budget = max_bytes
     total = 0
     errors = False
+    redirected = False
     seen: list[Partition] = []
     for target in targets:
         fp = target.position
@@ -217,7 +240,7 @@ def _read_once(
             entries.append((target, entry, 0))
             continue
         with answer_errors(entry) as answer:
-            partition = services.partitions.partition(target.topic, target.index)
+            partition = services.partitions.partition(target.topic, target.index, leader=not reader.follower_ok)
             partition.check_epoch(fp.current_leader_epoch)
             if not zstd_readable and replica_id < 0 and partition.policy.compression == "zstd":
                 raise BrokerError(
@@ -235,7 +258,6 @@ def _read_once(
             errors = True
             entries.append((target, entry, 0))
             continue
-        seen.append(partition)
         plog = partition.log
         hw = plog.high_watermark
         lso = partition.last_stable_offset
@@ -243,6 +265,14 @@ def _read_once(
         entry["high_watermark"] = hw
         entry["last_stable_offset"] = lso
         entry["log_start_offset"] = plog.log_start_offset
+        if reader.rack and partition.is_leader:
+            preferred = _preferred_replica(services, partition, reader.rack, fp.fetch_offset)
+            if preferred is not None:
+                entry["preferred_read_replica"] = preferred
+                redirected = True
+                entries.append((target, entry, 0))
+                continue
+        seen.append(partition)
         size = 0
         if entry["diverging_epoch"] is not None:
             errors = True  # answered at once, as an error is: the fetcher must truncate first
@@ -268,7 +298,25 @@ def _read_once(
             entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
             errors = True
         entries.append((target, entry, size))
-    return _Pass(entries, total, errors, seen)
+    return _Pass(entries, total, errors, seen, redirected)
+
+
+def _preferred_replica(services: FetchServices, partition: Partition, rack: str, fetch_offset: int) -> int | None:
+    """The replica a consumer in ``rack`` should read from instead of this leader (KIP-392), or None."""
+    metadata = services.metadata
+    if services.replica_selector is None or metadata is None:
+        return None
+    brokers = metadata.brokers
+    return preferred_read_replica(
+        selector=services.replica_selector,
+        client_rack=rack,
+        leader=metadata.broker_id,
+        racks={b: reg.rack for b, reg in brokers.items()},
+        in_sync_ends={
+            r: f.leo for r, f in partition.followers.items() if r in partition.isr and r in brokers and f.leo >= 0
+        },
+        fetch_offset=fetch_offset,
+    )
 
 
 def _diverging_epoch(partition: Partition, fp: FetchPosition) -> dict[str, int] | None:
@@ -354,6 +402,8 @@ async def handle_fetch(services: FetchServices, request: Request) -> dict[str, A
     names = {t.topic for t in targets if t.topic is not None}
     denied = _denied_topics(services, request, replica_id, names)
     read_committed = replica_id < 0 and req.isolation_level == READ_COMMITTED
+    consumer_v11 = replica_id < 0 and version >= FOLLOWER_READS_VERSION
+    reader = _Reader(follower_ok=consumer_v11, rack=req.rack_id if consumer_v11 else "")
     first = True
     while True:
         done = _read_once(
@@ -366,9 +416,16 @@ async def handle_fetch(services: FetchServices, request: Request) -> dict[str, A
             denied=denied,
             zstd_readable=version >= ZSTD_MIN_VERSION,
             hard_limits=version < SOFT_LIMITS_VERSION,
+            reader=reader,
         )
         first = False
-        if done.total >= min_bytes or done.errors or not done.seen or trio.current_time() >= deadline:
+        if (
+            done.total >= min_bytes
+            or done.errors
+            or done.redirected
+            or not done.seen
+            or trio.current_time() >= deadline
+        ):
             break
         arrived = trio.Event()
         for p in done.seen:

@@ -297,6 +297,12 @@ CASES: dict[str, tuple[str, str, bool, list[str]]] = {
     "replica.fetch.response.max.bytes": ("4096", "4096", True, ["-1"]),
     "replica.fetch.backoff.ms": ("50", "50", True, ["-1"]),
     "max.incremental.fetch.session.cache.slots": ("0", "0", True, ["-1", "x"]),
+    "replica.selector.class": (
+        "org.apache.kafka.common.replica.RackAwareReplicaSelector",
+        "org.apache.kafka.common.replica.RackAwareReplicaSelector",
+        True,
+        ["com.example.MySelector", "RackAware"],
+    ),
     "replica.socket.timeout.ms": ("5000", "5000", True, ["0"]),
     "auto.leader.rebalance.enable": ("false", "false", True, ["no"]),
     "leader.imbalance.check.interval.seconds": ("5", "5", True, ["0"]),

@@ -95,10 +95,12 @@ class FakePartitions:
     def __init__(self, *partitions: Partition) -> None:
         self.by_tp = {p.tp: p for p in partitions}
 
-    def partition(self, topic: str, index: int) -> Partition:
+    def partition(self, topic: str, index: int, *, leader: bool = True) -> Partition:
         found = self.by_tp.get(TopicPartition(topic, index))
         if found is None:
             raise BrokerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"this server does not host {topic}-{index}")
+        if leader and not found.is_leader:
+            raise BrokerError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"this server does not lead {topic}-{index}")
         return found
 
 

@@ -26,9 +26,9 @@ pytestmark = pytest.mark.unit
 
 
 class ElsewhereLed:
-    """PartitionSource for a node that leads nothing: ClusterState's answer for a replica it follows."""
+    """PartitionSource for a node that holds no replica of the partition, which another node leads."""
 
-    def partition(self, topic: str, index: int) -> Partition:
+    def partition(self, topic: str, index: int, *, leader: bool = True) -> Partition:
         raise BrokerError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker 1 does not lead {topic}-{index}")
 
 
