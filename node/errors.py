@@ -49,7 +49,8 @@ _STORAGE_CODES: tuple[tuple[type[Exception], ErrorCode], ...] = (
     (LogDirOfflineError, ErrorCode.KAFKA_STORAGE_ERROR),
     (OffsetOutOfRangeError, ErrorCode.OFFSET_OUT_OF_RANGE),
 )
-_ANSWERED: tuple[type[Exception], ...] = (BrokerError, *(kind for kind, _ in _STORAGE_CODES))
+#: The exceptions ``answer_errors`` writes to a response entry (a BrokerError, or a mapped storage error).
+ANSWERED: tuple[type[Exception], ...] = (BrokerError, *(kind for kind, _ in _STORAGE_CODES))
 
 
 def as_broker_error(exc: BaseException) -> BrokerError | None:
@@ -73,6 +74,24 @@ class Answer:
         return self.error is not None
 
 
+def write_error(entry: MutableMapping[str, Any] | None, exc: BaseException) -> BrokerError:
+    """The Kafka error ``exc`` (one of ``ANSWERED``) stands for, written to ``entry``: its
+    ``error_code``, and its ``error_message`` and ``record_errors`` when the entry has those fields.
+    ``answer_errors`` does this; a loop over many partitions may catch ``ANSWERED`` itself and call
+    this, which costs less than a context manager per partition."""
+    error = as_broker_error(exc)
+    assert error is not None
+    if entry is not None:
+        entry["error_code"] = error.code
+        if "error_message" in entry:
+            entry["error_message"] = error.message
+        if error.record_errors and "record_errors" in entry:
+            entry["record_errors"] = [
+                {"batch_index": index, "batch_index_error_message": why} for index, why in error.record_errors
+            ]
+    return error
+
+
 @contextmanager
 def answer_errors(entry: MutableMapping[str, Any] | None = None) -> Iterator[Answer]:
     """Run a block for one response entry; a Kafka error ends the block and is written to the entry.
@@ -85,15 +104,5 @@ def answer_errors(entry: MutableMapping[str, Any] | None = None) -> Iterator[Ans
     answer = Answer()
     try:
         yield answer
-    except _ANSWERED as exc:
-        error = as_broker_error(exc)
-        assert error is not None
-        answer.error = error
-        if entry is not None:
-            entry["error_code"] = error.code
-            if "error_message" in entry:
-                entry["error_message"] = error.message
-            if error.record_errors and "record_errors" in entry:
-                entry["record_errors"] = [
-                    {"batch_index": index, "batch_index_error_message": why} for index, why in error.record_errors
-                ]
+    except ANSWERED as exc:
+        answer.error = write_error(entry, exc)

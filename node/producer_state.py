@@ -254,6 +254,8 @@ class ProducerStateManager:
         unreplicated = self._unreplicated
         while unreplicated and unreplicated[0].last_offset < high_watermark:
             unreplicated.popleft()
+        if not unreplicated and not self._ongoing:
+            return None  # the usual case, asked by every fetch of every partition: no min() call
         first = min(self._ongoing.values(), default=None)
         for txn in unreplicated:
             if first is None or txn.first_offset < first:
