@@ -332,10 +332,12 @@ class Partition:
             follower.last_caught_up_ms = now
         elif fetch_offset >= follower.leader_leo_at_last_fetch >= 0:
             follower.last_caught_up_ms = max(follower.last_caught_up_ms, follower.last_fetch_ms)
+        moved = follower.leo != fetch_offset
         follower.leo = fetch_offset
         follower.leader_leo_at_last_fetch = leo
         follower.last_fetch_ms = now
-        self.maybe_advance_hw()
+        if moved:  # else nothing this fetch says can move the HW (appends and ISR changes advance it themselves)
+            self.maybe_advance_hw()
         if replica_id in self.isr:
             return False
         epoch_start = (
