@@ -55,6 +55,7 @@ EXPECTED = {
     31: ("DeleteAcls", 1),
     32: ("DescribeConfigs", 3),
     33: ("AlterConfigs", 1),
+    34: ("AlterReplicaLogDirs", 2),
     35: ("DescribeLogDirs", 4),
     36: ("SaslAuthenticate", 2),
     37: ("CreatePartitions", 1),
@@ -83,9 +84,12 @@ def test_every_api_key_is_declared_with_kafkas_name_and_range() -> None:
     assert [api.api_key for api in all_schemas()] == sorted(EXPECTED)
 
 
+MIN_VERSION_1 = (ApiKey.CONTROLLED_SHUTDOWN, ApiKey.ALTER_REPLICA_LOG_DIRS)  # Kafka 4 dropped their v0 (KIP-896)
+
+
 def test_advertised_ranges() -> None:
     assert advertised_ranges(EXPECTED) == {
-        key: (1 if key == ApiKey.CONTROLLED_SHUTDOWN else 0, high) for key, (_, high) in EXPECTED.items()
+        key: (1 if key in MIN_VERSION_1 else 0, high) for key, (_, high) in EXPECTED.items()
     }
     assert advertised_ranges([]) == {}
     with pytest.raises(UnknownApi, match="unknown api key 4"):
@@ -113,6 +117,7 @@ FLEXIBLE: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),  # only flexible versions exist (KIP-664)
     ApiKey.WRITE_TXN_MARKERS: (1, 1),  # sent by brokers only; Kafka 4 keeps only the flexible v1
     ApiKey.DESCRIBE_LOG_DIRS: (2, 4),  # v3's top-level error code, v4's volume sizes
+    ApiKey.ALTER_REPLICA_LOG_DIRS: (2, 2),  # Kafka 4.3 keeps v1-2; its Admin sends v2
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),  # KIP-455: only flexible versions exist
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
 }
