@@ -384,9 +384,9 @@ class PartitionLog:
                     continue
                 slices.append(piece)
                 budget -= piece.length
+                if budget <= 0 or piece.position + piece.length < segment.size:
+                    break  # the segment's next batch did not fit: a later, smaller one must not be read past it
                 offset = segment.next_offset
-                if budget <= 0:
-                    break
             return slices
 
     def read_bytes(self, offset: Offset, max_bytes: int, *, max_offset: Offset | None = None) -> bytes:

@@ -148,6 +148,7 @@ class LogManager:
         self.move_bytes_per_second = move_bytes_per_second
         self.moves_completed = 0
         self.moves_failed = 0
+        self._stopping = False  # a clean stop leaves the moves' future logs for the next load to resume
 
     # -- startup ---------------------------------------------------------------------------
 
@@ -468,6 +469,9 @@ class LogManager:
             if self._moves.get(move.tp) is move:
                 del self._moves[move.tp]
                 self.moves_failed += 1
+            if self._stopping:
+                move.future.close()  # the next load removes the copy and starts the move again
+                return
         try:
             move.future.close()
             move.future.delete()
@@ -588,9 +592,10 @@ class LogManager:
                 self.fail_dir(d.path, exc)
 
     def shutdown(self) -> None:
-        """Clean stop: stop the moves (their copies are removed; they start again at the next
-        load), flush and close every log, write checkpoints and the clean-shutdown marker."""
+        """Clean stop: stop the moves (their future logs stay; the next load removes them and starts
+        the moves again), flush and close every log, write checkpoints and the clean-shutdown marker."""
         with self._lock:
+            self._stopping = True
             moves = list(self._moves.values())
             self._moves.clear()
         for move in moves:

@@ -74,7 +74,9 @@ class ReplicaMove:
         self.move_id = move_id
         self.target = target
         self.bytes_per_second = bytes_per_second
-        self.chunk_bytes = chunk_bytes
+        # A throttled copy reads about a tenth of a second's worth at a time, so the limit holds
+        # from the first chunk on rather than after a 1 MiB burst.
+        self.chunk_bytes = min(chunk_bytes, max(1, bytes_per_second // 10)) if bytes_per_second > 0 else chunk_bytes
         self.copied_bytes = 0
         self.restarts = 0
         self.started_at = time.monotonic()

@@ -224,3 +224,21 @@ def test_deleting_the_partition_cancels_its_move_and_removes_the_copy(tmp_path: 
     assert move.thread is not None
     move.thread.join(20)
     assert not list(tmp_path.glob("d*/t-0*")) and not m.moves()
+
+
+def test_a_clean_stop_in_the_middle_leaves_the_copy_for_the_next_load_to_start_again(tmp_path: Path) -> None:
+    faults = FaultPoints()
+    m = manager(tmp_path, faults=faults)
+    plog = placed(m)
+    fill(plog, 25)
+    expected = contents(plog)
+    faults.arm("move_copy", stall_s=0.05, raises=False)  # every chunk waits: the copy takes a while
+    m.alter_replica_dir(TP, tmp_path / "d1")
+    m.moves()[0].chunk_bytes = 100
+    m.shutdown()
+    faults.disarm()
+    assert list((tmp_path / "d1").glob("t-0.*-future")) and (tmp_path / "d0" / "t-0").is_dir()
+    again = manager(tmp_path)
+    wait_moves_done(again)
+    moved = again.get_log(TP)
+    assert moved is not None and moved.dir == tmp_path / "d1" / "t-0" and contents(moved) == expected
