@@ -15,11 +15,11 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.interop.javasite import SITE_PROPS, bootstrap, lines
+from tests.interop.javasite import bootstrap, lines, three_node_site
+from tests.interop.test_java_reassign import create
 from tests.node.harness import NodeProcess, wait_for
-from tests.strait.kafka_io import produce, read_all
+from tests.strait.kafka_io import read_all
 
 if TYPE_CHECKING:
     from tests.interop.conftest import KafkaJava
@@ -31,17 +31,9 @@ THROTTLE = {"replica.alter.log.dirs.io.max.bytes.per.second": "100000"}
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory, zookeeper: str) -> Iterator[list[NodeProcess]]:
-    """Three nodes (broker ids 1..3) whose log dir moves are throttled; stopped on leaving."""
-    work = tmp_path_factory.mktemp("java-log-dirs")
-    chroot = f"{zookeeper}/t-java-log-dirs-{time.time_ns()}"
-    nodes = [NodeProcess(i, work / f"node{i}", chroot, SITE_PROPS | THROTTLE) for i in (1, 2, 3)]
-    try:
-        for n in nodes:
-            n.start()
+    """Three nodes whose log dir moves are throttled."""
+    with three_node_site(tmp_path_factory.mktemp("java-log-dirs"), zookeeper, THROTTLE) as nodes:
         yield nodes
-    finally:
-        for n in nodes:
-            n.stop()
 
 
 def run(kafka_java: KafkaJava, nodes: list[NodeProcess], action: str, *args: str) -> dict[str, dict[str, Any]]:
@@ -54,15 +46,6 @@ def run(kafka_java: KafkaJava, nodes: list[NodeProcess], action: str, *args: str
 def exception(line: dict[str, Any]) -> str | None:
     error = line["error"]
     return None if error is None else str(error).split(":", 1)[0].rsplit(".", 1)[-1]
-
-
-def create(nodes: list[NodeProcess], topic: str, records: int) -> list[bytes]:
-    """``topic`` with one partition on broker 1 alone, holding ``records`` values of ~100 bytes."""
-    admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
-    admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[1]])])[topic].result(30)
-    values = [f"{topic}-{i:06d}-".encode().ljust(100, b"x") for i in range(records)]
-    produce(bootstrap(nodes), topic, values)
-    return values
 
 
 def test_refusals_are_kafkas_per_replica_errors(site: list[NodeProcess], kafka_java: KafkaJava) -> None:
@@ -89,7 +72,7 @@ def test_refusals_are_kafkas_per_replica_errors(site: list[NodeProcess], kafka_j
 
 def test_a_move_is_described_while_it_runs_and_the_data_follows(site: list[NodeProcess], kafka_java: KafkaJava) -> None:
     topic = f"java-log-dirs-moved-{time.time_ns()}"
-    values = create(site, topic, 5000)  # ~0.6 MB: several seconds at the throttle
+    values = create(site, topic, 5000)  # one partition on broker 1, ~0.5 MB: seconds at the throttle
     replica = f"{topic}:0:1"
     (before,) = run(kafka_java, site, "describe", replica).values()
     target = next(str(d) for d in site[0].log_dirs if str(d) != before["current"])

@@ -16,6 +16,7 @@ from storage import (
     LogDirOfflineError,
     LogManager,
     PartitionLog,
+    ReplicaMove,
     StorageError,
     TopicPartition,
 )
@@ -37,6 +38,15 @@ def manager(tmp_path: Path, *, faults: FaultPoints | None = None, clock: FakeClo
     return m
 
 
+def loaded(tmp_path: Path, records: int = 25) -> tuple[LogManager, FaultPoints, list[tuple[int, int, int, bytes]]]:
+    """A manager with TP in d0 holding ``records`` batches, its fault points and TP's contents."""
+    faults = FaultPoints()
+    m = manager(tmp_path, faults=faults)
+    plog = placed(m)
+    fill(plog, records)
+    return m, faults, contents(plog)
+
+
 def placed(m: LogManager, tp: TopicPartition = TP, *, where: str = "d0") -> PartitionLog:
     m._preferred[tp] = next(d.path for d in m.dirs if d.path.name == where)
     return m.create_log(tp)
@@ -47,6 +57,23 @@ def wait_moves_done(m: LogManager, deadline_s: float = 20) -> None:
     while m.moves():
         assert time.monotonic() < end, f"moves still running: {m.moves()}"
         time.sleep(0.01)
+
+
+def crash_moving(m: LogManager, target: Path) -> None:
+    """Move TP to ``target`` and wait until the move's thread died of a SimulatedCrash (armed by
+    the caller), leaving the files as a kill -9 at that point would."""
+    crashed = threading.Event()
+    run_move = m._run_move
+
+    def run(move: ReplicaMove) -> None:
+        try:
+            run_move(move)
+        except SimulatedCrash:
+            crashed.set()
+
+    m._run_move = run  # type: ignore[method-assign]
+    m.alter_replica_dir(TP, target)
+    assert crashed.wait(20)
 
 
 def contents(plog: PartitionLog) -> list[tuple[int, int, int, bytes]]:
@@ -134,24 +161,9 @@ def test_appends_and_a_truncation_during_the_copy_are_in_the_moved_log(tmp_path:
 
 
 def test_a_crash_between_the_renames_finishes_the_swap_at_load(tmp_path: Path) -> None:
-    faults = FaultPoints()
-    m = manager(tmp_path, faults=faults)
-    plog = placed(m)
-    fill(plog, 25)
-    expected = contents(plog)
+    m, faults, expected = loaded(tmp_path)
     faults.arm("move_swap", error=SimulatedCrash())
-    done = threading.Event()
-    original = m._run_move
-
-    def run(move: object) -> None:
-        try:
-            original(move)  # type: ignore[arg-type]
-        except SimulatedCrash:
-            done.set()
-
-    m._run_move = run  # type: ignore[method-assign]
-    m.alter_replica_dir(TP, tmp_path / "d1")
-    assert done.wait(20)
+    crash_moving(m, tmp_path / "d1")
     # "killed" here: the old dir is renamed -delete, the future one not yet renamed
     assert list((tmp_path / "d0").glob("t-0.*-delete")) and list((tmp_path / "d1").glob("t-0.*-future"))
     again = manager(tmp_path)
@@ -162,24 +174,9 @@ def test_a_crash_between_the_renames_finishes_the_swap_at_load(tmp_path: Path) -
 
 
 def test_an_unfinished_copy_is_removed_at_load_and_the_move_starts_again(tmp_path: Path) -> None:
-    faults = FaultPoints()
-    m = manager(tmp_path, faults=faults)
-    plog = placed(m)
-    fill(plog, 25)
-    expected = contents(plog)
+    m, faults, expected = loaded(tmp_path)
     faults.arm("move_copy", error=SimulatedCrash(), times=1)
-    m._run_move_orig = m._run_move  # type: ignore[attr-defined]
-    crashed = threading.Event()
-
-    def run(move: object) -> None:
-        try:
-            m._run_move_orig(move)  # type: ignore[attr-defined]
-        except SimulatedCrash:
-            crashed.set()
-
-    m._run_move = run  # type: ignore[method-assign]
-    m.alter_replica_dir(TP, tmp_path / "d1")
-    assert crashed.wait(20)
+    crash_moving(m, tmp_path / "d1")
     assert list((tmp_path / "d1").glob("t-0.*-future"))
     again = manager(tmp_path)  # the leftover copy is removed and the move asked again
     wait_moves_done(again)
@@ -227,11 +224,7 @@ def test_deleting_the_partition_cancels_its_move_and_removes_the_copy(tmp_path: 
 
 
 def test_a_clean_stop_in_the_middle_leaves_the_copy_for_the_next_load_to_start_again(tmp_path: Path) -> None:
-    faults = FaultPoints()
-    m = manager(tmp_path, faults=faults)
-    plog = placed(m)
-    fill(plog, 25)
-    expected = contents(plog)
+    m, faults, expected = loaded(tmp_path)
     faults.arm("move_copy", stall_s=0.05, raises=False)  # every chunk waits: the copy takes a while
     m.alter_replica_dir(TP, tmp_path / "d1")
     m.moves()[0].chunk_bytes = 100
