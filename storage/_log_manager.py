@@ -417,6 +417,7 @@ class LogManager:
                     start_offset=first_copied_offset(source),
                     faults=self.faults,
                     clock=self.clock,
+                    on_io_error=self._io_error_handler(target.path),  # a disk error in the copy takes its dir offline
                 )
             except OSError as exc:
                 self.fail_dir(target.path, exc)
@@ -453,6 +454,7 @@ class LogManager:
         try:
             while not done:
                 move.copy_until_caught_up()
+                move.prepare_finish()
                 done = self._commit(move)
         except MoveStopped:
             pass

@@ -156,6 +156,12 @@ class ReplicaMove:
                 if ahead > 0 and self._stop.wait(ahead):
                     raise MoveStopped(self.tp)
 
+    def prepare_finish(self) -> None:
+        """Before the swap's lock: fsync what the copy wrote and index its aborted transactions,
+        so that under the lock only the last batches are left (appends wait for that part)."""
+        copy_aborted_txns(self.source, self.future)
+        self.future.flush()
+
     def finish_locked(self) -> bool:
         """Under the current log's lock (no append can come): copy the last batches and make the
         future log the current one's equal (epochs, aborted-transaction indexes, log start,

@@ -235,3 +235,13 @@ def test_a_clean_stop_in_the_middle_leaves_the_copy_for_the_next_load_to_start_a
     wait_moves_done(again)
     moved = again.get_log(TP)
     assert moved is not None and moved.dir == tmp_path / "d1" / "t-0" and contents(moved) == expected
+
+
+def test_a_disk_error_in_the_copy_takes_the_target_dir_offline_and_ends_the_move(tmp_path: Path) -> None:
+    m, faults, expected = loaded(tmp_path)
+    faults.arm("move_copy", error=OSError(5, "Input/output error"), times=1)
+    m.alter_replica_dir(TP, tmp_path / "d1")
+    wait_moves_done(m)
+    assert m.offline_dirs() == [tmp_path / "d1"] and m.moves_failed == 1
+    plog = m.get_log(TP)
+    assert plog is not None and plog.dir == tmp_path / "d0" / "t-0" and contents(plog) == expected
