@@ -15,13 +15,14 @@ copy, the swap and what a restart finds).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -480,48 +481,63 @@ class LogManager:
         except OSError as exc:
             log.warning("%s: could not remove the unfinished copy %s: %s", move.tp, move.future.dir, exc)
 
+    @contextlib.contextmanager
+    def _locked_with(self, plog: PartitionLog) -> Iterator[None]:
+        """Hold the manager's lock and then ``plog``'s. A thread appending to ``plog`` may hold the
+        log's lock and wait for the manager's (an I/O error takes the dir offline through
+        ``fail_dir``): the log's lock is only tried for a while, and the manager's let go
+        between tries, so that such a thread goes on."""
+        while True:
+            with self._lock:
+                if plog.lock.acquire(timeout=0.05):
+                    try:
+                        yield
+                    finally:
+                        plog.lock.release()
+                    return
+            time.sleep(0.001)
+
     def _commit(self, move: ReplicaMove) -> bool:
         """Swap the caught-up future log in (``storage._log_move`` gives the order of the renames);
         returns False when the copy must go on first. Locks: no compaction of the log, then the
         manager's, then the log's (appends wait for the last batches' copy and the renames)."""
         source, tp = move.source, move.tp
-        with source.compaction_paused(), self._lock:
+        with source.compaction_paused(), self._locked_with(source):
             if move.cancelled or self._moves.get(tp) is not move:
                 raise MoveStopped(tp)
             old = self._by_tp[tp]
             target = next(d for d in self.dirs if d.path == move.target)
-            with source.lock:
-                if source.is_offline:
-                    raise LogDirOfflineError(old.path, old.error)
+            if source.is_offline:
+                raise LogDirOfflineError(old.path, old.error)
+            try:
+                if not move.finish_locked():
+                    return False
+                _write_checkpoints(target.path, {**target.logs, tp: move.future})
+            except OSError as exc:
+                self.fail_dir(target.path, exc)
+                raise LogDirOfflineError(target.path, exc) from exc
+            retired = old.path / marked_dir_name(tp, move.move_id, DELETE_DIR_SUFFIX)
+            try:
+                source.dir.rename(retired)
+                fsync_dir(old.path)
+            except OSError as exc:
+                self.fail_dir(old.path, exc)
+                raise LogDirOfflineError(old.path, exc) from exc
+            new_dir = target.path / tp.dir_name
+            try:
+                self.faults.hit("move_swap")
+                move.future.dir.rename(new_dir)
+                fsync_dir(target.path)
+            except OSError as exc:
+                # Not swapped: the old dir takes its name back and stays the partition's log.
+                self.fail_dir(target.path, exc)
                 try:
-                    if not move.finish_locked():
-                        return False
-                    _write_checkpoints(target.path, {**target.logs, tp: move.future})
-                except OSError as exc:
-                    self.fail_dir(target.path, exc)
-                    raise LogDirOfflineError(target.path, exc) from exc
-                retired = old.path / marked_dir_name(tp, move.move_id, DELETE_DIR_SUFFIX)
-                try:
-                    source.dir.rename(retired)
+                    retired.rename(source.dir)
                     fsync_dir(old.path)
-                except OSError as exc:
-                    self.fail_dir(old.path, exc)
-                    raise LogDirOfflineError(old.path, exc) from exc
-                new_dir = target.path / tp.dir_name
-                try:
-                    self.faults.hit("move_swap")
-                    move.future.dir.rename(new_dir)
-                    fsync_dir(target.path)
-                except OSError as exc:
-                    # Not swapped: the old dir takes its name back and stays the partition's log.
-                    self.fail_dir(target.path, exc)
-                    try:
-                        retired.rename(source.dir)
-                        fsync_dir(old.path)
-                    except OSError as exc2:
-                        self.fail_dir(old.path, exc2)
-                    raise LogDirOfflineError(target.path, exc) from exc
-                source.take_over(move.future, new_dir, retired, self._io_error_handler(target.path))
+                except OSError as exc2:
+                    self.fail_dir(old.path, exc2)
+                raise LogDirOfflineError(target.path, exc) from exc
+            source.take_over(move.future, new_dir, retired, self._io_error_handler(target.path))
             del old.logs[tp]
             target.logs[tp] = source
             self._by_tp[tp] = target

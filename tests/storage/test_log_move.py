@@ -245,3 +245,18 @@ def test_a_disk_error_in_the_copy_takes_the_target_dir_offline_and_ends_the_move
     assert m.offline_dirs() == [tmp_path / "d1"] and m.moves_failed == 1
     plog = m.get_log(TP)
     assert plog is not None and plog.dir == tmp_path / "d0" / "t-0" and contents(plog) == expected
+
+
+def test_the_swap_lets_go_of_the_managers_lock_while_the_logs_is_held(tmp_path: Path) -> None:
+    # An append that hits an I/O error holds the log's lock and takes the manager's (fail_dir):
+    # the swap, which needs both, must not hold the manager's while it waits for the log's.
+    m, _, expected = loaded(tmp_path)
+    plog = m.get_log(TP)
+    assert plog is not None
+    with plog.lock:
+        m.alter_replica_dir(TP, tmp_path / "d1")
+        time.sleep(0.3)  # the copy is done and the swap waits for the log's lock
+        assert m._lock.acquire(timeout=10), "the swap held the manager's lock while waiting for the log's"
+        m._lock.release()
+    wait_moves_done(m)
+    assert plog.dir == tmp_path / "d1" / "t-0" and contents(plog) == expected
