@@ -355,6 +355,20 @@ def openapi_document() -> dict[str, object]:
                 "online": {"type": "boolean"},
                 "bytes": {"type": ["integer", "null"], "description": "Bytes of segments; null while offline."},
                 "partitions": {"type": "integer", "minimum": 0, "description": "Partitions placed in this dir."},
+                "moves_in": {
+                    "type": "array",
+                    "description": "Replicas being moved into this dir (AlterReplicaLogDirs), with how many "
+                    "offsets their copies are behind.",
+                    "items": {
+                        "type": "object",
+                        "required": ["topic", "partition", "offset_lag"],
+                        "properties": {
+                            "topic": {"type": "string"},
+                            "partition": {"type": "integer", "minimum": 0},
+                            "offset_lag": {"type": "integer", "minimum": 0},
+                        },
+                    },
+                },
             },
         },
     }

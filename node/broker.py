@@ -190,7 +190,11 @@ class Broker:
             self.cluster_id = await self.zk.cluster_id()
             self.producer_ids.floor = site_floor(self.cluster_id)
             logs = LogManager(
-                config.log_dirs, config.log_config(), broker_id=config.broker_id, cluster_id=self.cluster_id
+                config.log_dirs,
+                config.log_config(),
+                broker_id=config.broker_id,
+                cluster_id=self.cluster_id,
+                move_bytes_per_second=config.replica_alter_log_dirs_io_max_bytes_per_second,
             )
             reports = await trio.to_thread.run_sync(logs.startup)
             for report in reports:

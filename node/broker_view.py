@@ -269,6 +269,7 @@ class BrokerView:
         if self._cluster is None:
             return []
         out: list[dict[str, object]] = []
+        moves = self._cluster.logs.moves()
         for d in self._cluster.logs.dirs:
             size: int | None = None
             if d.online:
@@ -278,7 +279,20 @@ class BrokerView:
                         size += plog.size_bytes
                     except LogDirOfflineError:
                         continue
-            out.append({"path": str(d.path), "online": d.online, "bytes": size, "partitions": len(d.logs)})
+            moving_in = [m for m in moves if m.target == d.path]
+            out.append(
+                {
+                    "path": str(d.path),
+                    "online": d.online,
+                    "bytes": size,
+                    "partitions": len(d.logs),
+                    # replicas being moved into this dir (AlterReplicaLogDirs) and how far their copies lag
+                    "moves_in": [
+                        {"topic": m.tp.topic, "partition": m.tp.partition, "offset_lag": m.offset_lag}
+                        for m in moving_in
+                    ],
+                }
+            )
         return out
 
     def groups(self) -> list[dict[str, object]]:

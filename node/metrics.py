@@ -54,6 +54,10 @@ Metric names (all prefixed ``strait_``)::
     strait_partitions_offline                      gauge      from the view
     strait_log_dir_bytes{dir}                      gauge      from the view
     strait_log_dir_online{dir}                     gauge      1 or 0, from the view
+    strait_log_dir_moves{dir}                      gauge      replicas being moved into the dir
+                                                              (AlterReplicaLogDirs), from the view
+    strait_log_dir_move_lag_records{dir}           gauge      how many offsets those moves' copies are
+                                                              behind their current logs, summed
     strait_log_start_offset{topic,partition}       gauge      from the view
     strait_high_watermark{topic,partition}         gauge      from the view
     strait_log_end_offset{topic,partition}         gauge      from the view
@@ -146,7 +150,8 @@ class MetricsView(Protocol):
       (an offset is ``None`` when this node cannot read that partition's log);
     * ``cluster()``: ``{"is_controller": bool, "controller": {"epoch": int} | None,
       "under_replicated_led": int, "offline": int, "replica_fetch_errors": int}``;
-    * ``log_dirs()``: ``[{"path": str, "online": bool, "bytes": int | None}]``.
+    * ``log_dirs()``: ``[{"path": str, "online": bool, "bytes": int | None, "moves_in":
+      [{"topic": str, "partition": int, "offset_lag": int}]}]`` (``moves_in`` may be left out).
     """
 
     def topics(self) -> list[dict[str, object]]:
@@ -540,6 +545,11 @@ class _ViewCollector:
             size = _int(log_dir, "bytes", f"log dir {path!r}")
             if size is not None:
                 families.log_dir_bytes.add_metric([path], size)
+            if "moves_in" in log_dir:
+                moves = _records(log_dir, "moves_in", f"log dir {path!r}")
+                families.log_dir_moves.add_metric([path], len(moves))
+                move_lag = sum(_int(m, "offset_lag", f"a move into {path!r}") or 0 for m in moves)
+                families.log_dir_move_lag.add_metric([path], move_lag)
         for group in view.groups():
             group_id = _str(group, "group_id", "group")
             where = f"group {group_id!r}"
@@ -620,6 +630,14 @@ class _Families:
         self.log_dir_online = GaugeMetricFamily(
             "strait_log_dir_online", "1 while a log dir is online, 0 once it has failed.", labels=["dir"]
         )
+        self.log_dir_moves = GaugeMetricFamily(
+            "strait_log_dir_moves", "Replicas being moved into a log dir (AlterReplicaLogDirs).", labels=["dir"]
+        )
+        self.log_dir_move_lag = GaugeMetricFamily(
+            "strait_log_dir_move_lag_records",
+            "Offsets the copies of the replicas being moved into a log dir are behind their current logs.",
+            labels=["dir"],
+        )
         self.log_start_offset = GaugeMetricFamily(
             "strait_log_start_offset", "First offset still held by a partition's log.", labels=partition
         )
@@ -696,6 +714,8 @@ class _Families:
             self.partitions_offline,
             self.log_dir_bytes,
             self.log_dir_online,
+            self.log_dir_moves,
+            self.log_dir_move_lag,
             self.log_start_offset,
             self.high_watermark,
             self.log_end_offset,

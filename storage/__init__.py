@@ -13,10 +13,12 @@ from ._errors import CorruptIndexError as CorruptIndexError
 from ._errors import FaultInjected as FaultInjected
 from ._errors import InconsistentMetaPropertiesError as InconsistentMetaPropertiesError
 from ._errors import InvalidOffsetError as InvalidOffsetError
+from ._errors import LogDirNotFoundError as LogDirNotFoundError
 from ._errors import LogDirOfflineError as LogDirOfflineError
 from ._errors import OffsetOutOfRangeError as OffsetOutOfRangeError
 from ._errors import RecordFormatError as RecordFormatError
 from ._errors import RecordTooLargeError as RecordTooLargeError
+from ._errors import ReplicaNotHereError as ReplicaNotHereError
 from ._errors import StorageError as StorageError
 from ._faults import FaultPoints as FaultPoints
 from ._files import HIGH_WATERMARK_CHECKPOINT as HIGH_WATERMARK_CHECKPOINT
@@ -38,6 +40,7 @@ from ._log_manager import DirUsage as DirUsage
 from ._log_manager import LogManager as LogManager
 from ._log_manager import ReplicaUsage as ReplicaUsage
 from ._log_manager import wall_clock_ms as wall_clock_ms
+from ._log_move import ReplicaMove as ReplicaMove
 from ._recovery import LoadReport as LoadReport
 from ._recovery import create_log as create_log
 from ._recovery import load_log as load_log

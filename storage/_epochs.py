@@ -213,6 +213,13 @@ class LeaderEpochCache:
             self._replace([])
             return True
 
+    def copy_from(self, other: LeaderEpochCache) -> None:
+        """Take ``other``'s entries, written and fsynced to this cache's own file (a moved replica's
+        future log taking the current log's epochs at the swap)."""
+        entries = list(other.entries)
+        with self._lock:
+            self._replace(entries)
+
     def sync(self) -> None:
         """fsync what ``assign`` wrote without waiting for the disk (nothing when all is synced)."""
         with self._lock:

@@ -64,6 +64,18 @@ class LogDirOfflineError(StorageError):
         self.cause = cause
 
 
+class LogDirNotFoundError(StorageError):
+    """A path that is not one of this node's log dirs (AlterReplicaLogDirs' LOG_DIR_NOT_FOUND)."""
+
+    def __init__(self, path: Path | str, log_dirs: list[Path]) -> None:
+        super().__init__(f"{path} is not a log dir of this node; its log dirs: {', '.join(map(str, log_dirs))}")
+        self.path = path
+
+
+class ReplicaNotHereError(StorageError):
+    """A replica this node holds no log of (AlterReplicaLogDirs' REPLICA_NOT_AVAILABLE)."""
+
+
 class InconsistentMetaPropertiesError(StorageError):
     def __init__(self, path: Path, key: str, found: str, expected: str) -> None:
         super().__init__(f"{path}: {key}={found} but this node is configured with {key}={expected}")

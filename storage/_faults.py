@@ -1,7 +1,9 @@
 """Named fault points the chaos suite and tests arm to make storage raise or stall.
 
 Points: ``append`` (before a batch is written), ``roll`` (before a new segment is made),
-``fsync`` (before any fsync) and ``truncate`` (before a log is truncated). An armed point
+``fsync`` (before any fsync), ``truncate`` (before a log is truncated), ``move_copy`` (before
+each chunk a replica move copies into its future log) and ``move_swap`` (between the two renames
+that swap a moved replica in: the old dir renamed for deletion, the future one not yet renamed). An armed point
 raises FaultInjected (an OSError, so it takes the disk-error path and the log dir goes
 offline) or another chosen exception, and/or stalls the calling thread first.
 """
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 
 from ._errors import FaultInjected
 
-POINTS = frozenset({"append", "roll", "fsync", "truncate"})
+POINTS = frozenset({"append", "roll", "fsync", "truncate", "move_copy", "move_swap"})
 
 
 @dataclass

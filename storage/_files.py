@@ -24,6 +24,7 @@ CLEANED_SUFFIX = ".cleaned"  # compaction leftovers: removed on load
 SWAP_SUFFIX = ".swap"
 TEMP_SUFFIX = ".tmp"
 DELETE_DIR_SUFFIX = "-delete"  # a partition dir renamed for deletion: <topic>-<p>.<uuid>-delete
+FUTURE_DIR_SUFFIX = "-future"  # a replica being moved to this log dir: <topic>-<p>.<uuid>-future
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 META_PROPERTIES_FILE = "meta.properties"
@@ -34,6 +35,9 @@ LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"  # in each partition dir: "0
 
 _OFFSET_DIGITS = 20
 _PARTITION_DIR = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)$")
+_MARKED_DIR = re.compile(
+    r"^(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)\.(?P<id>[0-9a-f]{32})(?P<suffix>-delete|-future)$"
+)
 _SEGMENT_FILE = re.compile(r"^(?P<offset>\d{20})\.(?P<kind>log|index|timeindex|txnindex)$")
 
 
@@ -61,6 +65,19 @@ def parse_partition_dir(name: str) -> TopicPartition | None:
     if m is None:
         return None
     return TopicPartition(m["topic"], int(m["partition"]))
+
+
+def marked_dir_name(tp: TopicPartition, move_id: str, suffix: str) -> str:
+    """``<topic>-<p>.<id><suffix>``: a partition dir renamed for deletion or a future replica's dir."""
+    return f"{tp.dir_name}.{move_id}{suffix}"
+
+
+def parse_marked_dir(name: str) -> tuple[TopicPartition, str, str] | None:
+    """``(tp, id, suffix)`` of a ``-delete`` or ``-future`` dir name (``marked_dir_name``), else None."""
+    m = _MARKED_DIR.match(name)
+    if m is None:
+        return None
+    return TopicPartition(m["topic"], int(m["partition"])), m["id"], m["suffix"]
 
 
 def parse_segment_file(name: str) -> tuple[Offset, str] | None:

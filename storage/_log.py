@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import logging
+import shutil
 import struct
 import threading
 from collections.abc import Callable, Iterator
@@ -37,12 +39,14 @@ from ._errors import (
     StorageError,
 )
 from ._faults import FaultPoints
-from ._files import TopicPartition
+from ._files import LEADER_EPOCH_CHECKPOINT, TopicPartition
 from ._segment import FileSlice, LogSegment
 from ._txn_index import AbortedTxn
 from .records import LOG_OVERHEAD, PREFIX, BatchHeader, LeaderEpoch, Offset, check_batch, crc_of, read_header
 from .records._batch import ATTR_LOG_APPEND_TIME, CRC_POS, HEADER, NO_PARTITION_LEADER_EPOCH
 from .records._offsets import FIRST_OFFSET
+
+log = logging.getLogger("strait.storage")
 
 Clock = Callable[[], int]  # milliseconds since the epoch
 _CRC = struct.Struct(">I")
@@ -93,6 +97,9 @@ class PartitionLog:
         self._cleaner_checkpoint = read_cleaner_checkpoint(directory)
         self._offline: LogDirOfflineError | None = None
         self._pending_deletes: list[tuple[int, LogSegment]] = []  # (due ms, segment)
+        #: (due ms, dir, its segments): the dirs a move to another log dir left behind, renamed
+        #: ``-delete``; their descriptors stay open for fetches in flight until they are due.
+        self._retired_dirs: list[tuple[int, Path, list[LogSegment]]] = []
         self._unflushed_records = 0
         self._first_unflushed_ms: int | None = None
         self.log_start_offset = max(log_start_offset, segments[0].base_offset)
@@ -140,6 +147,23 @@ class PartitionLog:
     def cleaner_checkpoint(self) -> int | None:
         """The offset compaction's dirty section starts at (``cleaner.offset``), or None before any."""
         return self._cleaner_checkpoint
+
+    @property
+    def truncations(self) -> int:
+        """How many times the log was truncated: a copy of it (a replica move) that sees this
+        change while it runs starts over."""
+        return self._truncations
+
+    @property
+    def lock(self) -> threading.RLock:
+        """The lock every mutation takes (appends among them); a replica move swaps under it."""
+        return self._lock
+
+    @contextlib.contextmanager
+    def compaction_paused(self) -> Iterator[None]:
+        """Wait for a compaction in progress to end and start none until the block exits."""
+        with self._cleaning:
+            yield
 
     @contextlib.contextmanager
     def _io(self) -> Iterator[None]:
@@ -360,9 +384,9 @@ class PartitionLog:
                     continue
                 slices.append(piece)
                 budget -= piece.length
+                if budget <= 0 or piece.position + piece.length < segment.size:
+                    break  # the segment's next batch did not fit: a later, smaller one must not be read past it
                 offset = segment.next_offset
-                if budget <= 0:
-                    break
             return slices
 
     def read_bytes(self, offset: Offset, max_bytes: int, *, max_offset: Offset | None = None) -> bytes:
@@ -606,13 +630,106 @@ class PartitionLog:
                 return run.result()
 
     def purge_deleted(self, now_ms: int, *, everything: bool = False) -> int:
-        """Unlink ``.deleted`` segments whose delay has passed; returns how many."""
+        """Unlink ``.deleted`` segments, and remove dirs a move left behind, whose delay has
+        passed; returns how many segments and dirs."""
         with self._lock, self._io():
             due = [(t, s) for t, s in self._pending_deletes if everything or t <= now_ms]
             for _, seg in due:
                 seg.delete_files()
             self._pending_deletes = [(t, s) for t, s in self._pending_deletes if not (everything or t <= now_ms)]
-            return len(due)
+            return len(due) + self._purge_retired_dirs(now_ms, everything=everything)
+
+    def _purge_retired_dirs(self, now_ms: int, *, everything: bool) -> int:
+        """Close and remove the dirs a move left behind once due. They are on another log dir than
+        this log's: a failure to remove one is logged, not this log's I/O error (a leftover
+        ``-delete`` dir is removed at the next load)."""
+        due = [entry for entry in self._retired_dirs if everything or entry[0] <= now_ms]
+        for entry in due:
+            _, directory, segments = entry
+            for seg in segments:
+                seg.close()
+            try:
+                shutil.rmtree(directory)
+            except OSError as exc:
+                log.warning("%s: could not remove %s, left by a move to another log dir: %s", self.tp, directory, exc)
+            self._retired_dirs.remove(entry)
+        return len(due)
+
+    def start_over_at(self, offset: Offset) -> None:
+        """Empty the log and restart it at ``offset`` at once, with no delay (a replica move's
+        future log, which nothing reads, when it must copy again)."""
+        with self._lock, self._io():
+            for seg in self._segments:
+                seg.delete_files()
+            for _, seg in self._pending_deletes:
+                seg.delete_files()
+            self._pending_deletes = []
+            self._segments = [LogSegment.create(self.dir, offset, self.config, self._faults, self._clock())]
+            self.log_start_offset = offset
+            self._after_truncate()
+            self.epochs.clear()
+
+    def advance_to(self, offset: Offset) -> None:
+        """End the log at ``offset`` with no batch between its end and ``offset`` (a copy of a log
+        whose compaction emptied its last segment): a new empty active segment starts there."""
+        with self._lock, self._io():
+            if offset <= self.log_end_offset:
+                return
+            if self._segments[-1].size == 0:
+                self._segments.pop().delete_files()
+            self._segments.append(LogSegment.create(self.dir, offset, self.config, self._faults, self._clock()))
+            fsync_dir(self.dir)
+
+    def drop_segments_below(self, offset: Offset) -> int:
+        """Delete at once the segments wholly below ``offset`` and start the log there (a future
+        log catching up with the current log's start; nothing reads it). Returns how many."""
+        with self._lock, self._io():
+            count = self._delete_segments_locked(lambda seg, nxt: nxt is not None and nxt.base_offset <= offset)
+            if offset > self.log_start_offset:
+                self.log_start_offset = min(offset, self.log_end_offset)
+                self.epochs.truncate_from_start(self.log_start_offset)
+            for _, seg in self._pending_deletes:
+                seg.delete_files()
+            self._pending_deletes = []
+            return count
+
+    def take_over(
+        self,
+        future: PartitionLog,
+        directory: Path,
+        retired_dir: Path,
+        on_io_error: Callable[[OSError], None] | None,
+    ) -> None:
+        """Become ``future``, a copy of this log that a replica move has renamed ``directory``
+        (this partition's name in another log dir); this log's own dir was renamed ``retired_dir``.
+
+        The caller holds this log's lock and made ``future`` complete: the same batches at the
+        same offsets up to the same log end, its epochs and aborted-transaction indexes this
+        log's, everything fsynced. This object stays the partition's log (every holder of it sees
+        the swap); only its files change. The old segments keep their descriptors open and are
+        removed with ``retired_dir`` after ``file.delete.delay.ms``, so that reads in flight
+        (fetches hold ``FileSlice``s) finish.
+        """
+        if future.log_end_offset != self.log_end_offset:
+            raise StorageError(
+                f"{self.tp}: the moved log ends at {future.log_end_offset}, the current one at {self.log_end_offset}"
+            )
+        for seg in future._segments:
+            seg.relocate(directory)
+        retired = self._segments + [seg for _, seg in self._pending_deletes]
+        due = self._clock() + self.config.file_delete_delay_ms
+        self._retired_dirs.append((due, retired_dir, retired))
+        self.dir = directory
+        future.epochs.path = directory / LEADER_EPOCH_CHECKPOINT
+        self._segments = future._segments
+        self._pending_deletes = []
+        self.epochs = future.epochs
+        self._on_io_error = on_io_error
+        self._cleaner_checkpoint = None  # the copy may hold records compaction had removed: all dirty again
+        self.recovery_point = min(future.recovery_point, self.log_end_offset)
+        self._unflushed_records = future._unflushed_records
+        self._first_unflushed_ms = future._first_unflushed_ms
+        self._truncations += 1
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -634,6 +751,9 @@ class PartitionLog:
                 seg.close()
             for _, seg in self._pending_deletes:  # after an I/O error their files stay for recovery
                 seg.close()
+            for _, _, segments in self._retired_dirs:
+                for seg in segments:
+                    seg.close()
 
     def delete(self) -> None:
         """Close and remove every file of this log, and its directory."""
@@ -643,6 +763,7 @@ class PartitionLog:
             for _, seg in self._pending_deletes:
                 seg.delete_files()
             self._pending_deletes = []
+            self._purge_retired_dirs(0, everything=True)
             for leftover in self.dir.iterdir():
                 leftover.unlink()
             self.dir.rmdir()

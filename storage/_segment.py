@@ -137,6 +137,12 @@ class LogSegment:
             with contextlib.suppress(FileNotFoundError):
                 path.rename(path.with_name(path.name + DELETED_SUFFIX))
 
+    def relocate(self, directory: Path) -> None:
+        """Point the segment's paths into ``directory``, where its dir was renamed (a moved
+        replica's future dir taking the partition's name); open descriptors are unaffected."""
+        self.log_path, self.index.path, self.time_index.path = segment_paths(directory, self.base_offset)
+        self.txn_index.path = txn_index_path(directory, self.base_offset)
+
     def delete_files(self) -> None:
         """Close and unlink the segment's files (renamed or not)."""
         self.close()

@@ -84,9 +84,8 @@ KNOWN_GAPS: tuple[str, ...] = (
     "DescribeTopicPartitions (75, KIP-966) is not served (its cursor is a nullable struct the codec's "
     "notation does not declare): the Java Admin 4.3 describes topics with Metadata instead, as with any "
     "broker that does not offer it.",
-    "AlterReplicaLogDirs (34) is not served: a replica does not move between a node's log dirs online; the "
-    "Java `Admin.alterReplicaLogDirs` and `kafka-reassign-partitions.sh` plans naming log dirs fail with "
-    "`UnsupportedVersionException`.",
+    "`strait topics reassign` refuses plans whose `log_dirs` name a dir (not `any`); Kafka's Admin "
+    "`alterReplicaLogDirs` (AlterReplicaLogDirs 34, served) moves a replica between a node's log dirs.",
     "Client quotas: `controller_mutation_rate` is stored and validated but not enforced (KIP-599), and `ip` "
     "connection quotas are refused (INVALID_REQUEST); see docs/quotas.md.",
     "Tiered storage (KIP-405): ListOffsets -5 (latest tiered) answers -1/-1, -4 (earliest local) the log "

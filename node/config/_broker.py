@@ -600,6 +600,12 @@ class NodeConfig:
         name="replica.lag.time.max.ms", type=_L, default="30000", minimum=1, group=_REPLICATION,
         doc="A follower that has not caught up for this long leaves the ISR.",
     ))
+    replica_alter_log_dirs_io_max_bytes_per_second: int = setting(ConfigKey(
+        name="replica.alter.log.dirs.io.max.bytes.per.second", type=_L, default="9223372036854775807", minimum=1,
+        group=_REPLICATION,
+        doc="How many bytes per second a replica's move to another log dir (AlterReplicaLogDirs) copies at most, "
+            "so that the move leaves the disks to the produce and fetch traffic.",
+    ))
     controlled_shutdown_enable: bool = setting(ConfigKey(
         name="controlled.shutdown.enable", type=_B, default="true", group=_REPLICATION,
         doc="On a clean stop, hand leadership to other ISR members before exiting.",

@@ -29,6 +29,7 @@ from node.request import Request
 
 from . import (
     acls,
+    alter_log_dirs,
     configs,
     controller,
     epochs,
@@ -101,6 +102,7 @@ SERVED_APIS: tuple[int, ...] = (
     ApiKey.DELETE_ACLS,
     ApiKey.DESCRIBE_CONFIGS,
     ApiKey.ALTER_CONFIGS,
+    ApiKey.ALTER_REPLICA_LOG_DIRS,
     ApiKey.DESCRIBE_LOG_DIRS,
     ApiKey.SASL_AUTHENTICATE,
     ApiKey.CREATE_PARTITIONS,
@@ -228,6 +230,9 @@ def dispatch_table(node: NodeServices, api_ranges: Mapping[int, tuple[int, int]]
         ApiKey.DESCRIBE_CONFIGS: partial(configs.handle_describe_configs, config),
         ApiKey.DESCRIBE_LOG_DIRS: partial(
             log_dirs.handle_describe_log_dirs, log_dirs.LogDirServices(node.log_dirs, security)
+        ),
+        ApiKey.ALTER_REPLICA_LOG_DIRS: partial(
+            alter_log_dirs.handle_alter_replica_log_dirs, alter_log_dirs.AlterLogDirServices(node.log_dirs, security)
         ),
         ApiKey.ALTER_CONFIGS: partial(configs.handle_alter_configs, config),
         ApiKey.INCREMENTAL_ALTER_CONFIGS: partial(configs.handle_incremental_alter_configs, config),

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from node.partition import Partition
     from node.truncation import Outcome
     from node.txn import InitResult, TxnDescription
-    from storage import DirUsage, Offset
+    from storage import DirUsage, Offset, TopicPartition
 
 Assignment = dict[int, tuple[NodeId, ...]]
 
@@ -199,6 +199,10 @@ class LogDirSource(Protocol):
     """This node's log dirs and what each holds (``storage.LogManager``)."""
 
     def describe_dirs(self) -> list[DirUsage]: ...
+
+    def alter_replica_dir(self, tp: TopicPartition, path: str) -> bool:
+        """Move a replica to another log dir, online (``LogManager.alter_replica_dir``)."""
+        ...
 
 
 class RequestMetrics(Protocol):

@@ -4,8 +4,10 @@ Answered as Kafka's broker does, from its own disks only (an admin client asks e
 per dir its absolute path and KAFKA_STORAGE_ERROR (56) for one that is offline, with no
 replicas; per replica its bytes on disk and its ``offset_lag``, how far its log end offset is
 below the high watermark (0 once it has everything committed); from v4 the total and usable
-bytes of the dir's volume (-1 for an offline dir). strait never moves a replica between dirs
-(AlterReplicaLogDirs is not served), so no replica is a "future" one. ``topics`` null asks for
+bytes of the dir's volume (-1 for an offline dir). A replica being moved to another dir
+(AlterReplicaLogDirs, ``alter_log_dirs``) is listed twice, as Kafka lists it: in its current dir,
+and in the target dir with ``is_future_key`` true, its size what the copy holds so far and its
+``offset_lag`` how far the copy is behind the current log's end. ``topics`` null asks for
 every replica; named partitions this node does not hold are left out, as in Kafka.
 
 Versions 0-4 (v2 flexible, v3 a top-level error code, v4 the volume sizes).
@@ -60,7 +62,7 @@ async def handle_describe_log_dirs(services: LogDirServices, request: Request) -
                     "partition_index": tp.partition,
                     "partition_size": replica.size_bytes,
                     "offset_lag": max(0, replica.high_watermark - replica.log_end_offset),
-                    "is_future_key": False,
+                    "is_future_key": replica.is_future,
                 }
             )
         results.append(

@@ -1,11 +1,14 @@
 """Schemas of the partition reassignment APIs (KIP-455): AlterPartitionReassignments (45) and
-ListPartitionReassignments (46).
+ListPartitionReassignments (46); and AlterReplicaLogDirs (34, KIP-113), which moves a replica
+between the log dirs of one node.
 
 Declared from Apache Kafka's message specs (``clients/src/main/resources/common/message/*.json``).
 Both APIs only ever existed as flexible versions, so, like the transaction APIs, they are declared
 past the "highest non-flexible version" rule: all the versions Kafka 4.3 declares
 (AlterPartitionReassignments v0-1, v1 adding KIP-860's ``allow_replication_factor_change``;
 ListPartitionReassignments v0). Field names are the snake_case of the spec's names.
+AlterReplicaLogDirs is declared at the versions Kafka 4.3 keeps, v1-2 (v2 flexible; v0 was removed
+by KIP-896); v1 answers as v0 did, only its throttling differs.
 """
 
 from __future__ import annotations
@@ -67,6 +70,29 @@ LIST_PARTITION_REASSIGNMENTS = ApiSchema(
         ))),
     ),
 )
+
+ALTER_REPLICA_LOG_DIRS = ApiSchema(
+    ApiKey.ALTER_REPLICA_LOG_DIRS, "AlterReplicaLogDirs", max_version=2, flexible_from=2, min_version=1,
+    request=S(
+        F("dirs", A(S(
+            F("path", STRING),  # the absolute path of the log dir to move to
+            F("topics", A(S(
+                F("name", STRING),
+                F("partitions", A(INT32)),
+            ))),
+        ))),
+    ),
+    response=S(
+        F("throttle_time_ms", INT32),
+        F("results", A(S(
+            F("topic_name", STRING),
+            F("partitions", A(S(
+                F("partition_index", INT32),
+                F("error_code", INT16),
+            ))),
+        ))),
+    ),
+)
 # fmt: on
 
-REASSIGN_APIS = (ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS)
+REASSIGN_APIS = (ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS, ALTER_REPLICA_LOG_DIRS)

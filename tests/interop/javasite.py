@@ -28,10 +28,11 @@ SITE_PROPS = {
 
 
 @contextmanager
-def three_node_site(work: Path, zookeeper: str) -> Iterator[list[NodeProcess]]:
-    """Three nodes (broker ids 1..3) in a ZooKeeper chroot of their own; stopped on leaving, also on failure."""
+def three_node_site(work: Path, zookeeper: str, props: dict[str, str] | None = None) -> Iterator[list[NodeProcess]]:
+    """Three nodes (broker ids 1..3) in a ZooKeeper chroot of their own, with ``props`` over
+    SITE_PROPS; stopped on leaving, also on failure."""
     chroot = f"{zookeeper}/t-java-{time.time_ns()}"
-    nodes = [NodeProcess(i, work / f"node{i}", chroot, dict(SITE_PROPS)) for i in (1, 2, 3)]
+    nodes = [NodeProcess(i, work / f"node{i}", chroot, SITE_PROPS | (props or {})) for i in (1, 2, 3)]
     try:
         for n in nodes:
             n.start()

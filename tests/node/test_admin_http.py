@@ -747,7 +747,7 @@ class StubCluster:
         self.brokers: dict[int, object] = {1: object(), 2: object()}  # broker 3 is not registered
         self.controller: tuple[int, int] | None = (2, 7)
         self.offline_replicas: dict[int, frozenset[tuple[str, int]]] = {}
-        self.logs = SimpleNamespace(offline_dirs=lambda: [], dirs=[])
+        self.logs = SimpleNamespace(offline_dirs=lambda: [], dirs=[], moves=lambda: [])
 
     def add(self, name: str, assignment: dict[int, tuple[int, ...]], states: dict[int, PartitionState]) -> None:
         self.topics[name] = SimpleNamespace(
@@ -899,10 +899,13 @@ def test_broker_view_reports_no_size_for_a_failed_log_dir(tmp_path: Path) -> Non
         SimpleNamespace(path=tmp_path / "d1", online=True, logs={"a": sized, "b": sized}),
         SimpleNamespace(path=tmp_path / "d2", online=False, logs={"c": sized}),
     ]
+    move = SimpleNamespace(target=tmp_path / "d1", tp=SimpleNamespace(topic="t", partition=3), offset_lag=12)
+    cluster.logs.moves = lambda: [move]
     dirs = view_of(cluster).log_dirs()
+    moves_in = [{"topic": "t", "partition": 3, "offset_lag": 12}]
     assert dirs == [
-        {"path": str(tmp_path / "d1"), "online": True, "bytes": 600, "partitions": 2},
-        {"path": str(tmp_path / "d2"), "online": False, "bytes": None, "partitions": 1},
+        {"path": str(tmp_path / "d1"), "online": True, "bytes": 600, "partitions": 2, "moves_in": moves_in},
+        {"path": str(tmp_path / "d2"), "online": False, "bytes": None, "partitions": 1, "moves_in": []},
     ]
     assert schema_problems(dirs, response_schema("/v1/log-dirs", 200)) == []
 

@@ -288,6 +288,7 @@ CASES: dict[str, tuple[str, str, bool, list[str]]] = {
     "min.insync.replicas": ("2", "2", True, ["0"]),
     "unclean.leader.election.enable": ("True", "true", True, ["on"]),
     "replica.lag.time.max.ms": ("10000", "10000", True, ["0"]),
+    "replica.alter.log.dirs.io.max.bytes.per.second": ("1048576", "1048576", True, ["0", "x"]),
     "controlled.shutdown.enable": ("false", "false", True, ["off"]),
     "controlled.shutdown.max.retries": ("5", "5", True, ["-1", "x"]),
     "controlled.shutdown.retry.backoff.ms": ("100", "100", True, ["-1"]),

@@ -102,7 +102,13 @@ class View:
         }
         self.group_list: list[dict[str, object]] = []
         self.dir_list: list[dict[str, object]] = [
-            {"path": "/data/d1", "online": True, "bytes": 4096, "partitions": 2},
+            {
+                "path": "/data/d1",
+                "online": True,
+                "bytes": 4096,
+                "partitions": 2,
+                "moves_in": [{"topic": "orders", "partition": 1, "offset_lag": 30}],
+            },
             {"path": "/data/d2", "online": False, "bytes": None, "partitions": 1},
         ]
 
@@ -318,6 +324,9 @@ def test_view_gauges_are_read_at_scrape_time() -> None:
     assert value(s, "strait_log_dir_online", dir="/data/d2") == 0
     assert value(s, "strait_log_dir_bytes", dir="/data/d1") == 4096
     assert value(s, "strait_log_dir_bytes", dir="/data/d2") is None
+    assert value(s, "strait_log_dir_moves", dir="/data/d1") == 1
+    assert value(s, "strait_log_dir_move_lag_records", dir="/data/d1") == 30
+    assert value(s, "strait_log_dir_moves", dir="/data/d2") is None  # a view without moves_in
 
     partitions = view.topic_list[0]["partitions"]
     assert isinstance(partitions, list)

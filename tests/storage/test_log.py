@@ -86,6 +86,17 @@ def test_segments_roll_by_size_and_reads_span_them(make_log: MakeLog) -> None:
     assert offsets_in(log.read_bytes(5, one * 2)) == [4, 5, 6, 7]
 
 
+def test_a_read_never_skips_a_batch_that_did_not_fit_for_a_smaller_one_in_the_next_segment(make_log: MakeLog) -> None:
+    small, big = batch(1), batch(1, size=2000)
+    log = make_log(LogConfig(segment_bytes=len(small) + len(big)))
+    for b in (small, big, small):  # segments [small, big] and [small]
+        log.append(b)
+    assert [s.base_offset for s in log.segments] == [0, 2]
+    budget = len(small) * 2  # the big batch does not fit, the small one after it would
+    assert offsets_in(log.read_bytes(0, budget)) == [0]
+    assert offsets_in(log.read_bytes(1, budget)) == [1]  # min_one: the big batch alone
+
+
 def test_segments_roll_by_time_measured_from_the_first_batch(make_log: MakeLog) -> None:
     log = make_log(LogConfig(segment_ms=1000))
     log.append(batch(1, ts=10_000))

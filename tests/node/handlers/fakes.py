@@ -404,6 +404,9 @@ class FakeLogDirs:
     def describe_dirs(self) -> list[DirUsage]:
         return self.dirs
 
+    def alter_replica_dir(self, tp: TopicPartition, path: str) -> bool:
+        raise NotImplementedError
+
 
 @dataclass
 class FakeStates:

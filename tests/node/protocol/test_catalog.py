@@ -56,6 +56,7 @@ EXPECTED = {
     31: ("DeleteAcls", 3),
     32: ("DescribeConfigs", 4),
     33: ("AlterConfigs", 2),
+    34: ("AlterReplicaLogDirs", 2),
     35: ("DescribeLogDirs", 4),
     36: ("SaslAuthenticate", 2),
     37: ("CreatePartitions", 3),
@@ -85,9 +86,12 @@ def test_every_api_key_is_declared_with_kafkas_name_and_range() -> None:
     assert [api.api_key for api in all_schemas()] == sorted(EXPECTED)
 
 
+MIN_VERSION_1 = (ApiKey.CONTROLLED_SHUTDOWN, ApiKey.ALTER_REPLICA_LOG_DIRS)  # Kafka 4 dropped their v0 (KIP-896)
+
+
 def test_advertised_ranges() -> None:
     assert advertised_ranges(EXPECTED) == {
-        key: (1 if key == ApiKey.CONTROLLED_SHUTDOWN else 0, high) for key, (_, high) in EXPECTED.items()
+        key: (1 if key in MIN_VERSION_1 else 0, high) for key, (_, high) in EXPECTED.items()
     }
     assert advertised_ranges([]) == {}
     with pytest.raises(UnknownApi, match="unknown api key 4"):
@@ -136,6 +140,7 @@ FLEXIBLE: dict[int, tuple[int, int]] = {
     ApiKey.CREATE_ACLS: (2, 3),
     ApiKey.DELETE_ACLS: (2, 3),
     ApiKey.DESCRIBE_CLUSTER: (0, 2),  # only flexible versions exist (KIP-700)
+    ApiKey.ALTER_REPLICA_LOG_DIRS: (2, 2),  # Kafka 4.3 keeps v1-2; its Admin sends v2
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),  # KIP-455: only flexible versions exist
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     # the data path at Kafka 4.3's newest versions the node implements (issue 20)
