@@ -110,7 +110,10 @@ def test_read_committed_on_the_target_sees_exactly_the_committed_transactions(
     east, west = two_sites
     topic = "orders.txn"
     create(east, topic, PARTITIONS)
-    producer = txn_producer(east.bootstrap, "east-writer")
+    # Its last transaction stays open while the mirror copies and both sites are read: a timeout
+    # longer than that (the test's default of 20 s is not, on a loaded machine) keeps the
+    # coordinator from aborting it, and fencing this producer, before the test commits it.
+    producer = txn_producer(east.bootstrap, "east-writer", **{"transaction.timeout.ms": 180_000})
     committed = write_rounds(producer, topic, range(6))
     # A transaction left open (its records in the log): it holds the LSO on both sites.
     producer.begin_transaction()
@@ -134,7 +137,8 @@ def test_read_committed_on_the_target_sees_exactly_the_committed_transactions(
             assert len(on_east[p]["aborted"]) == 3
             assert on_east[p]["lso"] < on_east[p]["high_watermark"]  # the open transaction
         assert offsets(west.bootstrap, topic, "read_committed") == offsets(east.bootstrap, topic, "read_committed")
-        assert sorted(read_all(west.bootstrap, topic, PARTITIONS, "read_committed")) == sorted(committed)
+        readable = read_all(west.bootstrap, topic, PARTITIONS, "read_committed", open_transaction=True)
+        assert sorted(readable) == sorted(committed)
 
         # The open transaction commits on east: west's LSO follows once the markers are copied.
         producer.commit_transaction(TIMEOUT_S)
