@@ -25,6 +25,10 @@ TRANSIENT_CODES: frozenset[int] = frozenset(
         ErrorCode.NOT_COORDINATOR,  # the group's coordinator moved
         ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,  # the new coordinator is still loading the offsets
         ErrorCode.COORDINATOR_NOT_AVAILABLE,  # the offsets partition has no leader yet
+        # librdkafka's own answers for a topic or partition its metadata does not list yet (a
+        # topic a mirror is about to create): the local side of UNKNOWN_TOPIC_OR_PARTITION.
+        KafkaError._UNKNOWN_PARTITION,
+        KafkaError._UNKNOWN_TOPIC,
     }
 )
 
