@@ -405,7 +405,9 @@ class FakeLogDirs:
         return self.dirs
 
     def alter_replica_dir(self, tp: TopicPartition, path: str) -> bool:
-        raise NotImplementedError
+        """Only DescribeLogDirs is answered over these dirs: a move reaching here is a test's mistake
+        (AlterReplicaLogDirs' handler tests use their own log dirs)."""
+        raise AssertionError(f"FakeLogDirs does not move replicas ({tp} to {path})")
 
 
 @dataclass
