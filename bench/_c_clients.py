@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import shutil
 import socket
 import subprocess
@@ -189,20 +190,29 @@ def find_c_clients(
 @dataclass(frozen=True)
 class CRun:
     """One run of a C client: records moved, seconds from spawn to exit, the tool's own seconds
-    (rdkafka_performance only), and the broker's CPU seconds in the run."""
+    (rdkafka_performance only), the broker's CPU seconds in the run and the client's own
+    (user + system, every thread, from its rusage)."""
 
     records: int
     seconds: float
     tool_seconds: float | None
     broker_cpu_s: float
     argv: list[str]
+    client_cpu_s: float
+
+
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _timed(
     client: CClient, argv: list[str], timeout: float, cpu: Callable[[], float], *, stdout: int
-) -> tuple[subprocess.CompletedProcess[str], float, float]:
-    """Run ``argv`` to its exit in a session of its own; (its result, seconds, broker CPU seconds)."""
-    cpu_start = cpu()
+) -> tuple[subprocess.CompletedProcess[str], float, float, float]:
+    """Run ``argv`` to its exit in a session of its own; (its result, seconds, broker CPU seconds,
+    its own CPU seconds). The client's CPU is this process's waited-for children's over the run:
+    the client is the only child that ends meanwhile (the brokers run on)."""
+    cpu_start, children_start = cpu(), _children_cpu_s()
     start = time.perf_counter()
     try:
         done = subprocess.run(
@@ -218,7 +228,7 @@ def _timed(
     except subprocess.TimeoutExpired as exc:
         raise BenchError(f"{client.name} did not finish within {timeout} s: {' '.join(argv)}") from exc
     seconds = time.perf_counter() - start
-    return done, seconds, cpu() - cpu_start
+    return done, seconds, cpu() - cpu_start, _children_cpu_s() - children_start
 
 
 def kcat_consume(
@@ -234,14 +244,14 @@ def kcat_consume(
     """
     argv = [str(client.executable), "-C", "-b", bootstrap, "-t", topic, "-p", "0", "-o", "0"]
     argv += ["-c", str(count), "-e"]
-    done, seconds, cpu_s = _timed(client, argv, timeout, cpu, stdout=subprocess.DEVNULL)
+    done, seconds, cpu_s, client_s = _timed(client, argv, timeout, cpu, stdout=subprocess.DEVNULL)
     ended = parse_kcat_eof(done.stderr)
     if done.returncode != 0 or ended:
         raise BenchError(
             f"kcat read {topic!r} short of {count} records (exit {done.returncode}, end offsets {ended}): "
             f"{done.stderr[-500:]}"
         )
-    return CRun(count, seconds, None, cpu_s, argv)
+    return CRun(count, seconds, None, cpu_s, argv, client_s)
 
 
 def perf_consume(
@@ -253,14 +263,14 @@ def perf_consume(
     """
     argv = [str(client.executable), "-C", "-t", topic, "-p", "0", "-b", bootstrap, "-o", "0"]
     argv += ["-c", str(count), "-e", "-q"]
-    done, seconds, cpu_s = _timed(client, argv, timeout, cpu, stdout=subprocess.PIPE)
+    done, seconds, cpu_s, client_s = _timed(client, argv, timeout, cpu, stdout=subprocess.PIPE)
     summary = parse_perf_consume(done.stdout)
     if done.returncode != 0 or summary.messages != count:
         raise BenchError(
             f"rdkafka_performance read {summary.messages} of {count} records of {topic!r} "
             f"(exit {done.returncode}): {done.stdout[-300:]} {done.stderr[-300:]}"
         )
-    return CRun(count, seconds, summary.ms / 1e3, cpu_s, argv)
+    return CRun(count, seconds, summary.ms / 1e3, cpu_s, argv, client_s)
 
 
 def perf_produce(
@@ -283,14 +293,14 @@ def perf_produce(
     argv += ["-c", str(count), "-a", "-1" if acks == "all" else acks]
     for key, value in settings.items():
         argv += ["-X", f"{key}={value}"]
-    done, seconds, cpu_s = _timed(client, argv, timeout, cpu, stdout=subprocess.PIPE)
+    done, seconds, cpu_s, client_s = _timed(client, argv, timeout, cpu, stdout=subprocess.PIPE)
     summary = parse_perf_produce(done.stdout)
     if done.returncode != 0 or summary.delivered != count or summary.failed:
         raise BenchError(
             f"rdkafka_performance delivered {summary.delivered} of {count} records to {topic!r}, "
             f"{summary.failed} failed (exit {done.returncode}): {done.stdout[-300:]} {done.stderr[-300:]}"
         )
-    return CRun(count, seconds, summary.ms / 1e3, cpu_s, argv)
+    return CRun(count, seconds, summary.ms / 1e3, cpu_s, argv, client_s)
 
 
 # -- the loopback ceiling --------------------------------------------------------------------

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import functools
 import gc
+import os
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -143,6 +145,55 @@ def warm_up(producer: Producer, topic: str, value: bytes, timeout: float) -> int
     return len(found.partitions)
 
 
+# The groups of this process's threads whose CPU ``client_threads_cpu`` reports.
+APP_THREAD = "application"  # the thread that calls produce() and poll() (the delivery reports run on it)
+RDK_BROKER_THREADS = "librdkafka broker"  # rdk:broker<N>: one per broker connection, does the I/O
+RDK_OTHER_THREADS = "librdkafka other"  # rdk:main (timers, metadata), rdk:bg
+OTHER_THREADS = "other"
+
+ThreadTicks = dict[int, tuple[str, int]]  # thread id -> (group, user + system clock ticks)
+
+
+def thread_ticks(app_tid: int | None = None) -> ThreadTicks:
+    """Every thread of this process with its group and CPU so far (``/proc/self/task``); the
+    application thread is ``app_tid`` (default the calling thread)."""
+    app = threading.get_native_id() if app_tid is None else app_tid
+    out: ThreadTicks = {}
+    for entry in os.scandir("/proc/self/task"):
+        try:
+            with open(f"{entry.path}/stat", "rb") as f:
+                stat = f.read().decode()
+        except OSError:
+            continue  # the thread ended meanwhile
+        tid = int(entry.name)
+        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2 :].split()
+        ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of proc_pid_stat(5))
+        if tid == app:
+            group = APP_THREAD
+        elif comm.startswith("rdk:broker"):
+            group = RDK_BROKER_THREADS
+        elif comm.startswith("rdk:"):
+            group = RDK_OTHER_THREADS
+        else:
+            group = OTHER_THREADS
+        out[tid] = (group, ticks)
+    return out
+
+
+def threads_cpu_delta(start: ThreadTicks, end: ThreadTicks) -> dict[str, float]:
+    """CPU seconds of each thread group between two ``thread_ticks`` readings. A thread born
+    in between counts from zero; one that ended in between is left out (its last figures are
+    gone with it)."""
+    hz = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = {}
+    for tid, (group, ticks) in end.items():
+        before = start.get(tid)
+        used = ticks - (before[1] if before is not None else 0)
+        out[group] = out.get(group, 0.0) + used / hz
+    return out
+
+
 @dataclass(frozen=True)
 class Timed:
     """What one throughput run measured: the span, CPU in it, and the nodes' request counters."""
@@ -151,6 +202,7 @@ class Timed:
     node_cpu_s: dict[str, float]
     client_cpu_s: float
     requests: dict[str, float]  # counter deltas over the span; empty when no counters were read
+    client_threads_s: dict[str, float]  # client CPU seconds by thread group (APP_THREAD, ...)
 
 
 def timed_produce(
@@ -172,11 +224,11 @@ def timed_produce(
         warm_up(producer, topic, value, timeout)
         before = counters() if counters else {}
         gc.collect()
-        cpu_start, client_start = cpu(), time.process_time()
+        cpu_start, client_start, threads_start = cpu(), time.process_time(), thread_ticks()
         start = time.perf_counter()
         produce_all(producer, topic, value, records)
         left = producer.flush(timeout)
-        cpu_end, client_end = cpu(), time.process_time()
+        cpu_end, client_end, threads_end = cpu(), time.process_time(), thread_ticks()
         after = counters() if counters else {}
     if left or deliveries.failed or deliveries.delivered != records:
         raise BenchError(
@@ -188,4 +240,5 @@ def timed_produce(
         {name: cpu_end[name] - cpu_start[name] for name in cpu_end},
         client_end - client_start,
         {name: after[name] - before[name] for name in after},
+        threads_cpu_delta(threads_start, threads_end),
     )

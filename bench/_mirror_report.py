@@ -367,7 +367,12 @@ def settings_lines(settings: Settings, results: Results) -> list[str]:
         "see `bench/_mirror_runner.py`), and every run checks that it opened no connection to east directly",
         "- Mirror: a process of its own per measurement (`python -m bench._mirror_runner`): one "
         "`mirror.LinkRunner` with its defaults (one copier per partition; docs/mirror.md), `sync_interval_s=1`, "
-        "selecting only the measurement's topic",
+        "selecting only the measurement's topic"
+        + (
+            "; link settings from `--link`: " + ", ".join(f"`{k}={v}`" for k, v in settings.link_settings.items())
+            if settings.link_settings
+            else ""
+        ),
         f"- Producer (confluent-kafka {dist_version('confluent-kafka')}, librdkafka {librdkafka}), in the "
         f"benchmark process: `{json.dumps(producer)}`; {VALUE_BYTES}-byte values, no key (sticky partitioner)",
         f"- Throughput: {settings.records:,} records produced to east as fast as the producer takes them "

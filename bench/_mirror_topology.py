@@ -116,12 +116,19 @@ def set_latency(wan: Wan, rtt_ms: int, jitter_ms: int) -> None:
                 )
 
 
-def link_table(name: str, source_bootstrap: str, target_bootstrap: str, topics: list[str]) -> dict[str, Any]:
-    """One ``[[link]]`` table (as JSON) copying exactly ``topics``, with no consumer group selected.
+def link_table(
+    name: str,
+    source_bootstrap: str,
+    target_bootstrap: str,
+    topics: list[str],
+    extra: dict[str, int] | None = None,
+) -> dict[str, Any]:
+    """One ``[[link]]`` table (as JSON) copying exactly ``topics``, with no consumer group selected,
+    plus ``extra`` link settings (e.g. ``fetch_max_bytes``; the mirror checks them).
 
     The sync pass runs every second, so that a new topic's mirror is created within about a second.
     """
-    return {
+    return (extra or {}) | {
         "name": name,
         "source": {"name": "east", "bootstrap": source_bootstrap},
         "target": {"name": "west", "bootstrap": target_bootstrap},

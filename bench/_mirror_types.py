@@ -37,6 +37,7 @@ class Settings:
     note: str | None
     quick: bool
     argv: tuple[str, ...]
+    link_settings: dict[str, int] = field(default_factory=dict)  # --link KEY=VALUE: the link's own settings
 
     def producer_config(self, bootstrap: str) -> dict[str, Any]:
         return PRODUCER_SETTINGS | {

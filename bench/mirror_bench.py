@@ -267,7 +267,9 @@ def _fill(
 ) -> Fill:
     workdir = topology.workdir / topic
     _new_topic(settings, topology, topic)
-    link = link_table(f"bench-{topic}", topology.wan.bootstrap, topology.west.bootstrap, [topic])
+    link = link_table(
+        f"bench-{topic}", topology.wan.bootstrap, topology.west.bootstrap, [topic], settings.link_settings
+    )
     with mirror_process(workdir, link, topology.wan.routes, start_paused=True, timeout=settings.timeout_s) as mirror:
         mirror.wait_for("making the mirror topic on west", mirror_topic_created(topic, PARTITIONS), settings.timeout_s)
         wait_in_sync(topology.west, topic, PARTITIONS, REPLICATED.replication, settings.timeout_s)
@@ -382,7 +384,9 @@ def lag_run(
     total = max(PARTITIONS, round(rate * settings.lag_seconds))
     every = max(1, round(rate / SAMPLES_PER_S))
     _new_topic(settings, topology, topic)
-    link = link_table(f"bench-{topic}", topology.wan.bootstrap, topology.west.bootstrap, [topic])
+    link = link_table(
+        f"bench-{topic}", topology.wan.bootstrap, topology.west.bootstrap, [topic], settings.link_settings
+    )
     notes: list[str] = []
     with ExitStack() as stack:
         mirror = stack.enter_context(
@@ -581,7 +585,20 @@ def parse_args(argv: list[str] | None) -> Settings:
     p.add_argument("--strait", type=Path, default=Path(sys.executable).parent / "strait", help="the strait CLI")
     p.add_argument("--note", help="a line for the report, e.g. what else was running on the machine")
     p.add_argument("--quick", action="store_true", help="300000 records, 5 s lag runs, 1 run: a smoke test")
+    p.add_argument(
+        "--link",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a link setting with an integer value (e.g. fetch_max_bytes=16777216, pipeline_fetches=4); repeatable",
+    )
     args = p.parse_args(argv)
+    link_settings: dict[str, int] = {}
+    for item in args.link:
+        key, sep, value = item.partition("=")
+        if not sep or not key or not value.strip().lstrip("-").isdigit():
+            p.error(f"--link takes KEY=INTEGER, got {item!r}")
+        link_settings[key.strip()] = int(value)
     fill_defaults(args, QUICK if args.quick else FULL)
     if args.records < 1000:
         p.error(f"--records must be at least 1000, got {args.records}")
@@ -611,6 +628,7 @@ def parse_args(argv: list[str] | None) -> Settings:
         note=args.note,
         quick=args.quick,
         argv=tuple(sys.argv[1:] if argv is None else argv),
+        link_settings=link_settings,
     )
 
 

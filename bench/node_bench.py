@@ -219,6 +219,14 @@ class Measurement:
     wall_seconds: float | None = None  # C clients: from spawning the client to its exit
     tool_seconds: float | None = None  # rdkafka_performance: its own clock
     argv: list[str] = field(default_factory=list)  # C clients: the command that ran
+    client_cpu_s: float | None = None  # C clients: the client's own CPU (user + system, all threads)
+
+    @property
+    def client_cores(self) -> float | None:
+        """A C client's CPU over its life, in cores (CPU seconds per second from spawn to exit)."""
+        if self.client_cpu_s is None or not self.wall_seconds:
+            return None
+        return self.client_cpu_s / self.wall_seconds
 
     @property
     def records_per_s(self) -> float:
@@ -238,6 +246,7 @@ class Measurement:
             "mb_per_s": self.mb_per_s,
             "broker_cpu_us_per_record": self.cpu_us_per_record,
             "broker_cpu_pct": 100 * self.broker_cpu_s / self.seconds,
+            "client_cores": self.client_cores,
         }
 
 
@@ -433,7 +442,8 @@ def c_client_tests(
     def add(test: str, run: CRun, value_bytes: int, notes: list[str], *, own_clock: bool = False) -> None:
         seconds = run.tool_seconds if own_clock and run.tool_seconds else run.seconds
         record(test, run.records, seconds, run.broker_cpu_s, notes=notes, value_bytes=value_bytes,
-               wall_seconds=run.seconds, tool_seconds=run.tool_seconds, argv=run.argv)  # fmt: skip
+               wall_seconds=run.seconds, tool_seconds=run.tool_seconds, argv=run.argv,
+               client_cpu_s=run.client_cpu_s)  # fmt: skip
 
     def fill(topic: str, records: int, value: bytes, extra: dict[str, Any]) -> list[str]:
         notes = created(topic)
@@ -536,6 +546,8 @@ class Summary:
     cpu_us_per_record: float
     latency_ms: dict[str, float]
     sent_rate: float | None
+    client_cores: float | None = None  # C clients: the client's CPU over its life, in cores (median)
+    broker_cores: float | None = None  # C clients: the broker's CPU over the timed span, in cores (median)
 
 
 @dataclass(frozen=True)
@@ -558,6 +570,8 @@ def summarise(measurements: list[Measurement]) -> list[Summary]:
         rate = statistics.median(m.records_per_s for m in runs)
         latency = {name: statistics.median(m.latency_ms[name] for m in runs) for name in runs[0].latency_ms}
         sent = [m.sent_rate for m in runs if m.sent_rate is not None]
+        client = [c for c in (m.client_cores for m in runs) if c is not None]
+        broker_cores = [m.broker_cpu_s / m.seconds for m in runs if m.client_cpu_s is not None]
         out.append(
             Summary(
                 p,
@@ -569,6 +583,8 @@ def summarise(measurements: list[Measurement]) -> list[Summary]:
                 statistics.median(m.cpu_us_per_record for m in runs),
                 latency,
                 statistics.median(sent) if sent else None,
+                statistics.median(client) if client else None,
+                statistics.median(broker_cores) if broker_cores else None,
             )
         )
     return out
@@ -698,10 +714,11 @@ def latency_table(settings: Settings, summaries: list[Summary]) -> tuple[list[st
 def c_client_table(
     settings: Settings, client: str, summaries: list[Summary], found: list[CVerdict], loopback: float | None
 ) -> tuple[list[str], list[list[str]]]:
-    """One C client's tests on 1 partition: each broker's rec/s, MB/s and CPU, strait/tansu, the goal."""
+    """One C client's tests on 1 partition: each broker's rec/s, MB/s and CPU, the client's CPU and
+    the broker's in cores, strait/tansu, the goal."""
     headers = ["test", "records"]
     for b in settings.brokers:
-        headers += [f"{b} rec/s", f"{b} MB/s", f"{b} CPU us/rec"]
+        headers += [f"{b} rec/s", f"{b} MB/s", f"{b} CPU us/rec", f"{b}: broker / client cores"]
     headers += ["strait/tansu", "loopback MB/s", "strait/loopback", "goal"]
     by_key = {(s.test, s.broker): s for s in summaries if s.partitions == 1}
     verdict = {v.test: v for v in found}
@@ -716,9 +733,14 @@ def c_client_table(
         for b in settings.brokers:
             s = by_key.get((test, b))
             row += (
-                ["-"] * 3
+                ["-"] * 4
                 if s is None
-                else [f"{s.records_per_s:,.0f}", f"{s.mb_per_s:,.1f}", f"{s.cpu_us_per_record:.2f}"]
+                else [
+                    f"{s.records_per_s:,.0f}",
+                    f"{s.mb_per_s:,.1f}",
+                    f"{s.cpu_us_per_record:.2f}",
+                    _cores_pair(s.broker_cores, s.client_cores),
+                ]
             )
         strait, tansu = by_key.get((test, "strait")), by_key.get((test, "tansu"))
         row.append(f"{strait.records_per_s / tansu.records_per_s:.2f}" if strait and tansu else "-")
@@ -738,6 +760,10 @@ def c_client_table(
             )
         rows.append(row)
     return headers, rows
+
+
+def _cores_pair(broker: float | None, client: float | None) -> str:
+    return f"{'-' if broker is None else f'{broker:.2f}'} / {'-' if client is None else f'{client:.2f}'}"
 
 
 def c_client_titles(settings: Settings, clients: dict[str, str]) -> list[tuple[str, str]]:
@@ -837,6 +863,9 @@ def c_settings_lines(settings: Settings) -> list[str]:
         "partition); timed from spawning the client to its exit (connection and metadata included)",
         f"- Loopback: one TCP connection over 127.0.0.1, a thread `sendall`s 1 MiB buffers, the benchmark "
         f"`recv_into`s one buffer, {settings.loopback_mb:,} MB, once per run, median",
+        "- C clients' *broker / client cores*: the broker's CPU over the timed span and the client's own "
+        "(its rusage: user + system, every thread, from spawn to exit), in CPU seconds per second: which "
+        "side was busy. A client near one core while the broker idles is the limit of that figure",
     ]
 
 

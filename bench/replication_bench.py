@@ -58,11 +58,17 @@ import confluent_kafka
 
 from ._cli import fill_defaults, guarded, require_strait, scratch_dir, stepper
 from ._clients import (
+    APP_THREAD,
+    OTHER_THREADS,
     PRODUCER_SETTINGS,
+    RDK_BROKER_THREADS,
+    RDK_OTHER_THREADS,
     VALUE_BYTES,
     CpuReader,
     open_producer,
     paced_produce,
+    thread_ticks,
+    threads_cpu_delta,
     timed_produce,
     warm_up,
 )
@@ -189,6 +195,7 @@ class Throughput:
     leaders: dict[str, int] = field(default_factory=dict)  # partition -> leader broker id
     requests: dict[str, float] = field(default_factory=dict)  # REQUEST_SERIES deltas over the site (strait)
     notes: list[str] = field(default_factory=list)
+    client_threads_s: dict[str, float] = field(default_factory=dict)  # the client's CPU s by thread group
 
     @property
     def records_per_s(self) -> float:
@@ -239,6 +246,7 @@ class Latency:
     requests: dict[str, float]  # REQUEST_SERIES deltas over the site
     notes: list[str] = field(default_factory=list)
     client: dict[str, float] = field(default_factory=dict)  # _Stats.latency_split
+    client_threads_s: dict[str, float] = field(default_factory=dict)  # the client's CPU s by thread group
 
     @property
     def node_produce_ms(self) -> float:
@@ -341,6 +349,7 @@ class Paced:
     records: int
     node_cpu_s: dict[str, float]
     requests: dict[str, float]  # REQUEST_SERIES deltas
+    client_threads_s: dict[str, float]  # the client's CPU seconds by thread group
 
 
 def produce_paced(
@@ -364,9 +373,9 @@ def produce_paced(
         warm_up(producer, topic, value, timeout)
         before = counters()
         gc.collect()
-        cpu_start = cpu()
+        cpu_start, threads_start = cpu(), thread_ticks()
         sent, done, failed, left = paced_produce(producer, topic, value, rate, total, timeout)
-        cpu_end = cpu()
+        cpu_end, threads_end = cpu(), thread_ticks()
         after = counters()
     if left or failed or not all(done):
         raise BenchError(f"latency run on {topic!r}: {left} undelivered, failures {dict(failed)}")
@@ -377,6 +386,7 @@ def produce_paced(
         total,
         {name: cpu_end[name] - cpu_start[name] for name in cpu_end},
         {name: after[name] - before[name] for name in after},
+        threads_cpu_delta(threads_start, threads_end),
     )
 
 
@@ -417,6 +427,7 @@ def strait_run(
                     leader_ids,
                     timed.requests,
                     notes,
+                    timed.client_threads_s,
                 )
             )
     shutil.rmtree(workdir, ignore_errors=True)
@@ -433,7 +444,15 @@ def tansu_run(settings: Settings, tansu: Tansu, workdir: Path, partitions: int, 
         timed = timed_produce(config, topic, settings.records, value, settings.timeout_s, cpu)
     shutil.rmtree(workdir, ignore_errors=True)
     return Throughput(
-        TANSU, TANSU_CASE.key, partitions, run, settings.records, timed.seconds, timed.node_cpu_s, timed.client_cpu_s
+        TANSU,
+        TANSU_CASE.key,
+        partitions,
+        run,
+        settings.records,
+        timed.seconds,
+        timed.node_cpu_s,
+        timed.client_cpu_s,
+        client_threads_s=timed.client_threads_s,
     )
 
 
@@ -468,6 +487,7 @@ def latency_runs(
                     paced.requests,
                     notes,
                     stats.latency_split(),
+                    paced.client_threads_s,
                 )
             )
     shutil.rmtree(workdir, ignore_errors=True)
@@ -821,6 +841,47 @@ def split_table(latency: list[Latency]) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
+CPU_GROUPS = (APP_THREAD, RDK_BROKER_THREADS, RDK_OTHER_THREADS, OTHER_THREADS)
+
+
+def cpu_table(measured: list[Throughput], latency: list[Latency]) -> tuple[list[str], list[list[str]]]:
+    """Where the machine's cores go: per partition count and case (throughput and latency runs),
+    the medians over runs of the nodes' CPU and the client's by thread group, in cores (CPU
+    seconds per second of the timed span)."""
+    headers = ["partitions", "runs", "nodes", "client: application thread", "client: librdkafka broker threads"]
+    headers += ["client: librdkafka other", "client: other", "all"]
+    groups: dict[tuple[int, str], list[tuple[float, dict[str, float], dict[str, float]]]] = {}
+    for m in measured:
+        if m.target == "strait" and m.client_threads_s:
+            groups.setdefault((m.partitions, _labels()[m.case]), []).append(
+                (m.seconds, m.node_cpu_s, m.client_threads_s)
+            )
+    for r in latency:
+        if r.client_threads_s and r.sent_rate > 0:
+            seconds = r.records / r.sent_rate
+            groups.setdefault((r.partitions, "latency: RF 3, acks=all, paced"), []).append(
+                (seconds, r.node_cpu_s, r.client_threads_s)
+            )
+    order = [c.label for c in (BASE, REPLICATED, *DIAGNOSTICS)] + ["latency: RF 3, acks=all, paced"]
+    rows = []
+    for (partitions, label), runs in sorted(groups.items(), key=lambda kv: (kv[0][0], order.index(kv[0][1]))):
+        nodes = statistics.median(sum(n.values()) / s for s, n, _ in runs)
+        client = [statistics.median(c.get(g, 0.0) / s for s, _, c in runs) for g in CPU_GROUPS]
+        total = statistics.median((sum(n.values()) + sum(c.values())) / s for s, n, c in runs)
+        rows.append([str(partitions), label, f"{nodes:.2f}", *(f"{x:.2f}" for x in client), f"{total:.2f}"])
+    return headers, rows
+
+
+CPU_NOTE = (
+    "Where the cores go (the machine has {cores}): the three nodes' CPU and the client's by thread, in "
+    "cores over each timed span, median of the runs. The *application thread* calls `produce()` and "
+    "serves the delivery reports; librdkafka's *broker threads* (`rdk:broker<N>`, one per connection) "
+    "do its I/O. An idempotent librdkafka producer sends one produce request at a time per partition "
+    "and its broker thread polls its socket without a timeout while that request is out (see "
+    "bench/README.md, Replication): CPU the nodes of a 2-core machine then do not get."
+)
+
+
 SPLIT_NOTE = (
     "The latency runs' produce time as the client saw it: *end to end* from `produce()` to the "
     "delivery report (the table above), and librdkafka's own windows (statistics every "
@@ -890,6 +951,7 @@ def print_tables(
         ),
         ("Where the time goes: mean ms per phase, node metrics (median of runs)", phase_table(measured, latency)),
         ("Latency runs: the client's split (librdkafka's windows)", split_table(latency)),
+        ("Where the cores go: nodes and client threads, in cores (median of runs)", cpu_table(measured, latency)),
     ]
     if profiles:
         tables.append(("py-spy on every node (a separate run, sampling included)", profile_overview(profiles, 3)))
@@ -1079,6 +1141,10 @@ def write_report(
         SPLIT_NOTE,
         "",
         markdown_table(*split_table(latency)),
+        "",
+        CPU_NOTE.format(cores=machine.get("cores", "?")),
+        "",
+        markdown_table(*cpu_table(measured, latency)),
         "",
     ]
     if notes:

@@ -708,8 +708,15 @@ class _ClientLabel:
 
 
 #: Produce requests of one connection whose answers may wait at once (acks=all waiting for the
-#: high watermark) while the next is read: as many as an idempotent producer may have in flight.
-MAX_PIPELINED = 5
+#: high watermark) while the next is read. A non-idempotent client pipelines many small requests
+#: over many partitions (librdkafka sends a partition's batch when its linger ends): with 5, a
+#: producer over 5,000 partitions of a 3-node site waited 121 s for one record to each, with 256
+#: 10 s (bench/scale_bench.py). A waiting answer keeps only its per-partition results, not the
+#: request's records.
+MAX_PIPELINED = 256
+#: ... and while the requests whose answers wait came to less than this many bytes in all: an
+#: answer's results grow with its request's partitions, so this bounds a connection's share.
+MAX_PIPELINED_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(slots=True)
@@ -792,9 +799,10 @@ class _Answers:
     Kafka mutes a connection while a request is in flight. strait does too, but for one case: a
     Produce whose handler has appended and only waits for the high watermark (it returns a
     ``Deferred``) lets the next Produce of the connection be read and appended meanwhile, up to
-    ``MAX_PIPELINED`` waiting at once, so a client with several partitions on one leader is not
-    held up by the replication of each in turn. Any other request is read only once every answer
-    before it has been written, exactly as with muting. The answers are written by a task of the
+    ``MAX_PIPELINED`` waiting at once (and ``MAX_PIPELINED_BYTES`` of their requests), so a
+    client with several partitions on one leader is not held up by the replication of each in
+    turn. Any other request is read only once every answer before it has been written, exactly
+    as with muting. The answers are written by a task of the
     connection, in order; its failure (CloseConnection, a socket error) ends the connection.
     """
 
@@ -804,6 +812,7 @@ class _Answers:
         self._conn = conn
         self._nursery = nursery
         self._queue: collections.deque[_Answer] = collections.deque()
+        self._waiting_bytes = 0  # the request bytes of the answers in the queue
         self._moved = trio.Event()  # set whenever an answer is written
         self._writing = False
         self._failure: BaseException | None = None
@@ -815,9 +824,13 @@ class _Answers:
 
     async def room_for(self, api_key: int) -> None:
         """Wait until a request of ``api_key`` may be handled: at once with nothing waiting, a Produce
-        while fewer than MAX_PIPELINED answers wait, anything else once all are written."""
-        limit = MAX_PIPELINED if api_key == ApiKey.PRODUCE else 1
-        while len(self._queue) >= limit:
+        while fewer than MAX_PIPELINED answers wait for requests of fewer than MAX_PIPELINED_BYTES in
+        all, anything else once all are written."""
+        if api_key != ApiKey.PRODUCE:
+            while self._queue:
+                await self._next_move()
+            return
+        while self._queue and (len(self._queue) >= MAX_PIPELINED or self._waiting_bytes >= MAX_PIPELINED_BYTES):
             await self._next_move()
 
     async def muted(self) -> None:
@@ -836,6 +849,7 @@ class _Answers:
 
     def add(self, answer: _Answer) -> None:
         self._queue.append(answer)
+        self._waiting_bytes += answer.request_bytes
         if not self._writing:
             self._writing = True
             self._nursery.start_soon(self._write_in_order)
@@ -853,6 +867,7 @@ class _Answers:
                     response = await self._finish(answer, response)
                 await self.write(answer, response)
                 self._queue.popleft()
+                self._waiting_bytes -= answer.request_bytes
                 self._moved.set()
         except Exception as exc:
             self._failure = exc

@@ -98,8 +98,11 @@ def test_the_loopback_moves_every_byte() -> None:
     assert loopback_mb_per_s(8 << 20, chunk=1 << 20, timeout=30) > 0
 
 
-def _summary(test: str, broker: str, rate: float, value_bytes: int = 100) -> nb.Summary:
-    return nb.Summary(1, test, broker, 3, rate, rate * value_bytes / 1e6, 1.0, {}, None)
+def _summary(
+    test: str, broker: str, rate: float, value_bytes: int = 100, cores: tuple[float, float] | None = None
+) -> nb.Summary:
+    broker_cores, client_cores = cores if cores else (None, None)
+    return nb.Summary(1, test, broker, 3, rate, rate * value_bytes / 1e6, 1.0, {}, None, client_cores, broker_cores)
 
 
 def test_c_goals_compare_strait_with_tansu_and_the_large_consume_with_the_loopback() -> None:
@@ -132,7 +135,7 @@ def test_a_c_client_table_has_both_brokers_the_ratio_and_the_loopback_share() ->
     settings = nb.parse_args(["--quick", "--partitions", "1"])
     large = f"kcat consume {nb.LARGE}"
     summaries = [
-        _summary("kcat consume", "strait", 2_000_000),
+        _summary("kcat consume", "strait", 2_000_000, cores=(0.25, 1.04)),
         _summary("kcat consume", "tansu", 800_000),
         _summary(large, "strait", 5_000, nb.LARGE_VALUE_BYTES),
         _summary(large, "tansu", 2_000, nb.LARGE_VALUE_BYTES),
@@ -145,6 +148,9 @@ def test_a_c_client_table_has_both_brokers_the_ratio_and_the_loopback_share() ->
     assert table[0]["strait/tansu"] == "2.50" and table[0]["goal"] == ">= 2.0 met"
     assert table[1]["strait MB/s"] == "500.0" and table[1]["loopback MB/s"] == "2,000"
     assert table[1]["strait/loopback"] == "25%" and table[1]["goal"] == ">= 50% NOT met"
+    # Who was busy: the broker's and the client's CPU in cores, where measured.
+    assert table[0]["strait: broker / client cores"] == "0.25 / 1.04"
+    assert table[0]["tansu: broker / client cores"] == "- / -"
 
 
 def test_c_client_flags() -> None:
@@ -195,6 +201,7 @@ def test_a_tiny_run_reads_with_kcat_from_both_brokers_and_reports_it(tiny_run: d
         assert large[broker]["value_bytes"] == nb.LARGE_VALUE_BYTES
         assert 0 < small[broker]["seconds"] == small[broker]["wall_seconds"] < 240
         assert small[broker]["argv"][:2] == [data["machine"]["software"]["kcat_path"], "-C"]
+        assert small[broker]["client_cpu_s"] > 0 and small[broker]["client_cores"] > 0  # kcat's own CPU
     (loopback,) = data["loopback_mb_s"]
     assert loopback > 0
     verdicts = {v["test"]: v for v in data["c_verdicts"]}

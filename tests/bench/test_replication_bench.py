@@ -9,10 +9,13 @@ nothing, and performance is measured by the benchmark, not asserted by tests).
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
+from bench import _clients
 from bench import replication_bench as rb
 from bench._profile import summarise_stacks, where
 from bench._report import PERCENTILES, REPO_ROOT
@@ -66,6 +69,46 @@ def test_where_names_repository_modules_packages_and_the_standard_library() -> N
     assert where("<strait.protocol read_struct>") == ("<strait.protocol read_struct>",) * 2
 
 
+def test_thread_cpu_is_read_per_thread_group_and_a_busy_thread_shows() -> None:
+    """The client's CPU by thread: the calling thread is the application's, a thread born in
+    between counts from zero, and a spinning thread's CPU lands in its group."""
+    start = _clients.thread_ticks()
+    assert start[threading.get_native_id()][0] == _clients.APP_THREAD
+    stop = threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            pass
+
+    helper = threading.Thread(target=spin, name="spinner")
+    helper.start()
+    try:
+        deadline = time.monotonic() + 0.3
+        while time.monotonic() < deadline:
+            pass
+        end = _clients.thread_ticks()
+    finally:
+        stop.set()
+        helper.join()
+    used = _clients.threads_cpu_delta(start, end)
+    assert used[_clients.APP_THREAD] > 0.05  # it spun too
+    assert used[_clients.OTHER_THREADS] > 0.01  # the spinner, born after the first reading
+    # A thread that ended between the readings is left out, not counted negative.
+    gone = {1: (_clients.RDK_BROKER_THREADS, 500)}
+    assert _clients.threads_cpu_delta(gone, {}) == {}
+
+
+def test_the_cpu_table_gives_cores_per_group_and_case() -> None:
+    base = rb.Throughput("strait", rb.BASE.key, 1, 0, 1000, 2.0, {"1": 1.0, "2": 0.0, "3": 0.0}, 2.0)
+    base.client_threads_s = {_clients.APP_THREAD: 1.6, _clients.RDK_BROKER_THREADS: 0.4}
+    repl = rb.Throughput("strait", REPLICATED.key, 1, 0, 1000, 4.0, {"1": 2.0, "2": 1.0, "3": 1.0}, 4.0)
+    repl.client_threads_s = {_clients.APP_THREAD: 2.0, _clients.RDK_BROKER_THREADS: 2.0}
+    headers, rows = rb.cpu_table([repl, base], [])
+    assert headers[2] == "nodes" and headers[-1] == "all"
+    assert rows[0] == ["1", rb.BASE.label, "0.50", "0.80", "0.20", "0.00", "0.00", "1.50"]
+    assert rows[1] == ["1", REPLICATED.label, "1.00", "0.50", "0.50", "0.00", "0.00", "2.00"]
+
+
 def test_quick_defaults_yield_to_explicit_flags() -> None:
     settings = rb.parse_args(["--quick", "--records", "1000"])
     assert (settings.records, settings.runs, settings.latency_seconds) == (1000, rb.QUICK["runs"], 1.0)
@@ -109,4 +152,10 @@ def test_a_tiny_run_measures_every_case_and_writes_its_report(tmp_path: Path, zo
     for heading in ("## Machine", "## Settings", "## Results", "## Profile"):
         assert heading in text
     assert "| partitions | runs | produce unread | produce local | produce remote |" in text
+    # The client's CPU was read by thread, and librdkafka's broker threads were found by their names
+    # (a run this short may not last one clock tick: the amounts are checked by the unit test above).
+    for r in [*data["runs"], *data["latency_runs"]]:
+        assert {_clients.APP_THREAD, _clients.RDK_BROKER_THREADS} <= set(r["client_threads_s"])
+        assert all(v >= 0 for v in r["client_threads_s"].values())
+    assert "| partitions | runs | nodes | client: application thread | client: librdkafka broker threads |" in text
     assert not (tmp_path / "data").exists() or not any((tmp_path / "data").iterdir())  # scratch removed

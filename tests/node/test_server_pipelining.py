@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 import pytest
 import trio
 
+import node.server
 from node.metrics import NodeMetrics
 from node.protocol import ApiKey, decode_response, encode_request, request_header
 from node.request import Deferred, Request
@@ -167,6 +168,30 @@ def test_at_most_max_pipelined_answers_wait_at_once() -> None:
                 gate.set()
             ids = [(await client.answer(ApiKey.PRODUCE, PRODUCE_V) or (None,))[0] for _ in range(count - 1)]
             assert ids == list(range(2, count + 1))
+
+    trio.run(main)
+
+
+def test_answers_wait_for_requests_of_at_most_max_pipelined_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The byte bound: once the waiting answers' requests reach MAX_PIPELINED_BYTES the next Produce
+    stays unread, however few answers wait; one request is always read when none waits."""
+    frames = [produce(i + 1, i) for i in range(4)]
+    monkeypatch.setattr(node.server, "MAX_PIPELINED_BYTES", 2 * len(frames[0]) - 1)
+
+    async def main() -> None:
+        handler = GatedHandler(gated=set(range(4)))
+        async with served(handler) as client:
+            await client.stream.send_all(b"".join(frames))
+            await settle()
+            assert len(handler.seen) == 2  # the second took the waiting requests past the bound
+            handler.gates[0].set()
+            assert (await client.answer(ApiKey.PRODUCE, PRODUCE_V) or (None,))[0] == 1
+            await settle()
+            assert len(handler.seen) == 3
+            for gate in handler.gates.values():
+                gate.set()
+            ids = [(await client.answer(ApiKey.PRODUCE, PRODUCE_V) or (None,))[0] for _ in range(3)]
+            assert ids == [2, 3, 4]
 
     trio.run(main)
 
