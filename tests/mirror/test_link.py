@@ -73,8 +73,8 @@ def test_a_link_file_gives_every_field_and_the_defaults(tmp_path: Path) -> None:
     assert (first.fetch_max_bytes, first.pipeline_fetches) == (1024 * 1024, 4)
     # The defaults: every topic and group, offset-preserving, 5 s.
     assert (second.mode, second.sync_interval_s, second.group_sync_interval_s) == ("offset-preserving", 5.0, 5.0)
-    assert (second.fetch_max_bytes, second.pipeline_fetches) == (8 * 1024 * 1024, 2)
-    assert second.to_dict()["fetch_max_bytes"] == 8 * 1024 * 1024 and second.to_dict()["pipeline_fetches"] == 2
+    assert (second.fetch_max_bytes, second.pipeline_fetches) == (8 * 1024 * 1024, 4)
+    assert second.to_dict()["fetch_max_bytes"] == 8 * 1024 * 1024 and second.to_dict()["pipeline_fetches"] == 4
     assert second.mirrors_topic("anything") and second.mirrors_group("anything")
     assert json.loads(json.dumps(first.to_dict()))["topics"] == {
         "include": ["orders.*", "payments"],
