@@ -109,6 +109,32 @@ def test_the_cpu_table_gives_cores_per_group_and_case() -> None:
     assert rows[1] == ["1", REPLICATED.label, "1.00", "0.50", "0.50", "0.00", "0.00", "2.00"]
 
 
+def test_the_latency_goal_is_judged_on_the_producers_linger_and_p99_9_too() -> None:
+    settings = rb.parse_args(["--quick", "--partitions", "1"])
+    assert rb.latency_lingers(settings) == (settings.linger_ms, 0)
+    assert rb.latency_lingers(rb.parse_args(["--quick", "--linger-ms", "0"])) == (0,)
+
+    def run(linger: int, p99: float, p999: float) -> rb.Latency:
+        latency = dict.fromkeys((name for name, _ in PERCENTILES), 1.0) | {"p99": p99, "p99.9": p999}
+        requests = {"produce_requests": 10.0, "produce_seconds": 0.01, "produce_within_10ms": 10.0}
+        requests["produce_within_100ms"] = 10.0
+        return rb.Latency(1, 0, 100.0, 100.0, 1000, latency, {}, requests, linger_ms=linger)
+
+    found = rb.summarise_latencies(settings, [run(settings.linger_ms, 8.0, 30.0), run(0, 50.0, 60.0)])
+    judged, diagnostic = found
+    assert judged.judged and not judged.met  # p99 under 10 ms, but p99.9 over 25 ms
+    assert not diagnostic.judged and diagnostic.linger_ms == 0
+    summaries = [
+        rb.Summary("strait", case.key, case.label, 1, 1, rate, rate / 1e4, 1.0, 1.0, None, None, rate / 1000.0)
+        for case, rate in ((rb.BASE, 1000.0), (REPLICATED, 600.0))
+    ]
+    lines = rb.goal_lines(settings, summaries, found, [])
+    assert any(line.startswith("latency goal") and "NOT met" in line and "p99.9 30.00 ms" in line for line in lines)
+    assert any(line.startswith("latency with linger.ms=0 (diagnostic") for line in lines)
+    ok = rb.summarise_latencies(settings, [run(settings.linger_ms, 8.0, 20.0)])
+    assert ok[0].met
+
+
 def test_quick_defaults_yield_to_explicit_flags() -> None:
     settings = rb.parse_args(["--quick", "--records", "1000"])
     assert (settings.records, settings.runs, settings.latency_seconds) == (1000, rb.QUICK["runs"], 1.0)
@@ -138,8 +164,12 @@ def test_a_tiny_run_measures_every_case_and_writes_its_report(tmp_path: Path, zo
     for name in ("produce_local", "produce_remote", "produce_send", "replica_round_trip", "replica_turnaround"):
         assert rb.mean_ms(replicated, name) is not None, name
     assert rb.mean_ms(replicated, "produce_remote") > 0  # type: ignore[operator]
-    (latency,) = data["latency_summary"]
-    assert set(latency["latency_ms"]) == {name for name, _ in PERCENTILES}
+    # Latency with the producer's linger.ms (the goal's) and with 0 (a diagnostic), one row each.
+    goal_row, diagnostic = data["latency_summary"]
+    assert (goal_row["linger_ms"], goal_row["judged"]) == (settings.linger_ms, True) and settings.linger_ms > 0
+    assert (diagnostic["linger_ms"], diagnostic["judged"]) == (0, False)
+    assert set(goal_row["latency_ms"]) == {name for name, _ in PERCENTILES}
+    assert {r["linger_ms"] for r in data["latency_runs"]} == {0, settings.linger_ms}
     assert {(p["case"], p["broker_id"]) for p in data["profiles"]} == {
         (case, node) for case in (rb.BASE.key, REPLICATED.key) for node in (1, 2, 3)
     }
@@ -152,6 +182,11 @@ def test_a_tiny_run_measures_every_case_and_writes_its_report(tmp_path: Path, zo
     for heading in ("## Machine", "## Settings", "## Results", "## Profile"):
         assert heading in text
     assert "| partitions | runs | produce unread | produce local | produce remote |" in text
+    assert (
+        f"latency goal (p99 < 10 ms and p99.9 < 25 ms at 10% of RF 3 acks=all's max, linger.ms={settings.linger_ms})"
+        in text
+    )
+    assert "latency with linger.ms=0 (diagnostic, no goal): 1p: p99 " in text
     # The client's CPU was read by thread, and librdkafka's broker threads were found by their names
     # (a run this short may not last one clock tick: the amounts are checked by the unit test above).
     for r in [*data["runs"], *data["latency_runs"]]:
