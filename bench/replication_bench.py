@@ -65,6 +65,7 @@ from ._clients import (
     RDK_OTHER_THREADS,
     VALUE_BYTES,
     CpuReader,
+    Timed,
     open_producer,
     paced_produce,
     thread_ticks,
@@ -197,6 +198,35 @@ class Throughput:
     requests: dict[str, float] = field(default_factory=dict)  # REQUEST_SERIES deltas over the site (strait)
     notes: list[str] = field(default_factory=list)
     client_threads_s: dict[str, float] = field(default_factory=dict)  # the client's CPU s by thread group
+
+    @classmethod
+    def of(
+        cls,
+        target: str,
+        case: str,
+        partitions: int,
+        run: int,
+        records: int,
+        timed: Timed,
+        *,
+        leaders: dict[str, int] | None = None,
+        notes: list[str] | None = None,
+    ) -> Throughput:
+        """What ``timed_produce`` measured of one case."""
+        return cls(
+            target,
+            case,
+            partitions,
+            run,
+            records,
+            timed.seconds,
+            timed.node_cpu_s,
+            timed.client_cpu_s,
+            leaders or {},
+            timed.requests,
+            notes or [],
+            timed.client_threads_s,
+        )
 
     @property
     def records_per_s(self) -> float:
@@ -425,19 +455,8 @@ def strait_run(
             notes = isr_shrinks(running, topic, case.replication, settings.timeout_s) if case.replication > 1 else []
             leader_ids = {str(p): b for p, b in leaders.items()}
             results.append(
-                Throughput(
-                    "strait",
-                    case.key,
-                    partitions,
-                    run,
-                    settings.records,
-                    timed.seconds,
-                    timed.node_cpu_s,
-                    timed.client_cpu_s,
-                    leader_ids,
-                    timed.requests,
-                    notes,
-                    timed.client_threads_s,
+                Throughput.of(
+                    "strait", case.key, partitions, run, settings.records, timed, leaders=leader_ids, notes=notes
                 )
             )
     shutil.rmtree(workdir, ignore_errors=True)
@@ -453,17 +472,7 @@ def tansu_run(settings: Settings, tansu: Tansu, workdir: Path, partitions: int, 
         config = settings.producer_config(running.bootstrap, TANSU_CASE)
         timed = timed_produce(config, topic, settings.records, value, settings.timeout_s, cpu)
     shutil.rmtree(workdir, ignore_errors=True)
-    return Throughput(
-        TANSU,
-        TANSU_CASE.key,
-        partitions,
-        run,
-        settings.records,
-        timed.seconds,
-        timed.node_cpu_s,
-        timed.client_cpu_s,
-        client_threads_s=timed.client_threads_s,
-    )
+    return Throughput.of(TANSU, TANSU_CASE.key, partitions, run, settings.records, timed)
 
 
 def latency_runs(
