@@ -1234,7 +1234,12 @@ def parse_args(argv: list[str] | None) -> Settings:
     p.add_argument("--runs", type=int, help="runs per case and partition count, median reported (default 3)")
     p.add_argument("--latency-seconds", type=float, help="length of each latency run (default 10; --quick 1)")
     p.add_argument("--latency-fraction", type=float, default=LATENCY_FRACTION, help="of RF 3 acks=all's max rate (0.1)")
-    p.add_argument("--linger-ms", type=int, default=PRODUCER_SETTINGS["linger.ms"], help="throughput linger.ms")
+    p.add_argument(
+        "--linger-ms",
+        type=int,
+        default=PRODUCER_SETTINGS["linger.ms"],
+        help="producer linger.ms (throughput, and the latency goal's runs)",
+    )
     p.add_argument("--batch-bytes", type=int, default=PRODUCER_SETTINGS["batch.size"], help="producer batch.size")
     p.add_argument("--no-diagnostics", action="store_true", help="only the two cases the goal compares")
     p.add_argument("--no-tansu", action="store_true", help="skip tansu's RF 1 acks=1 context figure")
