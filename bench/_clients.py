@@ -145,7 +145,7 @@ def warm_up(producer: Producer, topic: str, value: bytes, timeout: float) -> int
     return len(found.partitions)
 
 
-# The groups of this process's threads whose CPU ``client_threads_cpu`` reports.
+# The groups of this process's threads whose CPU ``threads_cpu_delta`` reports.
 APP_THREAD = "application"  # the thread that calls produce() and poll() (the delivery reports run on it)
 RDK_BROKER_THREADS = "librdkafka broker"  # rdk:broker<N>: one per broker connection, does the I/O
 RDK_OTHER_THREADS = "librdkafka other"  # rdk:main (timers, metadata), rdk:bg
@@ -154,10 +154,10 @@ OTHER_THREADS = "other"
 ThreadTicks = dict[int, tuple[str, int]]  # thread id -> (group, user + system clock ticks)
 
 
-def thread_ticks(app_tid: int | None = None) -> ThreadTicks:
+def thread_ticks() -> ThreadTicks:
     """Every thread of this process with its group and CPU so far (``/proc/self/task``); the
-    application thread is ``app_tid`` (default the calling thread)."""
-    app = threading.get_native_id() if app_tid is None else app_tid
+    application thread is the calling one."""
+    app = threading.get_native_id()
     out: ThreadTicks = {}
     for entry in os.scandir("/proc/self/task"):
         try:
